@@ -1,0 +1,137 @@
+"""summon.yaml: one file, the way Matrix bridges are configured.
+
+Secrets may come from the environment instead (``SUMMON_AS_TOKEN``, ``SUMMON_HS_TOKEN``,
+``SUMMON_DATABASE_DSN``), and the environment wins. A bad or missing setting stops start-up with
+one line naming the key (``ConfigError``), never a stack trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.errors import ConfigError
+
+PUPPET_PREFIX = "bot_"  # every bot's puppet is @bot_<slug>:<server> (engine.content compiles it so)
+
+# Environment variables that override a secret in the file: variable -> dotted key.
+SECRET_ENV = {
+    "SUMMON_AS_TOKEN": "appservice.as_token",
+    "SUMMON_HS_TOKEN": "appservice.hs_token",
+    "SUMMON_DATABASE_DSN": "database.dsn",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Homeserver(_Strict):
+    url: str = Field(pattern=r"^https?://")
+    server_name: str = Field(min_length=1)
+
+
+class Listen(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=29333, ge=1, le=65535)
+
+
+class Appservice(_Strict):
+    id: str = Field(default="summon", min_length=1)
+    address: str = Field(pattern=r"^https?://")
+    listen: Listen = Listen()
+    as_token: str = Field(min_length=16)
+    hs_token: str = Field(min_length=16)
+    # The service's own user (for `!bots …`). Every bot's puppet is @bot_<slug>.
+    sender_localpart: str = "summon"
+    # Synapse sends up to 100 events of up to 64 KiB each in one transaction.
+    max_body_size: int = Field(default=16 * 1024 * 1024, ge=7 * 1024 * 1024)
+
+
+class Database(_Strict):
+    dsn: str = Field(pattern=r"^postgres(ql)?://")
+    pool_min: int = Field(default=2, ge=1)
+    pool_max: int = Field(default=10, ge=2)
+
+
+class Worker(_Strict):
+    slots: int = Field(default=2, ge=0)
+    budget_seconds: float = Field(default=60.0, gt=0)
+    lease_seconds: float = Field(default=90.0, gt=0)
+    sweep_seconds: float = Field(default=10.0, gt=0)
+    poll_seconds: float = Field(default=5.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+
+
+class Content(_Strict):
+    dir: str = "content"
+
+
+class Config(_Strict):
+    homeserver: Homeserver
+    appservice: Appservice
+    database: Database
+    worker: Worker = Worker()
+    content: Content = Content()
+
+
+def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
+    data = _with_env(raw, env)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"config: {key}: {err['msg']}") from None
+
+
+def load_config(path: Path, env: Mapping[str, str]) -> Config:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config: {path}{where}: not valid YAML") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config: {path}: the top level must be a mapping of sections")
+    return parse_config(raw, env)
+
+
+def _with_env(raw: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    data: dict[str, Any] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in raw.items()}
+    for var, dotted in SECRET_ENV.items():
+        if env.get(var):
+            section, key = dotted.split(".")
+            current = data.get(section)
+            data[section] = {**(current if isinstance(current, dict) else {}), key: env[var]}
+    return data
+
+
+def registration(config: Config) -> dict[str, Any]:
+    """The appservice registration Synapse loads (`summon registration` writes it)."""
+    server = config.homeserver.server_name.replace(".", r"\.")
+    return {
+        "id": config.appservice.id,
+        "url": config.appservice.address,
+        "as_token": config.appservice.as_token,
+        "hs_token": config.appservice.hs_token,
+        "sender_localpart": config.appservice.sender_localpart,
+        "namespaces": {
+            "users": [
+                {"exclusive": True, "regex": f"@{PUPPET_PREFIX}.*:{server}"},
+                {"exclusive": True, "regex": f"@{config.appservice.sender_localpart}:{server}"},
+            ],
+            "rooms": [],
+            "aliases": [],
+        },
+        "rate_limited": False,
+        "receive_ephemeral": True,
+    }

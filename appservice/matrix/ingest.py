@@ -1,0 +1,247 @@
+"""Ingest is the trigger. In one database transaction per appservice transaction: remember the txn id,
+store every event once (by event_id) as the line a person reads, keep the room's state we rely on
+(members, power levels, creation, history visibility, encryption), and let a *newly stored* line that
+names a bot summon it. What must talk to the homeserver (joining, declining, leaving) is decided here
+and carried out by ``rooms`` after the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from appservice.matrix.mentions import Puppet, named_bots
+from appservice.matrix.said import Line, read_event
+from engine.content import Registry, facts_from_power_levels
+from engine.store.db import Database
+from engine.summon import Summoned, Summons, summon
+
+log = logging.getLogger(__name__)
+
+CONTEXT_LINES = 30
+SCRIPT_KEY = "org.summon.script"  # a scripted model's turns, honoured only where the config allows
+
+
+@dataclass(frozen=True)
+class Join:
+    room_id: str
+    user_id: str
+
+
+@dataclass(frozen=True)
+class Decline:
+    room_id: str
+    user_id: str
+    why: str  # "encrypted" | "not_offered"
+
+
+@dataclass(frozen=True)
+class LeaveEncrypted:
+    room_id: str
+
+
+Followup = Join | Decline | LeaveEncrypted
+
+
+class Ingest:
+    def __init__(
+        self,
+        db: Database,
+        registry: Callable[[], Registry],
+        *,
+        server_name: str,
+        service_user: str,
+        accept_scripts: bool = False,
+        max_attempts: int = 3,
+    ) -> None:
+        self.db = db
+        self.q = db.q
+        self._registry = registry
+        self.server_name = server_name
+        self.service_user = service_user
+        self.accept_scripts = accept_scripts
+        self.max_attempts = max_attempts
+
+    # --- who we are -------------------------------------------------------------------------------
+
+    def puppets(self) -> list[Puppet]:
+        return [Puppet(b.user_id, b.name) for b in self._registry().bots.values()]
+
+    def ours(self, user_id: str) -> bool:
+        return user_id == self.service_user or (
+            user_id.startswith("@bot_") and user_id.endswith(f":{self.server_name}")
+        )
+
+    # --- one appservice transaction ----------------------------------------------------------------
+
+    async def transaction(self, conn: asyncpg.Connection, txn_id: str, events: list[dict[str, Any]]) -> list[Followup] | None:
+        """Store a transaction's events; None when the transaction was seen before (a replay)."""
+        if await conn.fetchval(self.q["record_transaction"], txn_id, len(events)) is None:
+            return None
+        followups: list[Followup] = []
+        for event in events:
+            try:
+                async with conn.transaction():  # a savepoint: one bad event never loses the others
+                    await self.event(conn, event, followups)
+            except (asyncpg.DataError, ValueError, TypeError, KeyError):
+                log.exception("event %s could not be stored; skipped", event.get("event_id"),
+                              extra={"room": event.get("room_id")})
+        return followups
+
+    async def event(self, conn: asyncpg.Connection, event: Mapping[str, Any], followups: list[Followup]) -> None:
+        event_type = event.get("type")
+        room_id = event.get("room_id")
+        if not isinstance(room_id, str) or not isinstance(event_type, str):
+            log.warning("event without a room or a type skipped: %r", event.get("event_id"))
+            return
+        if event_type == "m.room.encrypted":
+            # Never stored or read: we cannot, and a bot must not pretend it did.
+            return
+        await conn.execute(self.q["ensure_room"], room_id)
+        if "state_key" in event:
+            await self._state(conn, room_id, event, followups)
+        line = read_event(event)
+        if line is None:
+            return
+        stored = await conn.fetchval(
+            self.q["store_event"], line.event_id, room_id, line.sender, line.event_type,
+            event.get("state_key"), line.ts, dict(event.get("content") or {}), line.text,
+            line.thread_root, line.reply_to, line.replaces,
+        )
+        if stored is None:
+            return  # seen before: only a newly stored line may summon
+        if line.replaces:
+            await conn.execute(self.q["apply_edit"], line.replaces, line.sender, line.text, line.ts)
+        if line.redacts:
+            await conn.execute(self.q["redact_event"], line.redacts, room_id)
+        if self._may_summon(line):
+            await self._summon(conn, line, event)
+
+    # --- state -------------------------------------------------------------------------------------
+
+    async def _state(self, conn: asyncpg.Connection, room_id: str, event: Mapping[str, Any],
+                     followups: list[Followup]) -> None:
+        event_type = event["type"]
+        content = event.get("content")
+        content = content if isinstance(content, dict) else {}
+        state_key = event.get("state_key")
+        if event_type == "m.room.member" and isinstance(state_key, str):
+            membership = content.get("membership")
+            if not isinstance(membership, str):
+                return
+            name = content.get("displayname")
+            await conn.execute(self.q["upsert_member"], room_id, state_key, membership,
+                               name if isinstance(name, str) else None)
+            if self.ours(state_key):
+                await self._our_membership(conn, room_id, state_key, membership, event, followups)
+        elif event_type == "m.room.encryption" and state_key == "":
+            if await conn.fetchval(self.q["mark_room_encrypted"], room_id) is not None:
+                cancelled = await conn.fetch(self.q["cancel_room_runs"], room_id)
+                log.warning("room %s turned encrypted: leaving; %d run(s) cancelled", room_id, len(cancelled),
+                            extra={"room": room_id})
+                followups.append(LeaveEncrypted(room_id))
+        elif event_type == "m.room.power_levels" and state_key == "":
+            await conn.execute(self.q["set_room_power_levels"], room_id, content)
+        elif event_type == "m.room.create" and state_key == "":
+            version = content.get("room_version", "1")
+            await conn.execute(self.q["set_room_create"], room_id, content, event.get("sender"),
+                               version if isinstance(version, str) else "1")
+        elif event_type == "m.room.history_visibility" and state_key == "":
+            vis = content.get("history_visibility")
+            if isinstance(vis, str):
+                await conn.execute(self.q["set_room_history_visibility"], room_id, vis)
+
+    async def _our_membership(self, conn: asyncpg.Connection, room_id: str, user_id: str, membership: str,
+                              event: Mapping[str, Any], followups: list[Followup]) -> None:
+        if membership == "invite":
+            if _stripped_state_encrypted(event):
+                await conn.execute(self.q["mark_room_encrypted"], room_id)
+                followups.append(Decline(room_id, user_id, "encrypted"))
+                return
+            room = await conn.fetchrow(self.q["get_room"], room_id)
+            if room is not None and room["encrypted"]:
+                followups.append(Decline(room_id, user_id, "encrypted"))
+                return
+            if user_id != self.service_user and not self._offered_in_rooms(user_id):
+                followups.append(Decline(room_id, user_id, "not_offered"))
+                return
+            followups.append(Join(room_id, user_id))
+        elif membership == "join":
+            await conn.execute(self.q["mark_room_joined"], room_id)
+
+    def _offered_in_rooms(self, user_id: str) -> bool:
+        return any(b.user_id == user_id and "rooms" in b.surfaces for b in self._registry().bots.values())
+
+    # --- summoning ---------------------------------------------------------------------------------
+
+    def _may_summon(self, line: Line) -> bool:
+        # m.notice is never answered (no bot loops), nor our own users' lines, nor edits and redactions.
+        return (
+            line.event_type == "m.room.message"
+            and not line.is_notice
+            and not self.ours(line.sender)
+            and line.replaces is None
+            and line.redacts is None
+            and bool(line.text.strip())
+        )
+
+    async def _summon(self, conn: asyncpg.Connection, line: Line, event: Mapping[str, Any]) -> None:
+        registry = self._registry()
+        named = named_bots(line, self.puppets())
+        if not named:
+            return
+        bot = next((b for b in registry.bots.values() if b.user_id == named[0]), None)
+        if bot is None:
+            return
+        room = await conn.fetchrow(self.q["get_room"], line.room_id)
+        assert room is not None
+        facts = facts_from_power_levels(
+            line.sender, room["power_levels"], room["create_content"], room["room_version"] or "1",
+            True, self.server_name, create_sender=room["create_sender"],
+        )
+        context = await self._context(conn, line)
+        result = await summon(conn, self.q, registry, Summons(
+            bot=bot.slug, surface="rooms", prompt=line.text, asked_by=line.sender, facts=facts,
+            room_id=line.room_id, thread_root=line.thread_root, trigger_event=line.event_id,
+            context=context, script=self._script(event), encrypted=bool(room["encrypted"]),
+        ), max_attempts=self.max_attempts)
+        if not isinstance(result, Summoned):
+            log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,
+                     extra={"room": line.room_id, "bot": bot.slug})
+
+    async def _context(self, conn: asyncpg.Connection, line: Line) -> dict[str, Any]:
+        """The conversation as the asker reads it: the thread when asked in one, else the main timeline."""
+        if line.thread_root:
+            rows = await conn.fetch(self.q["context_thread"], line.room_id, line.thread_root, line.ts)
+            kind = "thread"
+        else:
+            rows = list(reversed(await conn.fetch(self.q["context_timeline"], line.room_id, line.ts, CONTEXT_LINES)))
+            kind = "timeline"
+        return {
+            "kind": kind,
+            "lines": [{"event_id": r["event_id"], "sender": r["sender"], "name": r["name"],
+                       "said": r["said"], "ts": r["ts"]} for r in rows],
+        }
+
+    def _script(self, event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        content = event.get("content")
+        script = content.get(SCRIPT_KEY) if isinstance(content, dict) else None
+        if script is None:
+            return None
+        if not self.accept_scripts:
+            log.warning("a line carried a script but scripts are not accepted here; ignored",
+                        extra={"room": event.get("room_id")})
+            return None
+        return script if isinstance(script, list) else None
+
+
+def _stripped_state_encrypted(event: Mapping[str, Any]) -> bool:
+    unsigned = event.get("unsigned")
+    state = unsigned.get("invite_room_state") if isinstance(unsigned, dict) else None
+    if not isinstance(state, list):
+        return False
+    return any(isinstance(s, dict) and s.get("type") == "m.room.encryption" for s in state)

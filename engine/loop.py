@@ -1,0 +1,133 @@
+"""The decision in the middle of the loop: given a run and its steps (and ``now``), what happens next.
+
+Pure: no I/O, no clock of its own. The worker carries the action out and records it as a step; the
+next call sees that step. Its awkward cases are ordinary unit tests.
+
+Order matters, and each rule says why:
+1. cancelled wins over everything, even an answer that is ready (the person said stop);
+2. a tool call recorded but never reported back is closed as interrupted, never re-run (tools run at
+   most once: a ticket raised twice is worse than one that says it may not have been);
+3. a finished model turn with text is said; one with neither text nor tool calls has nothing to add;
+4. a model call the chain gave up on fails the run, with the provider's own words;
+5. only then the limits, before anything else is bought or run: steps, money, time;
+6. a requested tool runs; otherwise the model is called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from engine.messages import (
+    AnswerStep,
+    Ending,
+    EndingStep,
+    ModelStep,
+    Step,
+    ToolCall,
+    ToolCallStep,
+    ToolResultStep,
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    steps: int
+    spend: float  # USD
+    minutes: float
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the decision needs from the run row."""
+
+    id: int
+    limits: Limits
+    started_at: datetime
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
+class CallModel:
+    pass
+
+
+@dataclass(frozen=True)
+class RunTool:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class CloseInterrupted:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class Say:
+    text: str
+
+
+@dataclass(frozen=True)
+class End:
+    ending: Ending
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The run already has its answer or ending recorded: nothing more to do."""
+
+
+Action = CallModel | RunTool | CloseInterrupted | Say | End | Finished
+
+
+def spent(steps: list[Step]) -> float:
+    return sum(s.cost_usd for s in steps if isinstance(s, ModelStep))
+
+
+def counted_steps(steps: list[Step]) -> int:
+    """Steps that count against ``limits.steps``: model calls that answered, and tool calls."""
+    return sum(
+        1 for s in steps
+        if (isinstance(s, ModelStep) and s.error is None) or isinstance(s, ToolCallStep)
+    )
+
+
+def decide(run: RunView, steps: list[Step], now: datetime) -> Action:
+    if any(isinstance(s, AnswerStep | EndingStep) for s in steps):
+        return Finished()
+    if run.cancel_requested:
+        return End("cancelled")
+
+    results = {s.call_id for s in steps if isinstance(s, ToolResultStep)}
+    recorded = [s.call for s in steps if isinstance(s, ToolCallStep)]
+    for call in recorded:
+        if call.id not in results:
+            return CloseInterrupted(call)
+
+    last_model = next((s for s in reversed(steps) if isinstance(s, ModelStep)), None)
+    if last_model is not None and last_model.error is not None and last_model.gave_up:
+        return End("failed", last_model.error)
+
+    pending: list[ToolCall] = []
+    if last_model is not None and last_model.error is None:
+        recorded_ids = {c.id for c in recorded}
+        pending = [c for c in last_model.tool_calls if c.id not in recorded_ids]
+        if not last_model.tool_calls and _last_is(steps, last_model):
+            text = last_model.text.strip()
+            return Say(text) if text else End("nothing_to_add")
+
+    if counted_steps(steps) >= run.limits.steps:
+        return End("out_of_steps")
+    if spent(steps) >= run.limits.spend > 0 or (run.limits.spend == 0 and spent(steps) > 0):
+        return End("out_of_money")
+    if now - run.started_at >= timedelta(minutes=run.limits.minutes):
+        return End("out_of_time")
+
+    if pending:
+        return RunTool(pending[0])
+    return CallModel()
+
+
+def _last_is(steps: list[Step], step: Step) -> bool:
+    return bool(steps) and steps[-1] is step

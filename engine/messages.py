@@ -1,0 +1,140 @@
+"""Steps and messages: small tagged dataclasses, and one TypeAdapter as the only (de)serialiser for
+the ``agent_steps.payload`` jsonb column.
+
+A run's steps are its whole history: every model call (with the provider that answered, tokens and
+cost), every tool call (recorded *before* it runs) and its result, the saying of the answer, or the
+ending. The model's message list is derived from them (``conversation``), so a run resumed on another
+worker knows everything the first one did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+# The ways a run ends without an answer. Their words are strings (### endings), never in the engine.
+Ending = Literal["cancelled", "out_of_money", "out_of_steps", "out_of_time", "nothing_to_add", "failed"]
+ENDINGS: tuple[Ending, ...] = (
+    "cancelled", "out_of_money", "out_of_steps", "out_of_time", "nothing_to_add", "failed",
+)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelStep:
+    """One model call: what came back, who answered, what it cost. ``error`` set = the call failed."""
+
+    kind: Literal["model"] = "model"
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    provider: str = ""
+    model: str = ""
+    fallback: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    error: str | None = None
+    # "provider": the provider's own failure (the chain may try the next); "request": the request's
+    # fault (the run fails). Only meaningful with ``error``.
+    error_class: Literal["provider", "request"] | None = None
+    # True on the attempt after which the chain gave up (the request's fault, or no provider left):
+    # the run fails with this step's words. A failed attempt without it was followed by another.
+    gave_up: bool = False
+
+
+@dataclass(frozen=True)
+class ToolCallStep:
+    """A tool call the model asked for, recorded before it runs (and only run if not cancelled)."""
+
+    call: ToolCall
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True)
+class ToolResultStep:
+    call_id: str
+    content: str
+    is_error: bool = False
+    # True when the worker recorded this for a call that never reported back (crash, cancel):
+    # tools run at most once, and the history stays valid for either provider.
+    interrupted: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True)
+class AnswerStep:
+    text: str
+    kind: Literal["answer"] = "answer"
+
+
+@dataclass(frozen=True)
+class EndingStep:
+    ending: Ending
+    reason: str = ""
+    kind: Literal["ending"] = "ending"
+
+
+@dataclass(frozen=True)
+class DeliveryFailedStep:
+    """The answer could not be handed to the surface; it stays on the run row."""
+
+    error: str
+    kind: Literal["delivery_failed"] = "delivery_failed"
+
+
+Step = Annotated[
+    ModelStep | ToolCallStep | ToolResultStep | AnswerStep | EndingStep | DeliveryFailedStep,
+    Field(discriminator="kind"),
+]
+STEP = TypeAdapter[Step](Step)
+
+
+def dump_step(step: Step) -> str:
+    return STEP.dump_json(step).decode()
+
+
+def load_step(payload: str | bytes | dict[str, Any]) -> Step:
+    if isinstance(payload, dict):
+        return STEP.validate_python(payload)
+    return STEP.validate_json(payload)
+
+
+# --- the model's view -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Message:
+    """One message in the provider-neutral conversation the providers translate from."""
+
+    role: Literal["user", "assistant", "tool"]
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    call_id: str | None = None  # for role="tool"
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    system: str
+    messages: tuple[Message, ...]
+    model: str | dict[str, str] | None = None
+    max_tokens: int = 4096
+
+
+def conversation(opening: tuple[Message, ...], steps: list[Step]) -> tuple[Message, ...]:
+    """The message list for the next model call: the opening (context + what was asked), then every
+    successful model turn and tool result, in order."""
+    out = list(opening)
+    for step in steps:
+        if isinstance(step, ModelStep) and step.error is None:
+            out.append(Message(role="assistant", text=step.text, tool_calls=step.tool_calls))
+        elif isinstance(step, ToolResultStep):
+            out.append(Message(role="tool", text=step.content, call_id=step.call_id, is_error=step.is_error))
+    return tuple(out)

@@ -1,0 +1,16 @@
+"""The seam between the loop and whatever answers: a real provider chain or the scripted mock."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from engine.messages import ModelRequest, ModelStep
+
+
+class Answerer(Protocol):
+    """Answers one model call for a run. Returns every attempt as a step, in order: the last one either
+    answered (``error is None``) or is the one after which the chain gave up (``gave_up``)."""
+
+    async def answer(
+        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+    ) -> list[ModelStep]: ...

@@ -1,0 +1,81 @@
+"""The scripted model: replays the turns a run carries, and stands in when nothing may be bought.
+
+A script is a list of turns, each ``{"text": …}``, ``{"tool_calls": [{"id", "name", "arguments"}]}``,
+``{"error": "…", "error_class": "provider"|"request"}`` and optionally ``"delay": seconds``. Turn *n*
+answers the run's *n*-th model call; past the end of the script the model has nothing to add. A run
+that carries a script is never bought, whatever keys exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.clock import Clock
+from engine.messages import ModelRequest, ModelStep, ToolCall
+
+# What the mock says when it stands in for a provider because none is configured. (The words a run
+# ends with are strings; this is the mock's own answer, and says plainly what it is.)
+STANDING_IN = (
+    "I'm summon's stand-in model: no provider key is configured, so nothing was sent to a real model. "
+    "An operator can add one (see the README) and switch it on with AGENTS_LIVE=1."
+)
+
+
+class ScriptedCall(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptedTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    text: str = ""
+    tool_calls: list[ScriptedCall] = Field(default_factory=list)
+    error: str | None = None
+    error_class: str = "provider"
+    delay: float = Field(default=0.0, ge=0, le=600)
+    cost_usd: float = Field(default=0.0, ge=0)
+    tokens_in: int = Field(default=0, ge=0)
+    tokens_out: int = Field(default=0, ge=0)
+
+
+def parse_script(raw: Any) -> list[ScriptedTurn]:
+    """Validate a script before a run carries it (a bad one is refused when asked, not mid-run)."""
+    if not isinstance(raw, list):
+        raise ValueError("a script is a list of turns")
+    return [ScriptedTurn.model_validate(t) for t in raw]
+
+
+class MockModel:
+    name = "mock"
+
+    def __init__(self, clock: Clock, *, standing_in: str = STANDING_IN) -> None:
+        self._clock = clock
+        self._standing_in = standing_in
+
+    async def answer(
+        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+    ) -> list[ModelStep]:
+        if script is None:
+            return [ModelStep(text=self._standing_in, provider=self.name, model="mock")]
+        turns = parse_script(script)
+        if turn >= len(turns):
+            return [ModelStep(text="", provider=self.name, model="mock")]
+        t = turns[turn]
+        if t.delay:
+            await self._clock.sleep(t.delay)
+        if t.error is not None:
+            request_fault = t.error_class == "request"
+            return [ModelStep(
+                provider=self.name, model="mock", error=t.error,
+                error_class="request" if request_fault else "provider", gave_up=True,
+            )]
+        return [ModelStep(
+            text=t.text,
+            tool_calls=tuple(ToolCall(c.id, c.name, dict(c.arguments)) for c in t.tool_calls),
+            provider=self.name, model="mock", cost_usd=t.cost_usd,
+            tokens_in=t.tokens_in, tokens_out=t.tokens_out,
+        )]

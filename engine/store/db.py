@@ -1,0 +1,95 @@
+"""The database: one asyncpg pool, migrations, and named transactions.
+
+Every transaction has a name (as Synapse's ``run_interaction`` does), so a log line or a slow-query
+warning says *what* was slow.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from engine.errors import StoreError
+from engine.store.queries import SQL_DIR, Queries
+
+log = logging.getLogger(__name__)
+
+SLOW_SECONDS = 0.5
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+class Database:
+    def __init__(self, pool: asyncpg.Pool, queries: Queries) -> None:
+        self.pool = pool
+        self.q = queries
+
+    @classmethod
+    async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Database:
+        try:
+            pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, init=_init_connection)
+        except (OSError, asyncpg.PostgresError) as exc:
+            raise StoreError(f"cannot connect to the database: {exc}") from exc
+        assert pool is not None
+        return cls(pool, Queries())
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    @asynccontextmanager
+    async def transaction(self, name: str) -> AsyncIterator[asyncpg.Connection]:
+        started = time.monotonic()
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield conn
+        took = time.monotonic() - started
+        if took > SLOW_SECONDS:
+            log.warning("slow transaction %s took %.3fs", name, took, extra={"txn": name})
+
+    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        return list(await self.pool.fetch(self.q[query], *args))
+
+    async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        return await self.pool.fetchrow(self.q[query], *args)
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        return await self.pool.fetchval(self.q[query], *args)
+
+    async def execute(self, query: str, *args: Any) -> str:
+        return str(await self.pool.execute(self.q[query], *args))
+
+
+def migration_files(sql_dir: Path = SQL_DIR) -> list[Path]:
+    return sorted((sql_dir / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql"))
+
+
+async def migrate(dsn: str, sql_dir: Path = SQL_DIR) -> list[str]:
+    """Apply the migrations not yet applied, in order, each in its own transaction. Forward only."""
+    q = Queries(sql_dir / "queries.sql")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(q["migration_lock"])
+        await conn.execute(q["migrations_table"])
+        done = {r["version"] for r in await conn.fetch(q["applied_migrations"])}
+        applied: list[str] = []
+        for path in migration_files(sql_dir):
+            version = path.stem
+            if version in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(path.read_text(encoding="utf-8"))
+                await conn.execute(q["record_migration"], version)
+            log.info("applied migration %s", version)
+            applied.append(version)
+        return applied
+    finally:
+        await conn.close()

@@ -1,0 +1,345 @@
+"""The worker: claim a run, hold it by id, step it until it is finished or its wall-clock budget is spent,
+then hand it back. I/O around the pure ``loop.decide``.
+
+- The claim is one short autocommit statement; no transaction is held open across a model or tool call.
+- Every write is fenced on ``lease_owner`` and reads the cancel flag in the same commit; 0 rows means
+  the lease was lost and the worker stops at once.
+- A tool call is recorded before it runs, and runs only if that same commit read "not cancelled".
+- Handing back releases the lease; the status change NOTIFYs, so the next worker starts at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from engine.clock import Clock
+from engine.content import Registry
+from engine.errors import LeaseLost
+from engine.loop import (
+    CallModel,
+    CloseInterrupted,
+    End,
+    Finished,
+    Limits,
+    RunTool,
+    RunView,
+    Say,
+    decide,
+)
+from engine.messages import (
+    AnswerStep,
+    EndingStep,
+    ModelRequest,
+    ModelStep,
+    Step,
+    ToolCallStep,
+    ToolResultStep,
+    conversation,
+    dump_step,
+    load_step,
+)
+from engine.prompt import opening
+from engine.providers.base import Answerer
+from engine.store.db import Database
+from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
+from engine.tasks import TaskGroup
+
+log = logging.getLogger(__name__)
+
+ToolFn = Callable[[RunInfo, dict[str, Any]], Awaitable[str]]
+
+# What the model is told about a tool call that never reported back. Tools run at most once.
+INTERRUPTED = "This tool call was interrupted before its result was recorded; it may or may not have taken effect."
+UNKNOWN_TOOL = "There is no tool named {name!r}."
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    slots: int = 2
+    budget_seconds: float = 60.0
+    lease_seconds: float = 90.0
+    sweep_seconds: float = 10.0
+    poll_seconds: float = 5.0
+    sweep_batch: int = 1000
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    def __init__(
+        self,
+        db: Database,
+        registry: Callable[[], Registry],
+        answerer: Answerer,
+        surfaces: Mapping[str, Surface],
+        clock: Clock,
+        settings: WorkerSettings,
+        *,
+        tools: Mapping[str, ToolFn] | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.db = db
+        self.q = db.q
+        self._registry = registry
+        self.answerer = answerer
+        self.surfaces = surfaces
+        self.clock = clock
+        self.settings = settings
+        self.tools = dict(tools or {})
+        self.id = worker_id or new_worker_id()
+        self._wake = asyncio.Event()
+        self._generation = 0
+
+    # --- the long-running parts --------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim and hold runs with ``slots`` concurrent slots, woken by NOTIFY, until ``stop`` is set."""
+        listener = await self.db.pool.acquire()
+        try:
+            await listener.add_listener("summon_runs", self._notified)
+            async with TaskGroup("worker") as group:
+                for n in range(self.settings.slots):
+                    group.spawn(self._slot(n, stop), name=f"worker-slot-{n}")
+                group.spawn(self._sweeper(stop), name="worker-sweep")
+                await stop.wait()
+                self._poke()
+        finally:
+            await listener.remove_listener("summon_runs", self._notified)
+            await self.db.pool.release(listener)
+
+    def _notified(self, *_: object) -> None:
+        self._poke()
+
+    def _poke(self) -> None:
+        self._generation += 1
+        self._wake.set()
+
+    async def _slot(self, n: int, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            seen = self._generation
+            try:
+                held = await self.work_once()
+            except (OSError, asyncpg.PostgresError):
+                log.exception("worker slot %s: database error; retrying", n)
+                await asyncio.sleep(1)
+                continue
+            if held or stop.is_set():
+                continue
+            if self._generation != seen:
+                continue
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_seconds)
+            except TimeoutError:
+                pass
+
+    async def _sweeper(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.sweep()
+            except (OSError, asyncpg.PostgresError):
+                log.exception("lease sweep failed; will try again")
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.settings.sweep_seconds)
+            except TimeoutError:
+                pass
+
+    # --- one claim, one run -----------------------------------------------------------------------
+
+    async def work_once(self) -> bool:
+        """Claim one run and hold it. False when nothing was claimable."""
+        row = await self.db.fetchrow("claim_run", self.id, self.settings.lease_seconds)
+        if row is None:
+            return False
+        try:
+            await self.hold(row)
+        except LeaseLost as exc:
+            log.warning("%s; stopping work on it", exc, extra={"run": row["id"]})
+        return True
+
+    async def hold(self, row: asyncpg.Record) -> None:
+        run = RunInfo.from_row(row)
+        view = _view(row)
+        surface = self.surfaces.get(run.surface)
+        started = self.clock.monotonic()
+        steps = await self._steps(run.id)
+        log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.id})
+        if surface is not None:
+            await surface.working(run, True)
+        try:
+            await self._step_until_done(run, row, view, steps, surface, started)
+        except asyncio.CancelledError:
+            # Shutting down: release the lease so another worker takes the run at once, not after expiry.
+            await asyncio.shield(self._release_quietly(run))
+            raise
+        finally:
+            if surface is not None:
+                await surface.working(run, False)
+
+    async def _release_quietly(self, run: RunInfo) -> None:
+        try:
+            await self.db.fetchval("hand_back_run", run.id, self.id)
+        except (OSError, asyncpg.PostgresError):
+            log.warning("could not hand run %s back at shutdown; the sweep will", run.id)
+
+    async def _step_until_done(
+        self, run: RunInfo, row: asyncpg.Record, view: RunView, steps: list[Step],
+        surface: Surface | None, started: float,
+    ) -> None:
+        while True:
+            action = decide(view, steps, self.clock.now())
+            if isinstance(action, Finished):
+                return
+            if isinstance(action, Say):
+                await self._finish(run, steps, AnswerStep(action.text), Answered(action.text), surface)
+                return
+            if isinstance(action, End):
+                ending = EndingStep(action.ending, action.reason)
+                await self._finish(run, steps, ending, Ended(action.ending, action.reason), surface)
+                return
+            if isinstance(action, CallModel):
+                cancelled = await self._call_model(row, steps)
+            elif isinstance(action, RunTool):
+                cancelled = await self._record(run.id, steps, ToolCallStep(action.call))
+                if not cancelled:
+                    result = await self._run_tool(run, action.call.name, action.call.arguments)
+                    cancelled = await self._record(
+                        run.id, steps, ToolResultStep(action.call.id, result[0], is_error=result[1]),
+                    )
+            elif isinstance(action, CloseInterrupted):
+                cancelled = await self._record(
+                    run.id, steps, ToolResultStep(action.call.id, INTERRUPTED, is_error=True, interrupted=True),
+                )
+            else:  # pragma: no cover - the Action union is closed
+                raise AssertionError(action)
+            if cancelled:
+                view = RunView(view.id, view.limits, view.started_at, cancel_requested=True)
+                continue
+            if self.clock.monotonic() - started >= self.settings.budget_seconds:
+                await self._hand_back(run)
+                return
+
+    async def _call_model(self, row: asyncpg.Record, steps: list[Step]) -> bool:
+        registry = self._registry()
+        bot = registry.get(row["bot"])
+        system = bot.prompt if bot is not None else ""
+        model = bot.model if bot is not None else None
+        request = ModelRequest(
+            system=system,
+            messages=conversation(opening(row["context"] or {}, row["prompt"]), steps),
+            model=model,
+        )
+        turn = sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
+        attempts = await self.answerer.answer(request, script=row["script"], turn=turn)
+        cancelled = False
+        for attempt in attempts:
+            cancelled = await self._record(row["id"], steps, attempt)
+        return cancelled
+
+    async def _run_tool(self, run: RunInfo, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        fn = self.tools.get(name)
+        if fn is None:
+            return UNKNOWN_TOOL.format(name=name), True
+        try:
+            return await fn(run, arguments), False
+        except Exception as exc:  # a tool's failure goes back to the model, which can act on it
+            log.warning("tool %s failed: %s", name, exc, extra={"run": run.id})
+            return f"The tool failed: {exc}", True
+
+    # --- fenced writes ------------------------------------------------------------------------------
+
+    async def _record(self, run_id: int, steps: list[Step], step: Step) -> bool:
+        """Record the next step, fenced; return the cancel flag read in the same commit."""
+        async with self.db.transaction("record_step") as conn:
+            cancel = await self._fence(conn, run_id)
+            await self._insert_step(conn, run_id, len(steps) + 1, step)
+        steps.append(step)
+        return cancel
+
+    async def _fence(self, conn: asyncpg.Connection, run_id: int) -> bool:
+        flag = await conn.fetchrow(self.q["fence_run"], run_id, self.id, self.settings.lease_seconds)
+        if flag is None:
+            raise LeaseLost(run_id, self.id)
+        return bool(flag["cancel_requested"])
+
+    async def _insert_step(self, conn: asyncpg.Connection, run_id: int, seq: int, step: Step) -> None:
+        model = step if isinstance(step, ModelStep) else None
+        try:
+            await conn.execute(
+                self.q["insert_step"], run_id, seq, step.kind, dump_step(step),
+                model.provider if model else None, model.model if model else None,
+                model.tokens_in if model else 0, model.tokens_out if model else 0,
+                model.cost_usd if model else 0, self.id,
+            )
+        except asyncpg.UniqueViolationError as exc:
+            raise LeaseLost(run_id, self.id) from exc
+
+    async def _finish(
+        self, run: RunInfo, steps: list[Step], last: Step, outcome: Outcome, surface: Surface | None,
+    ) -> None:
+        if isinstance(outcome, Answered):
+            status, ending, reason, answer = "done", None, None, outcome.text
+        else:
+            status = "cancelled" if outcome.ending == "cancelled" else (
+                "failed" if outcome.ending == "failed" else "done")
+            ending, reason, answer = outcome.ending, outcome.reason or None, None
+        async with self.db.transaction("finish_run") as conn:
+            await self._fence(conn, run.id)
+            await self._insert_step(conn, run.id, len(steps) + 1, last)
+            done = await conn.fetchval(self.q["finish_run"], run.id, self.id, status, ending, reason, answer)
+            if done is None:
+                raise LeaseLost(run.id, self.id)
+            if surface is not None:
+                await surface.deliver(conn, run, outcome)
+        steps.append(last)
+        log.info("run %s finished: %s", run.id, ending or "answered", extra={"run": run.id, "bot": run.bot})
+
+    async def _hand_back(self, run: RunInfo) -> None:
+        released = await self.db.fetchval("hand_back_run", run.id, self.id)
+        if released is None:
+            raise LeaseLost(run.id, self.id)
+        log.info("run %s handed back after its budget", run.id, extra={"run": run.id})
+
+    async def _steps(self, run_id: int) -> list[Step]:
+        return [load_step(r["payload"]) for r in await self.db.fetch("run_steps", run_id)]
+
+    # --- the sweep ------------------------------------------------------------------------------------
+
+    async def sweep(self) -> int:
+        """Re-queue runs whose worker died; a cancelled or worn-out one is ended where it was asked."""
+        async with self.db.transaction("sweep_expired") as conn:
+            rows = await conn.fetch(self.q["sweep_expired"], self.settings.sweep_batch)
+            for r in rows:
+                if r["status"] in ("cancelled", "failed"):
+                    full = await conn.fetchrow(self.q["get_run"], r["id"])
+                    info = RunInfo.from_row(full)
+                    surface = self.surfaces.get(info.surface)
+                    if surface is not None:
+                        await surface.deliver(conn, info, Ended(r["status"] if r["status"] == "cancelled" else "failed"))
+        if rows:
+            log.info("sweep: %d expired lease(s) handled", len(rows))
+        return len(rows)
+
+
+def _view(row: asyncpg.Record) -> RunView:
+    limits = row["limits"] or {}
+    started: datetime = row["started_at"] or row["created_at"]
+    return RunView(
+        id=row["id"],
+        limits=Limits(steps=int(limits.get("steps", 12)), spend=float(limits.get("spend", 0.5)),
+                      minutes=float(limits.get("minutes", 10))),
+        started_at=started,
+        cancel_requested=bool(row["cancel_requested"]),
+    )

@@ -1,0 +1,272 @@
+-- Every statement summon runs, looked up by name (engine/store/queries.py). No SQL lives in Python.
+
+-- name: record_transaction
+-- Remember an appservice transaction id; no row back = seen before (a replay: store and summon nothing).
+INSERT INTO as_transactions (txn_id, events) VALUES ($1, $2)
+ON CONFLICT (txn_id) DO NOTHING
+RETURNING txn_id;
+
+-- name: ensure_room
+-- A room we hear from gets a row the first time.
+INSERT INTO rooms (room_id) VALUES ($1) ON CONFLICT (room_id) DO NOTHING;
+
+-- name: get_room
+-- The room's row.
+SELECT * FROM rooms WHERE room_id = $1;
+
+-- name: mark_room_encrypted
+-- The room turned encrypted; returns the row only the first time.
+UPDATE rooms SET encrypted = true, encrypted_at = now() WHERE room_id = $1 AND NOT encrypted
+RETURNING room_id;
+
+-- name: mark_room_left
+-- We left (or were removed from) the room.
+UPDATE rooms SET left_at = now() WHERE room_id = $1;
+
+-- name: mark_room_joined
+-- We are (back) in the room.
+UPDATE rooms SET left_at = NULL WHERE room_id = $1;
+
+-- name: set_room_create
+-- The room's m.room.create content, its sender (the creator) and the room version.
+UPDATE rooms SET create_content = $2, create_sender = $3, room_version = $4 WHERE room_id = $1;
+
+-- name: set_room_power_levels
+-- The room's current m.room.power_levels content.
+UPDATE rooms SET power_levels = $2 WHERE room_id = $1;
+
+-- name: set_room_history_visibility
+-- The room's current history visibility.
+UPDATE rooms SET history_visibility = $2 WHERE room_id = $1;
+
+-- name: upsert_member
+-- A member event: who is in the room, under which display name.
+INSERT INTO room_members (room_id, user_id, membership, display_name) VALUES ($1, $2, $3, $4)
+ON CONFLICT (room_id, user_id) DO UPDATE
+   SET membership = EXCLUDED.membership,
+       display_name = coalesce(EXCLUDED.display_name, room_members.display_name),
+       updated_at = now();
+
+-- name: our_members
+-- Which of our users (puppets and the service user, by prefix) are joined or invited in a room.
+SELECT user_id, membership FROM room_members
+ WHERE room_id = $1 AND user_id = ANY($2::text[]) AND membership IN ('join', 'invite');
+
+-- name: get_member
+-- One person's membership and display name in a room.
+SELECT membership, display_name FROM room_members WHERE room_id = $1 AND user_id = $2;
+
+-- name: store_event
+-- Store a room event once, by event_id; a row back = newly stored (only a new line may summon).
+INSERT INTO room_events (event_id, room_id, sender, event_type, state_key, ts, content, said,
+                         thread_root, reply_to, replaces)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id;
+
+-- name: apply_edit
+-- An edit replaces its original's text: same sender, newer than any edit applied before.
+UPDATE room_events SET said = $3, edited_ts = $4
+ WHERE event_id = $1 AND sender = $2 AND replaces IS NULL AND coalesce(edited_ts, ts) <= $4;
+
+-- name: redact_event
+-- A redaction drops the line: no text, no content, never in a context again.
+UPDATE room_events SET redacted = true, said = '', content = '{}'::jsonb WHERE event_id = $1 AND room_id = $2;
+
+-- name: context_timeline
+-- The room's main timeline up to and including the asking line, newest first (thread replies excluded).
+SELECT e.event_id, e.sender, coalesce(m.display_name, e.sender) AS name, e.said, e.ts
+  FROM room_events e
+  LEFT JOIN room_members m ON m.room_id = e.room_id AND m.user_id = e.sender
+ WHERE e.room_id = $1 AND e.thread_root IS NULL AND e.replaces IS NULL AND NOT e.redacted
+   AND e.said <> '' AND e.ts <= $2
+ ORDER BY e.ts DESC, e.event_id DESC
+ LIMIT $3;
+
+-- name: context_thread
+-- A thread: its root and every reply up to the asking line, oldest first.
+SELECT e.event_id, e.sender, coalesce(m.display_name, e.sender) AS name, e.said, e.ts
+  FROM room_events e
+  LEFT JOIN room_members m ON m.room_id = e.room_id AND m.user_id = e.sender
+ WHERE e.room_id = $1 AND (e.event_id = $2 OR e.thread_root = $2) AND e.replaces IS NULL
+   AND NOT e.redacted AND e.said <> '' AND e.ts <= $3
+ ORDER BY e.ts, e.event_id;
+
+-- name: upsert_bot
+-- Publish one compiled bot (the projection of its file).
+INSERT INTO bots (slug, name, puppet, surfaces, compiled, published_at, withdrawn_at)
+VALUES ($1, $2, $3, $4, $5, now(), NULL)
+ON CONFLICT (slug) DO UPDATE
+   SET name = EXCLUDED.name, puppet = EXCLUDED.puppet, surfaces = EXCLUDED.surfaces,
+       compiled = EXCLUDED.compiled, published_at = now(), withdrawn_at = NULL;
+
+-- name: withdraw_bots_except
+-- Bots whose files are gone are withdrawn (kept for their runs' history).
+UPDATE bots SET withdrawn_at = now() WHERE withdrawn_at IS NULL AND NOT (slug = ANY($1::text[]));
+
+-- name: published_bots
+-- Every bot that is published now.
+SELECT slug, name, puppet, surfaces, compiled FROM bots WHERE withdrawn_at IS NULL ORDER BY slug;
+
+-- name: insert_run
+-- A run for a summons; one line summons at most one run (a replayed line gets no row back).
+INSERT INTO agent_runs (bot, surface, room_id, thread_root, trigger_event, asked_by, subject, prompt,
+                        context, script, limits, max_attempts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (trigger_event) DO NOTHING
+RETURNING id;
+
+-- name: get_run
+-- One run.
+SELECT * FROM agent_runs WHERE id = $1;
+
+-- name: claim_run
+-- Claim the oldest queued run for worker $1 with a lease of $2 seconds. Short and autocommit: the
+-- worker then holds the run by id and never asks the claim again between steps.
+WITH c AS (
+    SELECT id FROM agent_runs
+     WHERE status = 'queued'
+     ORDER BY created_at, id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE agent_runs r
+   SET status = 'running', lease_owner = $1,
+       lease_expires_at = clock_timestamp() + make_interval(secs => $2),
+       attempts = r.attempts + 1, started_at = coalesce(r.started_at, clock_timestamp()),
+       updated_at = clock_timestamp()
+  FROM c
+ WHERE r.id = c.id
+RETURNING r.*;
+
+-- name: fence_run
+-- Every write is fenced: extend the lease of run $1 only while worker $2 holds it, and read the
+-- cancel flag in the same commit. No row = the lease was lost: stop at once.
+UPDATE agent_runs
+   SET lease_expires_at = clock_timestamp() + make_interval(secs => $3), updated_at = clock_timestamp()
+ WHERE id = $1 AND status = 'running' AND lease_owner = $2
+RETURNING cancel_requested;
+
+-- name: insert_step
+-- Record step $2 of run $1; the (run_id, seq) key refuses a second writer.
+INSERT INTO agent_steps (run_id, seq, kind, payload, provider, model, tokens_in, tokens_out, cost_usd, worker)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
+
+-- name: run_steps
+-- A run's steps, in order.
+SELECT seq, payload FROM agent_steps WHERE run_id = $1 ORDER BY seq;
+
+-- name: finish_run
+-- The run is over (done with an answer, or an ending), fenced on the lease.
+UPDATE agent_runs
+   SET status = $3, ending = $4, reason = $5, answer = $6, lease_owner = NULL, lease_expires_at = NULL,
+       finished_at = clock_timestamp(), updated_at = clock_timestamp()
+ WHERE id = $1 AND status = 'running' AND lease_owner = $2
+RETURNING id;
+
+-- name: hand_back_run
+-- The wall-clock budget is spent: release the lease so the next worker picks the run up at once
+-- (the status change to queued NOTIFYs).
+UPDATE agent_runs
+   SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+ WHERE id = $1 AND status = 'running' AND lease_owner = $2
+RETURNING id;
+
+-- name: sweep_expired
+-- Re-queue runs whose worker died (lease expired), $1 at a time, never blocking workers. Abort wins over
+-- retry: a cancelled run is made terminal; a run past max_attempts fails.
+WITH s AS (
+    SELECT id FROM agent_runs
+     WHERE status = 'running' AND lease_expires_at < clock_timestamp()
+     ORDER BY lease_expires_at
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE agent_runs r
+   SET status = CASE WHEN r.cancel_requested THEN 'cancelled'
+                     WHEN r.attempts >= r.max_attempts THEN 'failed'
+                     ELSE 'queued' END,
+       ending = CASE WHEN r.cancel_requested THEN 'cancelled'
+                     WHEN r.attempts >= r.max_attempts THEN 'failed' END,
+       finished_at = CASE WHEN r.cancel_requested OR r.attempts >= r.max_attempts
+                          THEN clock_timestamp() END,
+       lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+  FROM s
+ WHERE r.id = s.id
+RETURNING r.id, r.status;
+
+-- name: cancel_room_runs
+-- Cancel every unfinished run in a room (it turned encrypted, or we left): queued ones end now,
+-- running ones see the flag at their next fenced write.
+UPDATE agent_runs
+   SET cancel_requested = true,
+       status = CASE WHEN status = 'queued' THEN 'cancelled' ELSE status END,
+       ending = CASE WHEN status = 'queued' THEN 'cancelled' ELSE ending END,
+       finished_at = CASE WHEN status = 'queued' THEN now() ELSE finished_at END,
+       updated_at = now()
+ WHERE room_id = $1 AND status IN ('queued', 'running')
+RETURNING id;
+
+-- name: enqueue_outbox
+-- Queue one message to Matrix under a stable transaction id (a second enqueue of the same id is a no-op).
+INSERT INTO outbox (txn_id, run_id, room_id, sender, event_type, content)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (txn_id) DO NOTHING
+RETURNING id;
+
+-- name: claim_outbox
+-- Take up to $1 due messages, oldest first, hiding them for $2 seconds (a sender that dies mid-send
+-- leaves them to be retried under the same transaction id).
+WITH due AS (
+    SELECT id FROM outbox
+     WHERE status = 'pending' AND next_attempt_at <= clock_timestamp()
+     ORDER BY id
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox o
+   SET attempts = o.attempts + 1, next_attempt_at = clock_timestamp() + make_interval(secs => $2)
+  FROM due
+ WHERE o.id = due.id
+RETURNING o.id, o.txn_id, o.run_id, o.room_id, o.sender, o.event_type, o.content, o.attempts;
+
+-- name: outbox_sent
+-- The homeserver took it: remember the event id.
+UPDATE outbox SET status = 'sent', event_id = $2, sent_at = now(), last_error = NULL WHERE id = $1;
+
+-- name: outbox_retry
+-- Try again after $2 seconds.
+UPDATE outbox SET next_attempt_at = clock_timestamp() + make_interval(secs => $2), last_error = $3
+ WHERE id = $1;
+
+-- name: outbox_failed
+-- The homeserver refused for good (not a 429 or a 5xx): keep the row and the reason.
+UPDATE outbox SET status = 'failed', last_error = $2 WHERE id = $1;
+
+-- name: next_outbox_due
+-- Seconds until the next pending message is due (NULL when none waits).
+SELECT greatest(0, extract(epoch FROM min(next_attempt_at) - clock_timestamp()))::float8 AS seconds
+  FROM outbox WHERE status = 'pending';
+
+-- name: outbox_event_for_txn
+-- The event id a queued message got, once sent.
+SELECT event_id, status FROM outbox WHERE txn_id = $1;
+
+-- name: migration_lock
+-- One migrator at a time (released when the connection closes).
+SELECT pg_advisory_lock(53301);
+
+-- name: migrations_table
+-- The ledger of applied migrations.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    text PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: applied_migrations
+-- Which migrations have been applied.
+SELECT version FROM schema_migrations;
+
+-- name: record_migration
+-- Note one migration as applied.
+INSERT INTO schema_migrations (version) VALUES ($1);
