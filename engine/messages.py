@@ -97,8 +97,10 @@ Step = Annotated[
 STEP = TypeAdapter[Step](Step)
 
 
-def dump_step(step: Step) -> str:
-    return STEP.dump_json(step).decode()
+def dump_step(step: Step) -> dict[str, Any]:
+    """The step as plain JSON data, for the jsonb column."""
+    data: dict[str, Any] = STEP.dump_python(step, mode="json")
+    return data
 
 
 def load_step(payload: str | bytes | dict[str, Any]) -> Step:

@@ -270,3 +270,34 @@ SELECT version FROM schema_migrations;
 -- name: record_migration
 -- Note one migration as applied.
 INSERT INTO schema_migrations (version) VALUES ($1);
+
+-- name: describe_columns
+-- The schema's columns, for comparing a migrated database with sql/schema.txt.
+SELECT format('column %s.%s %s%s%s', c.table_name, c.column_name, c.data_type,
+              CASE WHEN c.is_nullable = 'NO' THEN ' not null' ELSE '' END,
+              coalesce(' default ' || c.column_default, '')) AS line
+  FROM information_schema.columns c
+ WHERE c.table_schema = 'public'
+ ORDER BY c.table_name, c.ordinal_position;
+
+-- name: describe_indexes
+-- The schema's indexes.
+SELECT format('index %s', indexdef) AS line FROM pg_indexes WHERE schemaname = 'public'
+ ORDER BY tablename, indexname;
+
+-- name: describe_constraints
+-- The schema's constraints.
+SELECT format('constraint %s.%s %s', conrelid::regclass, conname, pg_get_constraintdef(oid)) AS line
+  FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+ ORDER BY conrelid::regclass::text, conname;
+
+-- name: describe_triggers
+-- The schema's triggers.
+SELECT format('trigger %s', pg_get_triggerdef(oid)) AS line FROM pg_trigger
+ WHERE NOT tgisinternal ORDER BY tgrelid::regclass::text, tgname;
+
+-- name: describe_functions
+-- The schema's functions.
+SELECT format('function %s(%s) returns %s', p.proname, pg_get_function_arguments(p.oid),
+              pg_get_function_result(p.oid)) AS line
+  FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace ORDER BY p.proname;

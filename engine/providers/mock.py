@@ -8,7 +8,7 @@ that carries a script is never bought, whatever keys exist.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,7 +35,7 @@ class ScriptedTurn(BaseModel):
     text: str = ""
     tool_calls: list[ScriptedCall] = Field(default_factory=list)
     error: str | None = None
-    error_class: str = "provider"
+    error_class: Literal["provider", "request"] = "provider"
     delay: float = Field(default=0.0, ge=0, le=600)
     cost_usd: float = Field(default=0.0, ge=0)
     tokens_in: int = Field(default=0, ge=0)
@@ -68,10 +68,8 @@ class MockModel:
         if t.delay:
             await self._clock.sleep(t.delay)
         if t.error is not None:
-            request_fault = t.error_class == "request"
             return [ModelStep(
-                provider=self.name, model="mock", error=t.error,
-                error_class="request" if request_fault else "provider", gave_up=True,
+                provider=self.name, model="mock", error=t.error, error_class=t.error_class, gave_up=True,
             )]
         return [ModelStep(
             text=t.text,

@@ -1,0 +1,40 @@
+# The commands developers, hooks and CI run. `make dev` runs summon; `make test` passes the tests.
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: dev test unit lint typecheck bench install clean down
+
+$(STAMP): pyproject.toml scripts/bootstrap
+	scripts/bootstrap
+
+install: $(STAMP)
+
+# A local PostgreSQL + Synapse, content published, summon on the mock model, a demo user and room.
+dev: $(STAMP)
+	$(BIN)/summon dev
+
+# Every test: unit (pure), db (real PostgreSQL) and matrix (real Synapse + matrix-nio); the tests start
+# and stop the services themselves.
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# Benchmarks print figures and ratios; they assert nothing about speed.
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench
+
+down:
+	synapse-dev/down
+	SUMMON_RUN_DIR=.dev/test-run synapse-dev/down
+
+clean: down
+	rm -rf .dev $(VENV)

@@ -1,0 +1,166 @@
+"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, say."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import yaml
+
+from appservice.config import Config, load_config, registration
+from engine.errors import ConfigError, ContentError, StoreError, SummonError
+
+log = logging.getLogger("summon")
+
+
+def _config(args: argparse.Namespace) -> Config:
+    path = Path(args.config or os.environ.get("SUMMON_CONFIG") or "summon.yaml")
+    return load_config(path, os.environ)
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("mautrix").setLevel(logging.WARNING)
+
+
+async def _serve(config: Config, *, http: bool, accept_scripts: bool) -> None:
+    from appservice.app import Service
+
+    service = Service(config, http=http, accept_scripts=accept_scripts)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, service.stop_event.set)
+    await service.serve_forever()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    asyncio.run(_serve(_config(args), http=True, accept_scripts=args.accept_scripts))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    asyncio.run(_serve(_config(args), http=False, accept_scripts=False))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from engine.contentfiles import check
+
+    root = Path(args.content) if args.content else Path(_config(args).content.dir)
+    server = args.server_name or (None if args.content else _config(args).homeserver.server_name) or "localhost"
+    errors = check(root, server)
+    for line in errors:
+        print(line)
+    if errors:
+        return 1
+    print(f"{root}: ok")
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from appservice.app import compile_content
+    from engine.publish import publish
+    from engine.store.db import Database, migrate
+
+    config = _config(args)
+
+    async def go() -> None:
+        registry = compile_content(config)
+        await migrate(config.database.dsn)
+        db = await Database.connect(config.database.dsn, min_size=1, max_size=2)
+        try:
+            slugs = await publish(db, registry)
+        finally:
+            await db.close()
+        print(f"published {len(slugs)} bot(s): {', '.join(slugs)}")
+
+    asyncio.run(go())
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from engine.store.db import migrate
+
+    applied = asyncio.run(migrate(_config(args).database.dsn))
+    print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
+    return 0
+
+
+def cmd_registration(args: argparse.Namespace) -> int:
+    text = yaml.safe_dump(registration(_config(args)), sort_keys=False)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    from appservice.dev import dev
+
+    return asyncio.run(dev())
+
+
+def cmd_say(args: argparse.Namespace) -> int:
+    from appservice.dev import say
+
+    return asyncio.run(say(" ".join(args.text), timeout=args.timeout))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="summon", description="LLM bots for Matrix, defined in markdown.")
+    parser.add_argument("-c", "--config", help="the config file (default: $SUMMON_CONFIG or ./summon.yaml)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-c", "--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add = sub.add_parser
+    sub.add_parser = lambda name, **kw: _add(name, parents=[common], **kw)  # type: ignore[method-assign]
+    p = sub.add_parser("serve", help="the appservice, the outbox and worker slots, in one process")
+    p.add_argument("--accept-scripts", action="store_true",
+                   help="let lines carry a scripted model's turns (tests and demos only)")
+    p.set_defaults(fn=cmd_serve)
+    sub.add_parser("worker", help="worker slots and ticks only; run as many as you like").set_defaults(fn=cmd_worker)
+    p = sub.add_parser("check", help="compile content/ and print every error as path:line: message")
+    p.add_argument("content", nargs="?", help="the content folder (default: the config's content.dir)")
+    p.add_argument("--server-name", help="the homeserver's name (default: the config's)")
+    p.set_defaults(fn=cmd_check)
+    sub.add_parser("publish", help="compile content/ and project it into the database").set_defaults(fn=cmd_publish)
+    sub.add_parser("migrate", help="apply the database migrations").set_defaults(fn=cmd_migrate)
+    p = sub.add_parser("registration", help="write the appservice registration.yaml for the homeserver")
+    p.add_argument("-o", "--output", default="registration.yaml")
+    p.set_defaults(fn=cmd_registration)
+    sub.add_parser("dev", help="a local Postgres + Synapse + summon on the mock model").set_defaults(fn=cmd_dev)
+    p = sub.add_parser("say", help="say something as the demo user (after `summon dev`) and print the answer")
+    p.add_argument("text", nargs="+")
+    p.add_argument("--timeout", type=float, default=30.0)
+    p.set_defaults(fn=cmd_say)
+    args = parser.parse_args(argv)
+    _logging(args.verbose)
+    try:
+        return int(args.fn(args))
+    except ConfigError as exc:
+        print(f"summon: {exc}", file=sys.stderr)
+        return 2
+    except ContentError as exc:
+        for line in exc.errors:
+            print(line, file=sys.stderr)
+        return 1
+    except (StoreError, SummonError) as exc:
+        print(f"summon: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

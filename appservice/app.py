@@ -1,0 +1,154 @@
+"""The composition root: builds the pool, store, model, compiled registry, clock and surfaces, and hands
+them down through constructors. No module-level state, no import-time side effects."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from mautrix.appservice import AppServiceAPI
+from mautrix.appservice.state_store import ASStateStore
+from mautrix.client.state_store import MemoryStateStore
+from mautrix.errors import MatrixError as MautrixError
+from mautrix.types import UserID
+
+from appservice.config import Config
+from appservice.matrix.ingest import Ingest
+from appservice.matrix.outbox import MatrixSender, Outbox
+from appservice.matrix.rooms import Rooms
+from appservice.matrix.surface import MatrixSurface
+from appservice.matrix.transactions import TransactionEndpoint
+from engine.clock import Clock, SystemClock
+from engine.content import Registry, compile_sources
+from engine.contentfiles import read_content
+from engine.errors import ContentError
+from engine.providers.mock import MockModel
+from engine.publish import publish
+from engine.store.db import Database, migrate
+from engine.tasks import TaskGroup
+from engine.worker import Worker, WorkerSettings
+
+log = logging.getLogger(__name__)
+
+
+class StateStore(MemoryStateStore, ASStateStore):
+    """mautrix's in-memory appservice state store (membership and power-level cache for intents)."""
+
+    def __init__(self) -> None:
+        MemoryStateStore.__init__(self)
+        ASStateStore.__init__(self)
+
+
+def compile_content(config: Config) -> Registry:
+    sources = read_content(Path(config.content.dir))
+    result = compile_sources(sources, server_name=config.homeserver.server_name)
+    if isinstance(result, list):
+        raise ContentError([str(e) for e in result])
+    return result
+
+
+class Service:
+    """``summon serve``: the appservice HTTP endpoint, the outbox sender, and N worker slots, in one
+    asyncio process. With ``http=False`` it is ``summon worker``: worker slots and ticks only."""
+
+    def __init__(self, config: Config, *, http: bool = True, clock: Clock | None = None,
+                 accept_scripts: bool = False) -> None:
+        self.config = config
+        self.http = http
+        self.clock = clock or SystemClock()
+        self.accept_scripts = accept_scripts
+        self.stop_event = asyncio.Event()
+        self.tasks = TaskGroup("service")
+        self._registry: Registry | None = None
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    def registry(self) -> Registry:
+        assert self._registry is not None, "the service has not started"
+        return self._registry
+
+    async def start(self) -> None:
+        c = self.config
+        self._registry = compile_content(c)
+        await migrate(c.database.dsn)
+        self.db = await Database.connect(c.database.dsn, min_size=c.database.pool_min, max_size=c.database.pool_max)
+        await publish(self.db, self._registry)
+        self._session = aiohttp.ClientSession()
+        self.api = AppServiceAPI(
+            base_url=c.homeserver.url, bot_mxid=UserID(f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"),
+            token=c.appservice.as_token, log=logging.getLogger("mautrix"), state_store=StateStore(),
+            client_session=self._session,
+        )
+        self.ingest = Ingest(
+            self.db, self.registry, server_name=c.homeserver.server_name,
+            service_user=f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}",
+            accept_scripts=self.accept_scripts, max_attempts=c.worker.max_attempts,
+        )
+        self.rooms = Rooms(self.db, self.api, self.ingest, self.registry)
+        self.surface = MatrixSurface(self.db.q, self.api, self.registry)
+        self.outbox = Outbox(self.db, MatrixSender(self._session, c.homeserver.url, c.appservice.as_token))
+        w = c.worker
+        self.worker = Worker(
+            self.db, self.registry, MockModel(self.clock), {"rooms": self.surface}, self.clock,
+            WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
+                           sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
+        )
+        self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
+        if not self.http:
+            return
+        self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
+        await self.rooms.register_puppets()
+        app = web.Application(client_max_size=c.appservice.max_body_size)
+        TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, c.appservice.listen.host, c.appservice.listen.port).start()
+        log.info("appservice listening on %s:%s", c.appservice.listen.host, c.appservice.listen.port)
+        self.tasks.spawn(self.ping(), name="ping")
+
+    async def ping(self) -> None:
+        """Ping the homeserver: it proves the registration, and makes Synapse retry queued transactions
+        at once instead of after its backoff. The homeserver may start after us: keep trying."""
+        for attempt in range(60):
+            try:
+                await self.api.bot_intent().appservice_ping(self.config.appservice.id)
+                log.info("homeserver ping answered")
+                return
+            except (MautrixError, aiohttp.ClientError, OSError) as exc:
+                if attempt == 0:
+                    log.warning("homeserver ping failed (%s); retrying", exc)
+                await asyncio.sleep(1)
+        log.error("the homeserver never answered our ping; is registration.yaml loaded by it?")
+
+    async def on_transaction(self, txn_id: str, events: list[dict[str, Any]], ephemeral: list[dict[str, Any]]) -> bool:
+        async with self.db.transaction("store_transaction") as conn:
+            followups = await self.ingest.transaction(conn, txn_id, events)
+        if followups is None:
+            return False
+        for f in followups:
+            self.tasks.spawn(self.rooms.carry_out(f), name=f"room-{type(f).__name__}")
+        return True
+
+    async def query_user(self, user_id: str) -> bool:
+        return any(b.user_id == user_id for b in self.registry().bots.values())
+
+    async def stop(self) -> None:
+        self.stop_event.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self.tasks.close()
+        if self._session is not None:
+            await self._session.close()
+        if hasattr(self, "db"):
+            await self.db.close()
+
+    async def serve_forever(self) -> None:
+        await self.start()
+        try:
+            await self.stop_event.wait()
+        finally:
+            await self.stop()

@@ -1,0 +1,146 @@
+"""``summon dev`` and ``summon say``: the whole thing on one machine, for a newcomer.
+
+``dev`` brings up a throwaway PostgreSQL and Synapse (synapse-dev/up), publishes content/, runs the
+service on the mock model, seeds a demo user and a room with the demo bots, and says how to log in.
+``say`` speaks as that demo user and prints the bot's answer, for anyone without a Matrix client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mautrix.api import HTTPAPI, Method, Path as MxPath
+from mautrix.client import ClientAPI
+from mautrix.errors import MatrixRequestError
+from mautrix.types import PaginationDirection, RoomID, UserID
+
+from appservice.config import load_config
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_USER = "demo"
+DEMO_PASSWORD = "demo"
+
+
+def run_dir() -> Path:
+    return Path(os.environ.get("SUMMON_RUN_DIR") or REPO / ".dev" / "run")
+
+
+def read_env(path: Path) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        key, _, value = line.partition("=")
+        if key:
+            env[key.strip()] = value.strip()
+    return env
+
+
+async def register_or_login(hs_url: str, username: str, password: str) -> ClientAPI:
+    """A person's account on the dev homeserver (open registration, so no shared secret is needed)."""
+    api = HTTPAPI(base_url=hs_url)
+    try:
+        resp = await api.request(Method.POST, MxPath.v3.register, {
+            "username": username, "password": password, "auth": {"type": "m.login.dummy"},
+            "inhibit_login": False,
+        })
+        token, user_id = resp["access_token"], resp["user_id"]
+    except MatrixRequestError as exc:
+        if exc.errcode != "M_USER_IN_USE":
+            raise
+        resp = await api.request(Method.POST, MxPath.v3.login, {
+            "type": "m.login.password", "identifier": {"type": "m.id.user", "user": username},
+            "password": password,
+        })
+        token, user_id = resp["access_token"], resp["user_id"]
+    finally:
+        await api.session.close()
+    return ClientAPI(UserID(user_id), base_url=hs_url, token=token)
+
+
+async def dev() -> int:
+    from appservice.app import Service
+
+    up = subprocess.run([str(REPO / "synapse-dev" / "up")], capture_output=True, text=True)
+    if up.returncode != 0:
+        sys.stderr.write(up.stderr)
+        return 1
+    env = read_env(Path(up.stdout.strip().splitlines()[-1]))
+    os.environ.update(env)
+    config = load_config(Path(env["SUMMON_CONFIG"]), os.environ)
+    service = Service(config, accept_scripts=True)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, service.stop_event.set)
+    try:
+        await service.start()
+        client = await register_or_login(env["SUMMON_HS_URL"], DEMO_USER, DEMO_PASSWORD)
+        puppets = [UserID(b.user_id) for b in service.registry().bots.values() if "rooms" in b.surfaces]
+        room_id = await client.create_room(name="summon demo", topic="Mention a bot: @Helper hello",
+                                           invitees=puppets)
+        (run_dir() / "demo.json").write_text(json.dumps({
+            "hs_url": env["SUMMON_HS_URL"], "user_id": client.mxid, "token": client.api.token,
+            "room_id": room_id,
+        }), encoding="utf-8")
+        await client.api.session.close()
+        names = ", ".join(b.name for b in service.registry().bots.values())
+        print(f"""
+summon is running on the mock model (no provider key is configured).
+
+  Homeserver:  {env['SUMMON_HS_URL']}  (point any Matrix client at it)
+  Log in as:   {DEMO_USER} / {DEMO_PASSWORD}
+  Room:        "summon demo" ({room_id}), with {names}
+  Try:         @Helper hello      — or from a terminal:  .venv/bin/summon say "@Helper hello"
+
+Ctrl-C stops summon, Synapse and PostgreSQL.
+""", flush=True)
+        await service.stop_event.wait()
+    finally:
+        await service.stop()
+        subprocess.run([str(REPO / "synapse-dev" / "down")], check=False)
+    return 0
+
+
+async def say(text: str, *, timeout: float = 30.0) -> int:
+    demo_file = run_dir() / "demo.json"
+    if not demo_file.exists():
+        print("summon say: no demo is running; start one with 'make dev'", file=sys.stderr)
+        return 1
+    demo = json.loads(demo_file.read_text(encoding="utf-8"))
+    client = ClientAPI(UserID(demo["user_id"]), base_url=demo["hs_url"], token=demo["token"])
+    room = RoomID(demo["room_id"])
+    try:
+        # Sent like an older client would (no m.mentions): the bot is found by its name in the text.
+        sent = await client.send_message_event(room, "m.room.message", {"msgtype": "m.text", "body": text})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answer = await _answer_to(client, room, sent)
+            if answer is not None:
+                print(answer)
+                return 0
+            await asyncio.sleep(0.25)
+        print(f"summon say: no answer within {timeout:.0f}s (did the text name a bot?)", file=sys.stderr)
+        return 1
+    finally:
+        await client.api.session.close()
+
+
+async def _answer_to(client: ClientAPI, room: RoomID, event_id: str) -> str | None:
+    page = await client.get_messages(room, PaginationDirection.BACKWARD, limit=50)
+    for ev in page.events:
+        raw: dict[str, Any] = ev.serialize()
+        content = raw.get("content") or {}
+        rel = content.get("m.relates_to") or {}
+        replied = (rel.get("m.in_reply_to") or {}).get("event_id")
+        if raw.get("type") == "m.room.message" and content.get("msgtype") == "m.notice" and replied == event_id:
+            return str(content.get("body", ""))
+    return None

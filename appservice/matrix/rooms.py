@@ -1,0 +1,98 @@
+"""Rooms and puppets: what must be said to the homeserver about membership.
+
+- Puppets ``@bot_<slug>`` are registered idempotently and take their bot's display name.
+- They accept invites to rooms where their bot is offered (``surfaces: [rooms]``); an invite whose
+  stripped state carries ``m.room.encryption`` is declined with the reason on the leave event, where
+  the inviter sees it.
+- A room that turns encrypted is left by every one of our users, the reason on the leave (never a
+  plaintext message into an encrypted room).
+- After a join, the room's current state is read and stored, so audiences and display names work from
+  the first mention (the homeserver only pushes state that changes after we joined).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from mautrix.appservice import AppServiceAPI
+from mautrix.errors import MatrixError as MautrixError
+from mautrix.types import RoomID, UserID
+
+from appservice.matrix.ingest import Decline, Followup, Ingest, Join, LeaveEncrypted
+from engine.content import Registry
+from engine.store.db import Database
+
+log = logging.getLogger(__name__)
+
+# Leave reasons are shown by clients on the membership event; they are the operator-facing words of the
+# service itself, not a bot's (a bot's words are strings).
+REASONS = {
+    "encrypted": "summon bots cannot read encrypted rooms, so they do not join them.",
+    "not_offered": "This bot is not offered in Matrix rooms.",
+    "turned_encrypted": "This room is now encrypted; summon bots cannot read encrypted rooms, so they leave.",
+}
+
+
+class Rooms:
+    def __init__(self, db: Database, api: AppServiceAPI, ingest: Ingest, registry: Callable[[], Registry]) -> None:
+        self.db = db
+        self.api = api
+        self.ingest = ingest
+        self._registry = registry
+
+    async def register_puppets(self) -> None:
+        for bot in self._registry().bots.values():
+            intent = self.api.intent(UserID(bot.user_id))
+            try:
+                await intent.ensure_registered()
+                if await intent.get_displayname(UserID(bot.user_id)) != bot.name:
+                    await intent.set_displayname(bot.name, check_current=False)
+            except MautrixError as exc:
+                log.error("could not register the puppet %s: %s", bot.user_id, exc, extra={"bot": bot.slug})
+
+    async def carry_out(self, followup: Followup) -> None:
+        try:
+            if isinstance(followup, Join):
+                await self._join(followup)
+            elif isinstance(followup, Decline):
+                intent = self.api.intent(UserID(followup.user_id))
+                await intent.leave_room(RoomID(followup.room_id), reason=REASONS[followup.why])
+                log.info("declined an invite to %s for %s: %s", followup.room_id, followup.user_id, followup.why,
+                         extra={"room": followup.room_id})
+            elif isinstance(followup, LeaveEncrypted):
+                await self._leave_all(followup.room_id, REASONS["turned_encrypted"])
+        except MautrixError as exc:
+            log.error("could not carry out %s: %s", followup, exc, extra={"room": followup.room_id})
+
+    async def _join(self, join: Join) -> None:
+        intent = self.api.intent(UserID(join.user_id))
+        await intent.ensure_registered()
+        await intent.join_room_by_id(RoomID(join.room_id))
+        log.info("%s joined %s", join.user_id, join.room_id, extra={"room": join.room_id})
+        state = await intent.get_state(RoomID(join.room_id))
+        events: list[dict[str, Any]] = []
+        for ev in state:
+            raw = ev.serialize()
+            raw.setdefault("room_id", join.room_id)
+            events.append(raw)
+        followups: list[Followup] = []
+        async with self.db.transaction("store_room_state") as conn:
+            for raw in events:
+                async with conn.transaction():
+                    await self.ingest.event(conn, raw, followups)
+        for f in followups:
+            if not isinstance(f, Join):  # we are already in; only an encryption found now matters
+                await self.carry_out(f)
+
+    async def _leave_all(self, room_id: str, reason: str) -> None:
+        ours = [b.user_id for b in self._registry().bots.values()] + [self.ingest.service_user]
+        rows = await self.db.fetch("our_members", room_id, ours)
+        for r in rows:
+            try:
+                await self.api.intent(UserID(r["user_id"])).leave_room(RoomID(room_id), reason=reason)
+            except MautrixError as exc:
+                log.error("could not leave %s as %s: %s", room_id, r["user_id"], exc, extra={"room": room_id})
+        await self.db.execute("mark_room_left", room_id)
+        log.warning("left the encrypted room %s", room_id, extra={"room": room_id})

@@ -1,0 +1,82 @@
+"""The Matrix surface: how the engine's answers reach a room.
+
+An answer is an ``m.notice`` (bots never answer notices, so no bot loops), markdown rendered to HTML
+and sanitised to the spec's allowed tags, always with a plain ``body`` and an explicit ``m.mentions``
+(the asker, so they are notified). In a thread it goes into that thread; otherwise it is a reply to
+the asking line. It is queued in the outbox in the transaction that finishes the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import asyncpg
+from mautrix.appservice import AppServiceAPI
+from mautrix.errors import MatrixError as MautrixError
+from mautrix.types import RoomID, UserID
+
+from appservice.matrix.outbox import Outbox
+from appservice.matrix.render import render
+from engine.content import Registry
+from engine.store.queries import Queries
+from engine.surface import Answered, Outcome, RunInfo
+
+log = logging.getLogger(__name__)
+
+TYPING_MS = 30_000
+
+
+def answer_content(run: RunInfo, text: str) -> dict[str, Any]:
+    rendered = render(text)
+    content: dict[str, Any] = {"msgtype": "m.notice", "body": rendered.body,
+                               "m.mentions": {"user_ids": [run.asked_by]} if run.asked_by else {}}
+    if rendered.formatted_body is not None:
+        content["format"] = "org.matrix.custom.html"
+        content["formatted_body"] = rendered.formatted_body
+    if run.thread_root:
+        relates: dict[str, Any] = {"rel_type": "m.thread", "event_id": run.thread_root, "is_falling_back": False}
+        if run.trigger_event:
+            relates["m.in_reply_to"] = {"event_id": run.trigger_event}
+        content["m.relates_to"] = relates
+    elif run.trigger_event:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": run.trigger_event}}
+    return content
+
+
+class MatrixSurface:
+    name = "rooms"
+
+    def __init__(self, queries: Queries, api: AppServiceAPI, registry: Callable[[], Registry]) -> None:
+        self.q = queries
+        self.api = api
+        self._registry = registry
+
+    def _puppet(self, run: RunInfo) -> str | None:
+        bot = self._registry().get(run.bot)
+        return bot.user_id if bot is not None else None
+
+    async def deliver(self, conn: asyncpg.Connection, run: RunInfo, outcome: Outcome) -> None:
+        puppet = self._puppet(run)
+        if puppet is None or run.room_id is None:
+            log.error("run %s cannot be delivered: its bot or room is gone", run.id, extra={"run": run.id})
+            return
+        if isinstance(outcome, Answered):
+            await Outbox.enqueue(conn, self.q, txn_id=f"summon.run{run.id}.answer", room_id=run.room_id,
+                                 sender=puppet, event_type="m.room.message",
+                                 content=answer_content(run, outcome.text), run_id=run.id)
+            return
+        # An ending is said only with words for it (strings); the engine holds no English.
+        log.info("run %s ended %s; no words for it, so nothing is said", run.id, outcome.ending,
+                 extra={"run": run.id})
+
+    async def working(self, run: RunInfo, on: bool) -> None:
+        puppet = self._puppet(run)
+        if puppet is None or run.room_id is None:
+            return
+        try:
+            await self.api.intent(UserID(puppet)).set_typing(RoomID(run.room_id), timeout=TYPING_MS if on else 0)
+        except (MautrixError, aiohttp.ClientError, OSError) as exc:  # a courtesy; must not stop the run
+            log.debug("typing for run %s failed: %s", run.id, exc)

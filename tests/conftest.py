@@ -1,0 +1,88 @@
+"""Shared fixtures. Unit tests need nothing; db and matrix tests start the real stack (PostgreSQL and
+Synapse, by synapse-dev/up) once per session, on ports of their own so a running `make dev` is left
+alone, and give each test a database cloned from a migrated template (milliseconds, and clean)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from engine.store.db import Database, migrate
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_RUN = Path(os.environ.get("SUMMON_TEST_RUN_DIR") or REPO / ".dev" / "test-run")
+PORTS = {
+    "SUMMON_PG_PORT": os.environ.get("SUMMON_TEST_PG_PORT", "55433"),
+    "SUMMON_HS_PORT": os.environ.get("SUMMON_TEST_HS_PORT", "8009"),
+    "SUMMON_AS_PORT": os.environ.get("SUMMON_TEST_AS_PORT", "29334"),
+}
+
+
+def _read_env(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        k, _, v = line.partition("=")
+        if k:
+            out[k] = v
+    return out
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[dict[str, str]]:
+    """The real PostgreSQL + Synapse, up for the whole session and stopped by PID at its end."""
+    env = {**os.environ, **PORTS, "SUMMON_RUN_DIR": str(TEST_RUN)}
+    up = subprocess.run([str(REPO / "synapse-dev" / "up")], env=env, capture_output=True, text=True, timeout=180)
+    if up.returncode != 0:
+        pytest.fail(f"synapse-dev/up failed:\n{up.stderr}", pytrace=False)
+    try:
+        yield _read_env(TEST_RUN / "env")
+    finally:
+        subprocess.run([str(REPO / "synapse-dev" / "down")], env=env, timeout=60, check=False)
+
+
+def _dsn(stack: dict[str, str], dbname: str) -> str:
+    return f"postgresql://postgres@127.0.0.1:{stack['SUMMON_PG_PORT']}/{dbname}"
+
+
+@pytest.fixture(scope="session")
+async def template_dsn(stack: dict[str, str]) -> str:
+    admin = await asyncpg.connect(_dsn(stack, "postgres"))
+    try:
+        await admin.execute("DROP DATABASE IF EXISTS summon_template")
+        await admin.execute("CREATE DATABASE summon_template TEMPLATE template0 ENCODING 'UTF8'")
+    finally:
+        await admin.close()
+    dsn = _dsn(stack, "summon_template")
+    await migrate(dsn)
+    return dsn
+
+
+@pytest.fixture
+async def dsn(stack: dict[str, str], template_dsn: str) -> AsyncIterator[str]:
+    """A fresh database for one test, cloned from the migrated template."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(_dsn(stack, "postgres"))
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE summon_template')
+    finally:
+        await admin.close()
+    yield _dsn(stack, name)
+    admin = await asyncpg.connect(_dsn(stack, "postgres"))
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def db(dsn: str) -> AsyncIterator[Database]:
+    database = await Database.connect(dsn, min_size=1, max_size=8)
+    yield database
+    await database.close()

@@ -1,0 +1,39 @@
+"""A database built by the migrations equals the schema file (sql/schema.txt).
+
+When a migration changes the schema on purpose, regenerate the file with
+``SUMMON_UPDATE_SCHEMA=1 make test`` and review the diff like any other change."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from engine.store.db import Database, migration_files
+
+SCHEMA = Path(__file__).resolve().parents[2] / "sql" / "schema.txt"
+PARTS = ("describe_columns", "describe_indexes", "describe_constraints", "describe_triggers", "describe_functions")
+
+
+async def describe(db: Database) -> str:
+    lines: list[str] = []
+    for part in PARTS:
+        lines += [r["line"] for r in await db.fetch(part)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.db
+async def test_migrated_database_equals_schema_file(db: Database) -> None:
+    actual = await describe(db)
+    if os.environ.get("SUMMON_UPDATE_SCHEMA") == "1":
+        SCHEMA.write_text(actual)
+    expected = SCHEMA.read_text()
+    assert actual == expected, "the migrations and sql/schema.txt disagree (see the module docstring)"
+
+
+@pytest.mark.db
+async def test_every_migration_was_applied_in_order(db: Database) -> None:
+    applied = [r["version"] for r in await db.fetch("applied_migrations")]
+    assert sorted(applied) == [p.stem for p in migration_files()]
+    assert "schema_migrations" in await describe(db)

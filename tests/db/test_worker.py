@@ -1,0 +1,264 @@
+"""The loop on a real PostgreSQL with the real worker code and a scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+import yaml
+
+from engine.clock import SystemClock
+from engine.content import Registry
+from engine.errors import LeaseLost
+from engine.messages import ModelStep
+from engine.providers.mock import MockModel
+from engine.store.db import Database
+from engine.surface import Answered, Ended, Outcome, RunInfo
+from engine.worker import Worker, WorkerSettings
+from tests.support import eventually
+from tests.db.runs import insert_run, steps_of
+
+pytestmark = pytest.mark.db
+REPO = Path(__file__).resolve().parents[2]
+
+
+class RecordingSurface:
+    name = "rooms"
+
+    def __init__(self) -> None:
+        self.delivered: list[tuple[int, Outcome]] = []
+        self.typing: list[tuple[int, bool]] = []
+
+    async def deliver(self, conn: asyncpg.Connection, run: RunInfo, outcome: Outcome) -> None:
+        self.delivered.append((run.id, outcome))
+
+    async def working(self, run: RunInfo, on: bool) -> None:
+        self.typing.append((run.id, on))
+
+
+def make_worker(db: Database, registry: Registry, surface: RecordingSurface, *, worker_id: str,
+                tools: dict[str, Any] | None = None, **settings: Any) -> Worker:
+    clock = SystemClock()
+    return Worker(db, lambda: registry, MockModel(clock), {"rooms": surface}, clock,
+                  WorkerSettings(**{"lease_seconds": 30, "poll_seconds": 0.2, **settings}),
+                  tools=tools, worker_id=worker_id)
+
+
+async def run_row(db: Database, run_id: int) -> asyncpg.Record:
+    row = await db.fetchrow("get_run", run_id)
+    assert row is not None
+    return row
+
+
+async def test_a_run_that_answers(db: Database, published: Registry) -> None:
+    surface = RecordingSurface()
+    run_id = await insert_run(db, script=[{"text": "Hello **there**", "tokens_in": 10, "tokens_out": 3}])
+    assert await make_worker(db, published, surface, worker_id="w1").work_once()
+    row = await run_row(db, run_id)
+    assert (row["status"], row["answer"], row["ending"]) == ("done", "Hello **there**", None)
+    assert [s["kind"] for s in await steps_of(db, run_id)] == ["model", "answer"]
+    assert surface.delivered == [(run_id, Answered("Hello **there**"))]
+    assert surface.typing == [(run_id, True), (run_id, False)]
+
+
+async def test_a_run_that_calls_a_tool(db: Database, published: Registry) -> None:
+    effects: list[dict[str, Any]] = []
+
+    async def add_row(run: RunInfo, arguments: dict[str, Any]) -> str:
+        effects.append({"run": run.id, **arguments})
+        return "row added"
+
+    run_id = await insert_run(db, script=[
+        {"tool_calls": [{"id": "c1", "name": "add_row", "arguments": {"x": 1}}]},
+        {"text": "I added it."},
+    ])
+    surface = RecordingSurface()
+    await make_worker(db, published, surface, worker_id="w1", tools={"add_row": add_row}).work_once()
+    assert effects == [{"run": run_id, "x": 1}]
+    steps = await steps_of(db, run_id)
+    assert [s["kind"] for s in steps] == ["model", "tool_call", "tool_result", "model", "answer"]
+    assert steps[2]["payload"]["content"] == "row added"
+    assert (await run_row(db, run_id))["answer"] == "I added it."
+
+
+async def test_an_unknown_tool_is_answered_as_an_error_and_the_run_goes_on(db: Database, published: Registry) -> None:
+    run_id = await insert_run(db, script=[
+        {"tool_calls": [{"id": "c1", "name": "nope", "arguments": {}}]}, {"text": "ok"},
+    ])
+    await make_worker(db, published, RecordingSurface(), worker_id="w1").work_once()
+    steps = await steps_of(db, run_id)
+    assert steps[2]["payload"]["is_error"] is True and "nope" in steps[2]["payload"]["content"]
+    assert (await run_row(db, run_id))["status"] == "done"
+
+
+async def test_two_workers_race_for_one_run(db: Database, published: Registry) -> None:
+    run_id = await insert_run(db, script=[{"text": "one", "delay": 0.2}])
+    a = make_worker(db, published, RecordingSurface(), worker_id="a")
+    b = make_worker(db, published, RecordingSurface(), worker_id="b")
+    claimed = await asyncio.gather(a.work_once(), b.work_once())
+    assert sorted(claimed) == [False, True]
+    steps = await steps_of(db, run_id)
+    assert [s["seq"] for s in steps] == [1, 2]
+    assert len({s["worker"] for s in steps}) == 1
+    assert (await run_row(db, run_id))["attempts"] == 1
+
+
+async def test_many_runs_two_workers_each_answered_once(db: Database, published: Registry) -> None:
+    ids = [await insert_run(db, script=[{"text": f"answer {n}"}]) for n in range(20)]
+    surfaces = [RecordingSurface(), RecordingSurface()]
+    workers = [make_worker(db, published, s, worker_id=f"w{n}") for n, s in enumerate(surfaces)]
+
+    async def drain(w: Worker) -> None:
+        while await w.work_once():
+            pass
+
+    await asyncio.gather(*(drain(w) for w in workers))
+    delivered = sorted(rid for s in surfaces for rid, _ in s.delivered)
+    assert delivered == sorted(ids)
+    for rid in ids:
+        assert [s["seq"] for s in await steps_of(db, rid)] == [1, 2]
+
+
+async def test_a_worker_that_lost_its_lease_writes_nothing(db: Database, published: Registry) -> None:
+    run_id = await insert_run(db, script=[{"text": "from b"}])
+    stale = make_worker(db, published, RecordingSurface(), worker_id="stale")
+    row = await db.fetchrow("claim_run", "stale", 30.0)
+    assert row is not None and row["id"] == run_id
+    # Its lease runs out (a long GC pause, say); the sweep re-queues and another worker finishes.
+    await db.pool.execute("UPDATE agent_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run_id)
+    b = make_worker(db, published, RecordingSurface(), worker_id="b")
+    assert await b.sweep() == 1
+    assert await b.work_once()
+    with pytest.raises(LeaseLost):
+        await stale._record(run_id, [], ModelStep(text="late"))
+    steps = await steps_of(db, run_id)
+    assert {s["worker"] for s in steps} == {"b"}
+    assert [s["seq"] for s in steps] == [1, 2]
+
+
+async def test_a_run_past_its_budget_is_handed_back_and_finished_at_once(db: Database, published: Registry) -> None:
+    script = [{"tool_calls": [{"id": f"c{n}", "name": "noop", "arguments": {}}]} for n in range(5)]
+    run_id = await insert_run(db, script=[*script, {"text": "done"}], limits={"steps": 20, "spend": 1, "minutes": 5})
+
+    async def noop(run: RunInfo, arguments: dict[str, Any]) -> str:
+        return "ok"
+
+    heard: list[str] = []
+
+    def hear(*args: Any) -> None:
+        heard.append(args[3])
+
+    listener = await db.pool.acquire()
+    await listener.add_listener("summon_runs", hear)
+    try:
+        w = make_worker(db, published, RecordingSurface(), worker_id="w", tools={"noop": noop}, budget_seconds=0)
+        holds = 0
+        while await w.work_once():
+            holds += 1
+        assert (await run_row(db, run_id))["status"] == "done"
+        # Every hand-back re-queued the run and NOTIFY'd (the trigger), so no step waited for a tick.
+        assert holds > 1
+        await eventually(lambda: len(heard) >= holds - 1)
+        assert set(heard) == {str(run_id)}
+    finally:
+        await listener.remove_listener("summon_runs", hear)
+        await db.pool.release(listener)
+
+
+async def test_a_failed_model_call_fails_the_run_with_the_providers_words(db: Database, published: Registry) -> None:
+    surface = RecordingSurface()
+    run_id = await insert_run(db, script=[{"error": "model is overloaded", "error_class": "provider"}])
+    await make_worker(db, published, surface, worker_id="w").work_once()
+    row = await run_row(db, run_id)
+    assert (row["status"], row["ending"], row["reason"]) == ("failed", "failed", "model is overloaded")
+    assert surface.delivered == [(run_id, Ended("failed", "model is overloaded"))]
+
+
+async def test_the_sweep_never_requeues_a_cancelled_run_and_fails_a_worn_out_one(db: Database, published: Registry) -> None:
+    cancelled = await insert_run(db, script=[{"text": "x"}])
+    worn = await insert_run(db, script=[{"text": "x"}], max_attempts=1)
+    for _ in range(2):
+        assert await db.fetchrow("claim_run", "dead", 30.0) is not None
+    await db.pool.execute("UPDATE agent_runs SET cancel_requested = true WHERE id = $1", cancelled)
+    await db.pool.execute("UPDATE agent_runs SET lease_expires_at = now() - interval '1 second'")
+    surface = RecordingSurface()
+    assert await make_worker(db, published, surface, worker_id="w").sweep() == 2
+    assert (await run_row(db, cancelled))["status"] == "cancelled"
+    assert (await run_row(db, worn))["status"] == "failed"
+    assert sorted(surface.delivered, key=lambda d: d[0]) == [(cancelled, Ended("cancelled")), (worn, Ended("failed"))]
+
+
+async def test_notify_wakes_a_waiting_worker_without_a_poll(db: Database, published: Registry) -> None:
+    surface = RecordingSurface()
+    w = make_worker(db, published, surface, worker_id="w", poll_seconds=3600, sweep_seconds=3600)
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(stop))
+    try:
+        await asyncio.sleep(0.3)  # the worker has found nothing and waits (for an hour, were it polling)
+        run_id = await insert_run(db, script=[{"text": "woken"}])
+        await eventually(lambda: surface.delivered, timeout=10)
+        assert surface.delivered == [(run_id, Answered("woken"))]
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def test_a_worker_killed_mid_run_is_finished_by_another(db: Database, dsn: str, published: Registry,
+                                                              tmp_path: Path) -> None:
+    run_id = await insert_run(db, script=[
+        {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {}}]},
+        {"text": "finished by the second worker", "delay": 30},
+    ])
+    config = {
+        "homeserver": {"url": "http://127.0.0.1:9", "server_name": "localhost"},
+        "appservice": {"address": "http://127.0.0.1:9", "as_token": "a" * 20, "hs_token": "h" * 20},
+        "database": {"dsn": dsn},
+        "worker": {"slots": 1, "lease_seconds": 1, "sweep_seconds": 3600, "poll_seconds": 0.2},
+        "content": {"dir": str(REPO / "content")},
+    }
+    path = tmp_path / "summon.yaml"
+    path.write_text(yaml.safe_dump(config))
+    log = (tmp_path / "worker.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "appservice", "-c", str(path), "worker"],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        # The first worker records the model turn and the tool, then sits in the 30 s model call.
+        await eventually(lambda: _count(db, run_id, 3), timeout=30)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        log.close()
+    first = {s["worker"] for s in await steps_of(db, run_id)}
+    assert len(first) == 1
+    assert (await run_row(db, run_id))["status"] == "running"
+
+    # A second worker sweeps the expired lease, claims the run and finishes it; the scripted delay is short now.
+    await db.pool.execute(
+        "UPDATE agent_runs SET script = jsonb_set(script, '{1,delay}', '0') WHERE id = $1", run_id)
+    second = make_worker(db, published, RecordingSurface(), worker_id="second")
+    await eventually(lambda: _swept(second), timeout=10)
+    assert await second.work_once()
+    row = await run_row(db, run_id)
+    assert (row["status"], row["answer"], row["attempts"]) == ("done", "finished by the second worker", 2)
+    steps = await steps_of(db, run_id)
+    assert [s["seq"] for s in steps] == [1, 2, 3, 4, 5]
+    assert [s["worker"] for s in steps[3:]] == ["second", "second"]
+    assert {s["worker"] for s in steps[:3]} == first
+
+
+async def _count(db: Database, run_id: int, n: int) -> bool:
+    return len(await steps_of(db, run_id)) >= n
+
+
+async def _swept(worker: Worker) -> bool:
+    return await worker.sweep() > 0

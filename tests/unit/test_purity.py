@@ -1,0 +1,93 @@
+"""The pure core does no I/O and keeps no clock of its own (``now`` is handed in), and the engine never
+reaches into the appservice. Checked on the source with ``ast``, so an import anywhere — even inside
+a function — counts. (engine/content/ has its own purity test in test_content.py.)"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "engine"
+
+FORBIDDEN = frozenset({
+    "os", "pathlib", "io", "socket", "asyncio", "aiohttp", "asyncpg", "httpx", "mautrix", "openai",
+    "anthropic", "frontmatter", "subprocess", "time",
+})
+
+# Pure now, and the modules planned to be (checked from the day they exist).
+PURE_NOW = ("loop.py", "messages.py", "prompt.py")
+PURE_LATER = ("choices.py", "schedule.py", "limits.py", "providers/translate.py")
+PURE = [ENGINE / name for name in PURE_NOW] + [ENGINE / name for name in PURE_LATER if (ENGINE / name).exists()]
+
+
+def imported_modules(source: str) -> set[str]:
+    """Every absolute module a source imports, in full (``a.b`` for ``from a.b import c``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "__import__"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.add(node.args[0].value)
+    return found
+
+
+def forbidden_in(source: str) -> set[str]:
+    return {name for name in imported_modules(source) if name.split(".")[0] in FORBIDDEN}
+
+
+def test_the_check_catches_what_it_should() -> None:
+    source = (
+        "import os.path\n"
+        "from time import monotonic\n"
+        "import asyncio as aio\n"
+        "def f():\n"
+        "    import socket\n"
+        "    return __import__('subprocess')\n"
+        "from datetime import time, datetime\n"
+        "from engine.messages import Step\n"
+        "from . import sibling\n"
+    )
+    assert forbidden_in(source) == {"os.path", "time", "asyncio", "socket", "subprocess"}
+
+
+def test_the_core_modules_are_checked() -> None:
+    checked = {p.relative_to(ENGINE).as_posix() for p in PURE}
+    assert set(PURE_NOW) <= checked
+    for path in PURE:
+        assert path.is_file(), f"{path} is listed as pure but is missing"
+
+
+@pytest.mark.parametrize("module", PURE, ids=lambda p: p.relative_to(ENGINE).as_posix())
+def test_core_is_pure(module: Path) -> None:
+    source = module.read_text(encoding="utf-8")
+    assert forbidden_in(source) == set(), f"{module.name} does I/O or keeps a clock"
+    tree = ast.parse(source)
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert "open" not in called, f"{module.name} opens files"
+    assert "print" not in called, f"{module.name} prints"
+
+
+ENGINE_MODULES = sorted(ENGINE.rglob("*.py"))
+
+
+def test_the_engine_has_modules() -> None:
+    assert ENGINE / "loop.py" in ENGINE_MODULES
+    assert ENGINE / "content" / "compile.py" in ENGINE_MODULES
+
+
+@pytest.mark.parametrize("module", ENGINE_MODULES, ids=lambda p: p.relative_to(ENGINE).as_posix())
+def test_the_engine_does_not_import_the_appservice(module: Path) -> None:
+    imported = imported_modules(module.read_text(encoding="utf-8"))
+    assert {name for name in imported if name.split(".")[0] == "appservice"} == set()
