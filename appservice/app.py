@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 from aiohttp import web
@@ -15,6 +15,7 @@ from mautrix.appservice.state_store import ASStateStore
 from mautrix.client.state_store import MemoryStateStore
 from mautrix.errors import MatrixError as MautrixError
 from mautrix.types import UserID
+from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config
 from appservice.matrix.ingest import Ingest
@@ -80,7 +81,8 @@ class Service:
         self._session = aiohttp.ClientSession()
         self.api = AppServiceAPI(
             base_url=c.homeserver.url, bot_mxid=UserID(f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"),
-            token=c.appservice.as_token, log=logging.getLogger("mautrix"), state_store=StateStore(),
+            token=c.appservice.as_token, log=cast(TraceLogger, logging.getLogger("mautrix")),
+            state_store=StateStore(),
             client_session=self._session,
         )
         self.ingest = Ingest(
@@ -104,7 +106,9 @@ class Service:
         await self.rooms.register_puppets()
         app = web.Application(client_max_size=c.appservice.max_body_size)
         TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A short graceful shutdown: the homeserver keeps connections alive, and a transaction it did not
+        # see acknowledged is simply sent again (we store nothing twice).
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         await web.TCPSite(self._runner, c.appservice.listen.host, c.appservice.listen.port).start()
         log.info("appservice listening on %s:%s", c.appservice.listen.host, c.appservice.listen.port)
@@ -138,9 +142,11 @@ class Service:
 
     async def stop(self) -> None:
         self.stop_event.set()
+        if hasattr(self, "outbox"):
+            self.outbox.wake()
         if self._runner is not None:
             await self._runner.cleanup()
-        await self.tasks.close()
+        await self.tasks.close(grace=10.0)
         if self._session is not None:
             await self._session.close()
         if hasattr(self, "db"):

@@ -18,10 +18,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mautrix.api import HTTPAPI, Method, Path as MxPath
+from mautrix.api import HTTPAPI, Method
+from mautrix.api import Path as MxPath
 from mautrix.client import ClientAPI
 from mautrix.errors import MatrixRequestError
-from mautrix.types import PaginationDirection, RoomID, UserID
+from mautrix.types import (
+    EventType,
+    MessageType,
+    PaginationDirection,
+    RoomID,
+    TextMessageEventContent,
+    UserID,
+)
 
 from appservice.config import load_config
 
@@ -120,7 +128,8 @@ async def say(text: str, *, timeout: float = 30.0) -> int:
     room = RoomID(demo["room_id"])
     try:
         # Sent like an older client would (no m.mentions): the bot is found by its name in the text.
-        sent = await client.send_message_event(room, "m.room.message", {"msgtype": "m.text", "body": text})
+        content = TextMessageEventContent(msgtype=MessageType.TEXT, body=text)
+        sent = await client.send_message_event(room, EventType.ROOM_MESSAGE, content)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             answer = await _answer_to(client, room, sent)
@@ -136,7 +145,7 @@ async def say(text: str, *, timeout: float = 30.0) -> int:
 
 async def _answer_to(client: ClientAPI, room: RoomID, event_id: str) -> str | None:
     page = await client.get_messages(room, PaginationDirection.BACKWARD, limit=50)
-    for ev in page.events:
+    for ev in page.events:  # type: ignore[attr-defined]  # a functional NamedTuple mypy cannot see into
         raw: dict[str, Any] = ev.serialize()
         content = raw.get("content") or {}
         rel = content.get("m.relates_to") or {}

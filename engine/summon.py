@@ -13,8 +13,7 @@ from typing import Any, Literal
 
 import asyncpg
 
-from engine.content import AudienceFacts, admits
-from engine.content import Registry
+from engine.content import AudienceFacts, Registry, admits
 from engine.store.queries import Queries
 
 log = logging.getLogger(__name__)

@@ -41,13 +41,12 @@ class TaskGroup:
     ) -> None:
         await self.close()
 
-    async def close(self) -> None:
+    async def close(self, grace: float = 0.0) -> None:
+        """Give running tasks ``grace`` seconds to finish on their own (a loop that was told to stop
+        finishes its cleanup, like releasing a connection), then cancel what is left."""
         tasks = list(self._tasks)
+        if grace > 0 and tasks:
+            await asyncio.wait(tasks, timeout=grace)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def drain(self) -> None:
-        """Wait for what is running now to finish (used at shutdown, before closing the pool)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)

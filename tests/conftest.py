@@ -4,7 +4,6 @@ alone, and give each test a database cloned from a migrated template (millisecon
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import uuid
@@ -86,3 +85,4 @@ async def db(dsn: str) -> AsyncIterator[Database]:
     database = await Database.connect(dsn, min_size=1, max_size=8)
     yield database
     await database.close()
+

@@ -12,6 +12,7 @@ of a 429, so ``retry_after_ms`` could not be honoured through it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 from urllib.parse import quote
@@ -21,7 +22,6 @@ import asyncpg
 
 from engine.errors import MatrixError
 from engine.store.db import Database
-from engine.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ MAX_BACKOFF = 60.0
 
 
 def backoff(attempts: int) -> float:
-    return min(MAX_BACKOFF, 0.5 * 2 ** max(0, attempts - 1))
+    return float(min(MAX_BACKOFF, 0.5 * 2 ** max(0, attempts - 1)))
 
 
 class MatrixSender:
@@ -85,32 +85,30 @@ class Outbox:
         await conn.execute(q["enqueue_outbox"], txn_id, run_id, room_id, sender, event_type, content)
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Send what is due, woken by NOTIFY on insert, and otherwise when the next retry falls due."""
         listener = await self.db.pool.acquire()
         try:
             await listener.add_listener("summon_outbox", self._notified)
-            async with TaskGroup("outbox"):
-                while not stop.is_set():
-                    self._wake.clear()
-                    try:
-                        sent = await self.send_due()
-                    except (OSError, asyncpg.PostgresError):
-                        log.exception("outbox: database error; retrying")
-                        sent = 0
-                    if sent:
+            while not stop.is_set():
+                self._wake.clear()
+                try:
+                    if await self.send_due():
                         continue
                     wait = await self.db.fetchval("next_outbox_due")
-                    timeout = 5.0 if wait is None else max(0.01, min(5.0, float(wait)))
-                    stop_wait = asyncio.ensure_future(stop.wait())
-                    wake_wait = asyncio.ensure_future(self._wake.wait())
-                    await asyncio.wait({stop_wait, wake_wait}, timeout=timeout,
-                                       return_when=asyncio.FIRST_COMPLETED)
-                    for f in (stop_wait, wake_wait):
-                        f.cancel()
+                except (OSError, asyncpg.PostgresError):
+                    log.exception("outbox: database error; retrying")
+                    wait = 1.0
+                timeout = 5.0 if wait is None else max(0.01, min(5.0, float(wait)))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
         finally:
             await listener.remove_listener("summon_outbox", self._notified)
             await self.db.pool.release(listener)
 
     def _notified(self, *_: object) -> None:
+        self._wake.set()
+
+    def wake(self) -> None:
         self._wake.set()
 
     async def send_due(self) -> int:

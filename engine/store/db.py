@@ -6,6 +6,7 @@ warning says *what* was slow.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -43,8 +44,12 @@ class Database:
         assert pool is not None
         return cls(pool, Queries())
 
-    async def close(self) -> None:
-        await self.pool.close()
+    async def close(self, timeout: float = 10.0) -> None:
+        try:
+            await asyncio.wait_for(self.pool.close(), timeout)
+        except TimeoutError:
+            log.error("database connections were still in use after %.0fs; closing them hard", timeout)
+            self.pool.terminate()
 
     @asynccontextmanager
     async def transaction(self, name: str) -> AsyncIterator[asyncpg.Connection]:

@@ -22,8 +22,8 @@ from engine.providers.mock import MockModel
 from engine.store.db import Database
 from engine.surface import Answered, Ended, Outcome, RunInfo
 from engine.worker import Worker, WorkerSettings
-from tests.support import eventually
 from tests.db.runs import insert_run, steps_of
+from tests.support import eventually
 
 pytestmark = pytest.mark.db
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,53 @@
+"""The whole service on a real Synapse and a real PostgreSQL, with matrix-nio as the person."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from nio import AsyncClient, RegisterResponse
+
+from appservice.app import Service
+from appservice.config import load_config
+from tests.matrix.people import Person
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+async def service(stack: dict[str, str], template_dsn: str) -> AsyncIterator[Service]:
+    """One summon service for the matrix tests (each test makes its own rooms and people)."""
+    import asyncpg
+
+    admin = await asyncpg.connect(template_dsn.rsplit("/", 1)[0] + "/postgres")
+    try:
+        await admin.execute('DROP DATABASE IF EXISTS "matrix_tests"')
+        await admin.execute('CREATE DATABASE "matrix_tests" TEMPLATE summon_template')
+    finally:
+        await admin.close()
+    env = {**os.environ, "SUMMON_DATABASE_DSN": template_dsn.rsplit("/", 1)[0] + "/matrix_tests"}
+    config = load_config(Path(stack["SUMMON_CONFIG"]), env)
+    config = config.model_copy(update={"worker": config.worker.model_copy(update={"poll_seconds": 1.0})})
+    svc = Service(config, accept_scripts=True)
+    await svc.start()
+    yield svc
+    await svc.stop()
+
+
+@pytest.fixture
+async def people(stack: dict[str, str], service: Service) -> AsyncIterator[Callable[[str], Awaitable[Person]]]:
+    made: list[AsyncClient] = []
+
+    async def make(name: str) -> Person:
+        client = AsyncClient(stack["SUMMON_HS_URL"], f"{name}{uuid.uuid4().hex[:8]}")
+        resp = await client.register(client.user, "pw-" + uuid.uuid4().hex)
+        assert isinstance(resp, RegisterResponse), resp
+        made.append(client)
+        return Person(client, service)
+
+    yield make
+    for c in made:
+        await c.close()

@@ -1,0 +1,159 @@
+"""The spine end to end: a person mentions a bot in Element's place (matrix-nio), Synapse hands the line
+to summon, a worker runs it, and the puppet answers — on real Synapse and real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from appservice.app import Service
+from tests.matrix.people import Person
+from tests.support import eventually
+
+pytestmark = pytest.mark.matrix
+People = Callable[[str], Awaitable[Person]]
+
+
+async def runs_for(service: Service, event_id: str) -> int:
+    return int(await service.db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = $1", event_id))
+
+
+async def stored(service: Service, event_id: str) -> bool:
+    return bool(await service.db.pool.fetchval("SELECT count(*) FROM room_events WHERE event_id = $1", event_id))
+
+
+async def test_a_mention_in_a_room_gets_one_answer_from_the_puppet_as_a_reply(people: People, service: Service) -> None:
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    asked = await alice.say(room, "Helper: what is summon?", mention="helper",
+                            script=[{"text": "A **bot** host.\n\n- one\n- two"}])
+    answer = await alice.answer_to(room, asked)
+    content = answer["content"]
+    assert answer["sender"] == alice.puppet("helper")
+    assert content["msgtype"] == "m.notice"
+    assert content["body"].startswith("A **bot** host.")
+    assert "<strong>bot</strong>" in content["formatted_body"]
+    assert content["m.mentions"] == {"user_ids": [alice.user_id]}
+    assert content["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}
+    # Exactly one: a second mention is answered, and the first still has one answer.
+    fence = await alice.say(room, "and again", mention="helper", script=[{"text": "again"}])
+    await alice.answer_to(room, fence)
+    assert len(await alice.answers_to(room, asked)) == 1
+
+
+async def test_a_mention_in_a_thread_is_answered_in_that_thread(people: People, service: Service) -> None:
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    root = await alice.say(room, "Which editor should I use?")
+    await alice.say(room, "I like small ones", thread=root)
+    asked = await alice.say(room, "@Helper which are best for newbs?", mention="helper", thread=root,
+                            script=[{"text": "nano"}])
+    answer = await alice.answer_to(room, asked)
+    rel = answer["content"]["m.relates_to"]
+    assert (rel["rel_type"], rel["event_id"]) == ("m.thread", root)
+    assert rel["m.in_reply_to"] == {"event_id": asked}
+    # The bot was handed the thread (root and replies), not the main timeline.
+    context = await service.db.pool.fetchval("SELECT context FROM agent_runs WHERE trigger_event = $1", asked)
+    said = [line["said"] for line in context["lines"]]
+    assert context["kind"] == "thread"
+    assert said == ["Which editor should I use?", "I like small ones", "@Helper which are best for newbs?"]
+
+
+async def test_a_pill_without_m_mentions_summons_like_an_older_client(people: People, service: Service) -> None:
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    puppet = alice.puppet("helper")
+    asked = await alice.send(room, {
+        "msgtype": "m.text", "body": "Helper: hi",
+        "format": "org.matrix.custom.html",
+        "formatted_body": f'<a href="https://matrix.to/#/{puppet}">Helper</a>: hi',
+        "org.summon.script": [{"text": "hello"}],
+    })
+    assert (await alice.answer_to(room, asked))["content"]["body"] == "hello"
+
+
+async def test_no_mention_is_met_with_silence(people: People, service: Service) -> None:
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    quiet = await alice.say(room, "just talking among ourselves about helpers", script=[{"text": "no"}])
+    fence = await alice.say(room, "now you", mention="helper", script=[{"text": "yes"}])
+    await alice.answer_to(room, fence)
+    assert await stored(service, quiet)  # heard, and deliberately not answered
+    assert await runs_for(service, quiet) == 0
+    assert await alice.answers_to(room, quiet) == []
+
+
+async def test_another_bots_notice_naming_ours_is_met_with_silence(people: People, service: Service) -> None:
+    alice = await people("alice")
+    other_bot = await people("otherbot")
+    room = await alice.room_with("helper")
+    await alice.client.room_invite(room, other_bot.user_id)
+    await other_bot.client.join(room)
+    notice = await other_bot.send(room, {"msgtype": "m.notice", "body": "Helper, the build failed",
+                                         "m.mentions": {"user_ids": [alice.puppet("helper")]},
+                                         "org.summon.script": [{"text": "loop!"}]})
+    fence = await alice.say(room, "still there?", mention="helper", script=[{"text": "yes"}])
+    await alice.answer_to(room, fence)
+    assert await stored(service, notice)
+    assert await runs_for(service, notice) == 0
+    assert await alice.answers_to(room, notice) == []
+
+
+async def test_an_invite_to_an_encrypted_room_is_declined_with_the_reason(people: People, service: Service) -> None:
+    alice = await people("alice")
+    encryption = {"type": "m.room.encryption", "state_key": "",
+                  "content": {"algorithm": "m.megolm.v1.aes-sha2"}}
+    resp = await alice.client.room_create(name="secret", invite=[alice.puppet("helper")], initial_state=[encryption])
+    room = resp.room_id
+    left = await alice.wait_membership(room, alice.puppet("helper"), "leave")
+    assert "encrypted" in left.get("reason", "")
+    assert alice.puppet("helper") not in await alice.members(room)
+
+
+async def test_a_room_that_turns_encrypted_is_left_with_the_reason(people: People, service: Service) -> None:
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    await alice.client.room_put_state(room, "m.room.encryption", {"algorithm": "m.megolm.v1.aes-sha2"})
+    left = await alice.wait_membership(room, alice.puppet("helper"), "leave")
+    assert "encrypted" in left.get("reason", "")
+    async def left_recorded() -> bool:
+        row = await service.db.fetchrow("get_room", room)
+        return row is not None and row["encrypted"] and row["left_at"] is not None
+
+    await eventually(left_recorded)
+    # Nothing was posted into the encrypted room by the bot.
+    assert await alice.notices_from(room, alice.puppet("helper")) == []
+
+
+async def test_a_replayed_transaction_gets_no_second_answer(people: People, service: Service, stack: dict[str, str]) -> None:
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    asked = await alice.say(room, "once, please", mention="helper", script=[{"text": "once"}])
+    await alice.answer_to(room, asked)
+    event = next(e for e in await alice.events(room) if e["event_id"] == asked)
+    event = {**event, "room_id": room}
+
+    # The homeserver retries a transaction (same id), and sends the same event again in a new one.
+    url = f"http://127.0.0.1:{stack['SUMMON_AS_PORT']}/_matrix/app/v1/transactions/"
+    headers = {"Authorization": f"Bearer {stack['SUMMON_HS_TOKEN']}"}
+    txn = f"replay-{uuid.uuid4().hex}"
+    async with aiohttp.ClientSession() as http:
+        for txn_id in (txn, txn, f"{txn}-again"):
+            async with http.put(url + txn_id, data=json.dumps({"events": [event]}), headers=headers) as resp:
+                assert resp.status == 200
+        async with http.put(url + "forged", data=json.dumps({"events": [event]}),
+                            headers={"Authorization": "Bearer wrong"}) as resp:
+            assert resp.status == 403
+            body: dict[str, Any] = await resp.json()
+            assert body["errcode"] == "M_FORBIDDEN"
+
+    fence = await alice.say(room, "and now", mention="helper", script=[{"text": "fence"}])
+    await alice.answer_to(room, fence)
+    assert await runs_for(service, asked) == 1
+    assert len(await alice.answers_to(room, asked)) == 1
+    assert await service.db.pool.fetchval("SELECT count(*) FROM room_events WHERE event_id = $1", asked) == 1
