@@ -48,6 +48,9 @@ class ModelStep:
     # True on the attempt after which the chain gave up (the request's fault, or no provider left):
     # the run fails with this step's words. A failed attempt without it was followed by another.
     gave_up: bool = False
+    # True when no price was known for (provider, model): ``cost_usd`` is 0 because nobody knows the
+    # price, not because the call was free. A spend limit may one day refuse such a model outright.
+    unpriced: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,11 +126,21 @@ class Message:
 
 
 @dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model is offered it: its name, what it is for, and a JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True)
 class ModelRequest:
     system: str
     messages: tuple[Message, ...]
     model: str | dict[str, str] | None = None
     max_tokens: int = 4096
+    tools: tuple[ToolSpec, ...] = ()
 
 
 def conversation(opening: tuple[Message, ...], steps: list[Step]) -> tuple[Message, ...]:

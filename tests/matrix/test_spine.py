@@ -157,3 +157,17 @@ async def test_a_replayed_transaction_gets_no_second_answer(people: People, serv
     assert await runs_for(service, asked) == 1
     assert len(await alice.answers_to(room, asked)) == 1
     assert await service.db.pool.fetchval("SELECT count(*) FROM room_events WHERE event_id = $1", asked) == 1
+
+
+async def test_puppets_are_registered_with_their_bots_names(people: People, service: Service) -> None:
+    from nio import ProfileGetDisplayNameResponse
+
+    alice = await people("alice")
+    for bot in service.registry().bots.values():
+        resp = await alice.client.get_displayname(bot.user_id)
+        assert isinstance(resp, ProfileGetDisplayNameResponse), resp
+        assert resp.displayname == bot.name
+    # Registering again (a restart) is harmless: it is idempotent.
+    await service.rooms.register_puppets()
+    resp = await alice.client.get_displayname(alice.puppet("helper"))
+    assert isinstance(resp, ProfileGetDisplayNameResponse) and resp.displayname == "Helper"

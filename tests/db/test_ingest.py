@@ -1,0 +1,141 @@
+"""Ingest on a real PostgreSQL: every event stored once, a newly stored line that names a bot summons it,
+and a replay stores and summons nothing new."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from appservice.matrix.ingest import Decline, Followup, Ingest, Join, LeaveEncrypted
+from engine.content import Registry
+from engine.store.db import Database
+
+pytestmark = pytest.mark.db
+ROOM = "!room:localhost"
+_ids = itertools.count(1)
+
+
+def message(body: str, *, sender: str = "@alice:localhost", mentions: list[str] | None = None,
+            msgtype: str = "m.text", **content: Any) -> dict[str, Any]:
+    n = next(_ids)
+    c: dict[str, Any] = {"msgtype": msgtype, "body": body, **content}
+    if mentions is not None:
+        c["m.mentions"] = {"user_ids": mentions}
+    return {"event_id": f"$e{n}", "room_id": ROOM, "sender": sender, "type": "m.room.message",
+            "origin_server_ts": 1_700_000_000_000 + n, "content": c, "unsigned": {}}
+
+
+def state(event_type: str, state_key: str, content: dict[str, Any], sender: str = "@alice:localhost",
+          **extra: Any) -> dict[str, Any]:
+    n = next(_ids)
+    return {"event_id": f"$s{n}", "room_id": ROOM, "sender": sender, "type": event_type, "state_key": state_key,
+            "origin_server_ts": 1_700_000_000_000 + n, "content": content, **extra}
+
+
+async def feed(ingest: Ingest, db: Database, txn: str, events: list[dict[str, Any]]) -> list[Followup] | None:
+    async with db.transaction("test_txn") as conn:
+        return await ingest.transaction(conn, txn, events)
+
+
+async def count(db: Database, sql: str, *args: Any) -> int:
+    return int(await db.pool.fetchval(sql, *args))
+
+
+@pytest.fixture
+def ingest(db: Database, published: Registry) -> Ingest:
+    return Ingest(db, lambda: published, server_name="localhost", service_user="@summon:localhost",
+                  accept_scripts=True)
+
+
+HELPER = "@bot_helper:localhost"
+
+
+async def test_a_replayed_transaction_stores_one_line_and_summons_one_run(ingest: Ingest, db: Database) -> None:
+    ask = message("Helper, hi", mentions=[HELPER])
+    assert await feed(ingest, db, "t1", [ask]) == []
+    assert await feed(ingest, db, "t1", [ask]) is None  # same txn id: a replay
+    assert await feed(ingest, db, "t2", [ask]) == []    # same event in a new txn
+    assert await count(db, "SELECT count(*) FROM room_events WHERE event_id = $1", ask["event_id"]) == 1
+    assert await count(db, "SELECT count(*) FROM agent_runs WHERE trigger_event = $1", ask["event_id"]) == 1
+    assert await count(db, "SELECT count(*) FROM as_transactions") == 2
+
+
+async def test_lines_that_must_not_summon(ingest: Ingest, db: Database) -> None:
+    quiet = [
+        message("Helper, this is a notice", mentions=[HELPER], msgtype="m.notice"),
+        message("Helper, I am a bot myself", mentions=[HELPER], sender="@bot_echo:localhost"),
+        message("Helper was great yesterday", mentions=[]),  # m.mentions present and empty: names nobody
+        message("nobody named here"),
+    ]
+    await feed(ingest, db, "t1", quiet)
+    assert await count(db, "SELECT count(*) FROM room_events") == 4
+    assert await count(db, "SELECT count(*) FROM agent_runs") == 0
+
+
+async def test_the_first_bot_named_is_summoned_with_the_timeline_as_context(ingest: Ingest, db: Database) -> None:
+    before = message("we were talking about editors")
+    ask = message("Echo and Helper, which editor?", mentions=["@bot_echo:localhost", HELPER])
+    await feed(ingest, db, "t1", [
+        state("m.room.member", "@alice:localhost", {"membership": "join", "displayname": "Alice"}), before, ask])
+    run = await db.pool.fetchrow("SELECT bot, asked_by, prompt, context FROM agent_runs")
+    assert (run["bot"], run["asked_by"], run["prompt"]) == ("echo", "@alice:localhost", "Echo and Helper, which editor?")
+    assert run["context"]["kind"] == "timeline"
+    assert [(line["name"], line["said"]) for line in run["context"]["lines"]] == [
+        ("Alice", "we were talking about editors"), ("Alice", "Echo and Helper, which editor?")]
+
+
+async def test_an_edit_replaces_the_text_and_a_redaction_drops_the_line(ingest: Ingest, db: Database) -> None:
+    first = message("teh answer")
+    gone = message("oops, a secret")
+    edit = message("* the answer", **{"m.new_content": {"msgtype": "m.text", "body": "the answer"},
+                                        "m.relates_to": {"rel_type": "m.replace", "event_id": first["event_id"]}})
+    redaction = {"event_id": "$red1", "room_id": ROOM, "sender": "@alice:localhost", "type": "m.room.redaction",
+                 "redacts": gone["event_id"], "origin_server_ts": 1_800_000_000_000, "content": {}}
+    await feed(ingest, db, "t1", [first, gone, edit, redaction])
+    rows = await db.fetch("context_timeline", ROOM, 2_000_000_000_000, 10)
+    assert [r["said"] for r in rows] == ["the answer"]
+
+
+async def test_encrypted_events_are_never_stored(ingest: Ingest, db: Database) -> None:
+    enc = {"event_id": "$enc", "room_id": ROOM, "sender": "@alice:localhost", "type": "m.room.encrypted",
+           "origin_server_ts": 1, "content": {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "x"}}
+    await feed(ingest, db, "t1", [enc])
+    assert await count(db, "SELECT count(*) FROM room_events") == 0
+
+
+async def test_a_room_turning_encrypted_cancels_its_queued_runs_and_is_left(ingest: Ingest, db: Database) -> None:
+    await feed(ingest, db, "t1", [message("Helper?", mentions=[HELPER], **{"org.summon.script": [{"text": "x"}]})])
+    followups = await feed(ingest, db, "t2", [state("m.room.encryption", "", {"algorithm": "m.megolm.v1.aes-sha2"})])
+    assert followups == [LeaveEncrypted(ROOM)]
+    run = await db.pool.fetchrow("SELECT status, ending, cancel_requested FROM agent_runs")
+    assert (run["status"], run["ending"], run["cancel_requested"]) == ("cancelled", "cancelled", True)
+    # And a mention afterwards is refused: the room is encrypted.
+    await feed(ingest, db, "t3", [message("Helper, again?", mentions=[HELPER])])
+    assert await count(db, "SELECT count(*) FROM agent_runs") == 1
+
+
+async def test_invites_are_joined_or_declined(ingest: Ingest, db: Database) -> None:
+    invite = state("m.room.member", HELPER, {"membership": "invite"})
+    encrypted_invite = state("m.room.member", "@bot_echo:localhost", {"membership": "invite"},
+                             unsigned={"invite_room_state": [
+                                 {"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}]})
+    unknown = state("m.room.member", "@bot_nobody:localhost", {"membership": "invite"})
+    followups = await feed(ingest, db, "t1", [invite])
+    assert followups == [Join(ROOM, HELPER)]
+    assert await feed(ingest, db, "t2", [unknown]) == [Decline(ROOM, "@bot_nobody:localhost", "not_offered")]
+    assert await feed(ingest, db, "t3", [encrypted_invite]) == [Decline(ROOM, "@bot_echo:localhost", "encrypted")]
+
+
+async def test_a_script_is_ignored_where_scripts_are_not_accepted(db: Database, published: Registry) -> None:
+    strict = Ingest(db, lambda: published, server_name="localhost", service_user="@summon:localhost")
+    await feed(strict, db, "t1", [message("Helper?", mentions=[HELPER], **{"org.summon.script": [{"text": "pwned"}]})])
+    assert await db.pool.fetchval("SELECT script FROM agent_runs") is None
+
+
+async def test_a_malformed_event_is_skipped_and_the_rest_is_stored(ingest: Ingest, db: Database) -> None:
+    bad = {"event_id": "$bad", "room_id": ROOM, "type": "m.room.message", "content": "not an object"}
+    good = message("still here")
+    await feed(ingest, db, "t1", [bad, {"no": "room"}, good])
+    assert await count(db, "SELECT count(*) FROM room_events") == 1
