@@ -301,3 +301,21 @@ SELECT format('trigger %s', pg_get_triggerdef(oid)) AS line FROM pg_trigger
 SELECT format('function %s(%s) returns %s', p.proname, pg_get_function_arguments(p.oid),
               pg_get_function_result(p.oid)) AS line
   FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace ORDER BY p.proname;
+
+-- name: request_cancel
+-- Ask the unfinished runs in a room's thread (or main timeline, thread NULL) to stop; only the asker's
+-- when $3 is given (a moderator passes NULL). Workers see the flag at their next fenced write.
+UPDATE agent_runs SET cancel_requested = true, updated_at = now()
+ WHERE room_id = $1 AND thread_root IS NOT DISTINCT FROM $2 AND ($3::text IS NULL OR asked_by = $3)
+   AND status IN ('queued', 'running') AND NOT cancel_requested
+RETURNING id;
+
+-- name: request_cancel_by_event
+-- Ask the unfinished run summoned by line $1 (or whose progress line is $1) to stop; only when asked by
+-- $2, unless $2 is NULL (a moderator).
+UPDATE agent_runs r SET cancel_requested = true, updated_at = now()
+ WHERE (r.trigger_event = $1
+        OR r.id = (SELECT o.run_id FROM outbox o WHERE o.event_id = $1 AND o.run_id IS NOT NULL LIMIT 1))
+   AND ($2::text IS NULL OR r.asked_by = $2)
+   AND r.status IN ('queued', 'running') AND NOT r.cancel_requested
+RETURNING r.id;

@@ -23,6 +23,8 @@ from engine.summon import Summoned, Summons, summon
 log = logging.getLogger(__name__)
 
 CONTEXT_LINES = 30
+CANCEL_WORDS = frozenset({"!cancel", "/cancel"})
+STOP_KEYS = frozenset({"🛑", "\N{OCTAGONAL SIGN}\N{VARIATION SELECTOR-16}"})
 SCRIPT_KEY = "org.summon.script"  # a scripted model's turns, honoured only where the config allows
 
 
@@ -102,6 +104,9 @@ class Ingest:
             # Never stored or read: we cannot, and a bot must not pretend it did.
             return
         await conn.execute(self.q["ensure_room"], room_id)
+        if event_type == "m.reaction":
+            await self._reaction(conn, room_id, event)
+            return
         if "state_key" in event:
             await self._state(conn, room_id, event, followups)
         line = read_event(event)
@@ -118,8 +123,12 @@ class Ingest:
             await conn.execute(self.q["apply_edit"], line.replaces, line.sender, line.text, line.ts)
         if line.redacts:
             await conn.execute(self.q["redact_event"], line.redacts, room_id)
-        if self._may_summon(line):
-            await self._summon(conn, line, event)
+        if not self._may_summon(line):
+            return
+        if line.text.strip() in CANCEL_WORDS:
+            await self._cancel(conn, line)
+            return
+        await self._summon(conn, line, event)
 
     # --- state -------------------------------------------------------------------------------------
 
@@ -175,6 +184,38 @@ class Ingest:
 
     def _offered_in_rooms(self, user_id: str) -> bool:
         return any(b.user_id == user_id and "rooms" in b.surfaces for b in self._registry().bots.values())
+
+    # --- cancelling --------------------------------------------------------------------------------
+
+    async def _is_moderator(self, conn: asyncpg.Connection, room_id: str, user_id: str) -> bool:
+        room = await conn.fetchrow(self.q["get_room"], room_id)
+        if room is None:
+            return False
+        return facts_from_power_levels(
+            user_id, room["power_levels"], room["create_content"], room["room_version"] or "1", True,
+            self.server_name, create_sender=room["create_sender"],
+        ).is_moderator
+
+    async def _cancel(self, conn: asyncpg.Connection, line: Line) -> None:
+        """`!cancel` stops the sender's unfinished runs in this thread (or the main timeline); a room
+        moderator's stops everyone's there."""
+        asker = None if await self._is_moderator(conn, line.room_id, line.sender) else line.sender
+        ids = await conn.fetch(self.q["request_cancel"], line.room_id, line.thread_root, asker)
+        log.info("%s asked to cancel; %d run(s) told to stop", line.sender, len(ids),
+                 extra={"room": line.room_id})
+
+    async def _reaction(self, conn: asyncpg.Connection, room_id: str, event: Mapping[str, Any]) -> None:
+        """🛑 on a run's progress line (or on the line that summoned it) cancels that run."""
+        content = event.get("content")
+        rel = content.get("m.relates_to") if isinstance(content, dict) else None
+        sender = event.get("sender")
+        if not isinstance(rel, dict) or rel.get("rel_type") != "m.annotation" or not isinstance(sender, str):
+            return
+        if rel.get("key") not in STOP_KEYS or not isinstance(rel.get("event_id"), str) or self.ours(sender):
+            return
+        asker = None if await self._is_moderator(conn, room_id, sender) else sender
+        ids = await conn.fetch(self.q["request_cancel_by_event"], rel["event_id"], asker)
+        log.info("%s reacted 🛑; %d run(s) told to stop", sender, len(ids), extra={"room": room_id})
 
     # --- summoning ---------------------------------------------------------------------------------
 
