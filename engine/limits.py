@@ -1,0 +1,58 @@
+"""Per-person ceilings: rolling spend windows, checked before a run exists. Pure.
+
+``limits.per: {minute, hour, day, week, month}`` — every window given must hold. A run reserves its
+own ``limits.spend`` when it is summoned (so concurrent summons cannot all squeeze under a ceiling),
+and the reservation is settled to what the run really cost when it ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+WINDOWS: Mapping[str, timedelta] = {
+    "minute": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+    "week": timedelta(weeks=1),
+    "month": timedelta(days=30),
+}
+
+
+@dataclass(frozen=True)
+class Spent:
+    at: datetime
+    usd: float
+
+
+@dataclass(frozen=True)
+class Breach:
+    window: str
+    limit: float
+    spent: float
+    frees_at: datetime | None  # None: this one run alone is over the ceiling; waiting will not help
+
+
+def breach(per: Mapping[str, float], ledger: Iterable[Spent], reserve: float, now: datetime) -> Breach | None:
+    """The first window (shortest first) that ``reserve`` more would overflow, or None when all hold."""
+    entries = sorted(ledger, key=lambda e: e.at)
+    for window in sorted(per, key=lambda w: WINDOWS[w]):
+        limit = per[window]
+        start = now - WINDOWS[window]
+        inside = [e for e in entries if e.at > start]
+        spent = sum(e.usd for e in inside)
+        if spent + reserve <= limit + 1e-12:
+            continue
+        if reserve > limit:
+            return Breach(window, limit, spent, None)
+        # Oldest spending leaves the window first: find when enough of it has.
+        remaining = spent
+        frees_at = None
+        for e in inside:
+            remaining -= e.usd
+            if remaining + reserve <= limit + 1e-12:
+                frees_at = e.at + WINDOWS[window]
+                break
+        return Breach(window, limit, spent, frees_at)
+    return None
