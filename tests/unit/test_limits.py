@@ -26,7 +26,7 @@ def ago(**kw: float) -> datetime:
         pytest.param({"day": 1.0, "minute": 0.1}, [Spent(ago(seconds=10), 0.1), Spent(ago(hours=1), 0.1)], 0.05,
                      Breach("minute", 0.1, 0.1, ago(seconds=10) + timedelta(minutes=1)), id="shortest-window-first"),
         pytest.param({"week": 1.0}, [Spent(ago(days=3), 0.4), Spent(ago(days=1), 0.4), Spent(ago(hours=1), 0.2)],
-                     0.3, Breach("week", 1.0, 1.0, ago(days=1) + timedelta(weeks=1)),
+                     0.3, Breach("week", 1.0, 1.0, ago(days=3) + timedelta(weeks=1)),
                      id="frees-after-enough-old-spending-leaves"),
         pytest.param({"day": 0.1}, [], 0.5, Breach("day", 0.1, 0, None), id="one-run-alone-over-never-frees"),
         pytest.param({"month": 3.0}, [Spent(ago(days=29), 2.9)], 0.2,
