@@ -6,7 +6,6 @@ so a line and the run it summoned are stored together or not at all.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -14,11 +13,12 @@ from typing import Any, Literal
 import asyncpg
 
 from engine.content import AudienceFacts, Registry, admits
+from engine.limits import Breach, Spent, breach
 from engine.store.queries import Queries
 
 log = logging.getLogger(__name__)
 
-Refusal = Literal["not_published", "not_on_surface", "audience", "encrypted", "duplicate"]
+Refusal = Literal["not_published", "not_on_surface", "audience", "encrypted", "duplicate", "ceiling"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Summoned:
 @dataclass(frozen=True)
 class Refused:
     reason: Refusal
+    breach: Breach | None = None  # for "ceiling": which window, and when it frees up
 
 
 def refusal(registry: Registry, s: Summons) -> Refusal | None:
@@ -69,6 +70,18 @@ async def summon(
         return Refused(why)
     bot = registry.get(s.bot)
     assert bot is not None
+    per: dict[str, float] = dict(getattr(bot.limits, "per", None) or {})
+    spender = s.asked_by
+    if per and spender is not None:
+        # Checked before the run exists (a refusal buys nothing), with the person's row locked so two
+        # racing summonses are checked one after the other, never against the same snapshot.
+        await conn.execute(q["ensure_spender"], spender)
+        now = await conn.fetchval(q["lock_spender"], spender)
+        ledger = [Spent(r["at"], r["usd"]) for r in await conn.fetch(q["spender_ledger"], spender, bot.slug)]
+        over = breach(per, ledger, bot.limits.spend, now)
+        if over is not None:
+            log.info("summons refused: the %s ceiling", over.window, extra={"bot": s.bot, "asker": spender})
+            return Refused("ceiling", over)
     limits = {"steps": bot.limits.steps, "spend": bot.limits.spend, "minutes": bot.limits.minutes}
     run_id = await conn.fetchval(
         q["insert_run"], bot.slug, s.surface, s.room_id, s.thread_root, s.trigger_event, s.asked_by,
@@ -76,9 +89,7 @@ async def summon(
     )
     if run_id is None:
         return Refused("duplicate")
+    if per and spender is not None:
+        await conn.execute(q["reserve_spend"], spender, bot.slug, run_id, bot.limits.spend)
     log.info("summoned run %s", run_id, extra={"bot": bot.slug, "room": s.room_id, "run": run_id})
     return Summoned(int(run_id))
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))

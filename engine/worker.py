@@ -301,6 +301,7 @@ class Worker:
             done = await conn.fetchval(self.q["finish_run"], run.id, self.id, status, ending, reason, answer)
             if done is None:
                 raise LeaseLost(run.id, self.id)
+            await conn.execute(self.q["settle_spend"], run.id)
             if surface is not None:
                 await surface.deliver(conn, run, outcome)
         steps.append(last)
@@ -323,6 +324,7 @@ class Worker:
             rows = await conn.fetch(self.q["sweep_expired"], self.settings.sweep_batch)
             for r in rows:
                 if r["status"] in ("cancelled", "failed"):
+                    await conn.execute(self.q["settle_spend"], r["id"])
                     full = await conn.fetchrow(self.q["get_run"], r["id"])
                     info = RunInfo.from_row(full)
                     surface = self.surfaces.get(info.surface)
