@@ -202,15 +202,19 @@ class Worker:
             action = decide(view, steps, self.clock.now())
             if isinstance(action, Finished):
                 return
-            if isinstance(action, Say):
-                await self._finish(run, steps, AnswerStep(action.text), Answered(action.text), surface)
-                return
-            if isinstance(action, End):
-                ending = EndingStep(action.ending, action.reason)
-                await self._finish(run, steps, ending, Ended(action.ending, action.reason), surface)
+            if isinstance(action, Say | End):
+                await self._finish(run, steps, [], action, surface)
                 return
             if isinstance(action, CallModel):
-                cancelled = await self._call_model(row, steps)
+                cancelled, last = await self._call_model(row, steps)
+                if not cancelled:
+                    then = decide(view, [*steps, last], self.clock.now())
+                    if isinstance(then, Say | End):
+                        # The model's last word ends the run: record it, the answer (or ending) and the
+                        # delivery in one commit rather than two.
+                        await self._finish(run, steps, [last], then, surface)
+                        return
+                    cancelled = await self._record(run.id, steps, last)
             elif isinstance(action, RunTool):
                 cancelled = await self._record(run.id, steps, ToolCallStep(action.call))
                 if not cancelled:
@@ -231,7 +235,9 @@ class Worker:
                 await self._hand_back(run)
                 return
 
-    async def _call_model(self, row: asyncpg.Record, steps: list[Step]) -> bool:
+    async def _call_model(self, row: asyncpg.Record, steps: list[Step]) -> tuple[bool, ModelStep]:
+        """Call the model; record every failed attempt before the last, and return the last unrecorded
+        (with the cancel flag read while recording the others)."""
         registry = self._registry()
         bot = registry.get(row["bot"])
         system = bot.prompt if bot is not None else ""
@@ -242,11 +248,11 @@ class Worker:
             model=model,
         )
         turn = sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
-        attempts = await self.answerer.answer(request, script=row["script"], turn=turn)
+        *earlier, last = await self.answerer.answer(request, script=row["script"], turn=turn)
         cancelled = False
-        for attempt in attempts:
-            cancelled = await self._record(row["id"], steps, attempt)
-        return cancelled
+        for attempt in earlier:
+            cancelled = await self._record(row["id"], steps, attempt) or cancelled
+        return cancelled, last
 
     async def _run_tool(self, run: RunInfo, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         fn = self.tools.get(name)
@@ -287,24 +293,32 @@ class Worker:
             raise LeaseLost(run_id, self.id) from exc
 
     async def _finish(
-        self, run: RunInfo, steps: list[Step], last: Step, outcome: Outcome, surface: Surface | None,
+        self, run: RunInfo, steps: list[Step], pending: list[Step], action: Say | End, surface: Surface | None,
     ) -> None:
-        if isinstance(outcome, Answered):
-            status, ending, reason, answer = "done", None, None, outcome.text
-        else:
-            status = "cancelled" if outcome.ending == "cancelled" else (
-                "failed" if outcome.ending == "failed" else "done")
-            ending, reason, answer = outcome.ending, outcome.reason or None, None
+        """Record ``pending`` steps and the final one, finish the run and hand the outcome to the surface,
+        in one commit. A cancel that arrived meanwhile wins over an answer: the person said stop."""
         async with self.db.transaction("finish_run") as conn:
-            await self._fence(conn, run.id)
-            await self._insert_step(conn, run.id, len(steps) + 1, last)
+            if await self._fence(conn, run.id) and not (isinstance(action, End) and action.ending == "cancelled"):
+                action = End("cancelled")
+            outcome: Outcome
+            if isinstance(action, Say):
+                final: Step = AnswerStep(action.text)
+                outcome = Answered(action.text)
+                status, ending, reason, answer = "done", None, None, action.text
+            else:
+                final = EndingStep(action.ending, action.reason)
+                outcome = Ended(action.ending, action.reason)
+                status = {"cancelled": "cancelled", "failed": "failed"}.get(action.ending, "done")
+                ending, reason, answer = action.ending, action.reason or None, None
+            for n, step in enumerate([*pending, final], start=len(steps) + 1):
+                await self._insert_step(conn, run.id, n, step)
             done = await conn.fetchval(self.q["finish_run"], run.id, self.id, status, ending, reason, answer)
             if done is None:
                 raise LeaseLost(run.id, self.id)
             await conn.execute(self.q["settle_spend"], run.id)
             if surface is not None:
                 await surface.deliver(conn, run, outcome)
-        steps.append(last)
+        steps.extend([*pending, final])
         log.info("run %s finished: %s", run.id, ending or "answered", extra={"run": run.id, "bot": run.bot})
 
     async def _hand_back(self, run: RunInfo) -> None:

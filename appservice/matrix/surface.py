@@ -8,6 +8,7 @@ the asking line. It is queued in the outbox in the transaction that finishes the
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -23,10 +24,12 @@ from appservice.matrix.render import render
 from engine.content import Registry
 from engine.store.queries import Queries
 from engine.surface import Answered, Outcome, RunInfo
+from engine.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
 TYPING_MS = 30_000
+TYPING_DELAY = 0.8  # seconds a run works before its bot is shown typing
 
 
 def answer_content(run: RunInfo, text: str) -> dict[str, Any]:
@@ -49,10 +52,14 @@ def answer_content(run: RunInfo, text: str) -> dict[str, Any]:
 class MatrixSurface:
     name = "rooms"
 
-    def __init__(self, queries: Queries, api: AppServiceAPI, registry: Callable[[], Registry]) -> None:
+    def __init__(self, queries: Queries, api: AppServiceAPI, registry: Callable[[], Registry],
+                 tasks: TaskGroup, *, typing_delay: float = TYPING_DELAY) -> None:
         self.q = queries
         self.api = api
         self._registry = registry
+        self._tasks = tasks
+        self.typing_delay = typing_delay
+        self._typing: dict[int, asyncio.Task[bool]] = {}
 
     def _puppet(self, run: RunInfo) -> str | None:
         bot = self._registry().get(run.bot)
@@ -73,10 +80,31 @@ class MatrixSurface:
                  extra={"run": run.id})
 
     async def working(self, run: RunInfo, on: bool) -> None:
+        """Typing, but only for a run that takes a while: an answer that comes at once needs no
+        "typing…", and the typing requests would cost the homeserver (and the answer) time. Never
+        awaited on the run's path: it is a courtesy."""
+        if on:
+            self._typing[run.id] = self._tasks.spawn(self._type_after(run), name=f"typing-{run.id}")
+            return
+        pending = self._typing.pop(run.id, None)
+        if pending is None:
+            return
+        if pending.done() and not pending.cancelled() and pending.result():
+            self._tasks.spawn(self._set_typing(run, False), name=f"typing-off-{run.id}")
+        else:
+            pending.cancel()
+
+    async def _type_after(self, run: RunInfo) -> bool:
+        await asyncio.sleep(self.typing_delay)
+        return await self._set_typing(run, True)
+
+    async def _set_typing(self, run: RunInfo, on: bool) -> bool:
         puppet = self._puppet(run)
         if puppet is None or run.room_id is None:
-            return
+            return False
         try:
             await self.api.intent(UserID(puppet)).set_typing(RoomID(run.room_id), timeout=TYPING_MS if on else 0)
         except (MautrixError, aiohttp.ClientError, OSError) as exc:  # a courtesy; must not stop the run
             log.debug("typing for run %s failed: %s", run.id, exc)
+            return False
+        return True

@@ -20,9 +20,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.metadata
+import json
 import logging
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -43,6 +45,8 @@ from nio import (
     SyncResponse,
 )
 
+from appservice.app import Service
+from appservice.config import load_config
 from tests.bench.echo_as import EchoAS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -272,9 +276,6 @@ def instrument(service: Any, marks: Marks) -> Callable[[], None]:
 
 
 async def phase_summon(stack: dict[str, str], args: argparse.Namespace, marks: Marks) -> list[Round]:
-    from appservice.app import Service  # here, so that the echo phase runs without summon imported
-    from appservice.config import load_config
-
     env = {**os.environ, "SUMMON_AS_TOKEN": stack["SUMMON_AS_TOKEN"], "SUMMON_HS_TOKEN": stack["SUMMON_HS_TOKEN"],
            "SUMMON_DATABASE_DSN": stack["SUMMON_DSN"]}
     service = Service(load_config(Path(stack["SUMMON_CONFIG"]), env), accept_scripts=True)
@@ -329,6 +330,43 @@ def stage_lines(name: str, rounds: list[Round], marks: Marks, labels: list[str])
     return [f"  {name}: " + " → ".join(parts)]
 
 
+SYNAPSE_SEND = re.compile(r"\{@bot_[^}]*\} Processed request: (?P<sec>[0-9.]+)sec/[0-9.]+sec "
+                          r"ru=\((?P<cpu>[0-9.]+)sec.*\"PUT \S+/send/m\.room\.message/(?P<txn>\S+?)\?")
+
+
+def synapse_send_lines() -> list[str]:
+    """What Synapse's access log says about the puppet's PUT /send: wall and CPU time, medians."""
+    got: dict[str, tuple[list[float], list[float]]] = {"echo": ([], []), "summon": ([], [])}
+    try:
+        text = (RUN / "synapse" / "homeserver.log").read_text(errors="replace")
+    except OSError:
+        return []
+    for m in SYNAPSE_SEND.finditer(text):
+        wall, cpu = got["summon" if m["txn"].startswith("summon.") else "echo"]
+        wall.append(float(m["sec"]) * 1000)
+        cpu.append(float(m["cpu"]) * 1000)
+    return [f"  {name}: Synapse's puppet PUT /send {statistics.median(wall):.1f} (CPU {statistics.median(cpu):.1f}), "
+            f"{len(wall)} sends" for name, (wall, cpu) in got.items() if wall]
+
+
+def dump_rounds(echo: list[Round], summon: list[Round], marks: Marks) -> Path:
+    """Every measured round's steps, in ms after its send call, for a closer look."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, rounds in (("echo", echo), ("summon", summon)):
+        out[name] = []
+        for r in rounds:
+            steps = dict(marks.at.get(r.event_id, {}))
+            run = marks.run_of.get(r.event_id)
+            if run is not None:
+                steps.update(marks.at.get(("run", run), {}))
+            steps |= {"send returned": r.send_returned, "reply seen": r.seen_at}
+            out[name].append({"event_id": r.event_id, "run": run,
+                              "ms": {k: round((t - r.sent_at) * 1000, 2) for k, t in sorted(steps.items(), key=lambda kv: kv[1])}})
+    path = RUN / "bench-rounds.json"
+    path.write_text(json.dumps(out, indent=1))
+    return path
+
+
 def report(echo: list[Round], summon: list[Round], marks: Marks, warmup: int) -> None:
     def row(name: str, rs: list[Round]) -> str:
         ms = [r.ms for r in rs]
@@ -352,8 +390,11 @@ def report(echo: list[Round], summon: list[Round], marks: Marks, warmup: int) ->
         print(line)
     for line in stage_lines("summon", summon, marks, [
             "txn in", "txn stored", "held", "typing on PUT returned", "finished", "outbox PUT start",
-            "outbox PUT returned"]):
+            "typing off PUT returned", "outbox PUT returned"]):
         print(line)
+    for line in synapse_send_lines():
+        print(line)
+    print(f"(every round's steps: {dump_rounds(echo, summon, marks)})")
     sys.stdout.flush()
 
 
