@@ -4,11 +4,14 @@ them down through constructors. No module-level state, no import-time side effec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
+import asyncpg
 from aiohttp import web
 from mautrix.appservice import AppServiceAPI
 from mautrix.appservice.state_store import ASStateStore
@@ -27,13 +30,16 @@ from engine.clock import Clock, SystemClock
 from engine.content import Registry, compile_sources
 from engine.contentfiles import read_content
 from engine.errors import ContentError
-from engine.providers.mock import MockModel
+from engine.providers.config import choose_answerer
 from engine.publish import publish
 from engine.store.db import Database, migrate
+from engine.summon import LIVENESS_SECONDS
 from engine.tasks import TaskGroup
 from engine.worker import Worker, WorkerSettings
 
 log = logging.getLogger(__name__)
+
+PRESENCE_SECONDS = 10.0
 
 
 class StateStore(MemoryStateStore, ASStateStore):
@@ -94,10 +100,13 @@ class Service:
         self.surface = MatrixSurface(self.db.q, self.api, self.registry, self.tasks)
         self.outbox = Outbox(self.db, MatrixSender(self._session, c.homeserver.url, c.appservice.as_token))
         w = c.worker
+        # A chain of providers must answer well inside the lease, which no step renews meanwhile.
+        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
         self.worker = Worker(
-            self.db, self.registry, MockModel(self.clock), {"rooms": self.surface}, self.clock,
+            self.db, self.registry, self.answerer, {"rooms": self.surface}, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
+            status=self.answerer.status(),
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         if not self.http:
@@ -113,6 +122,22 @@ class Service:
         await web.TCPSite(self._runner, c.appservice.listen.host, c.appservice.listen.port).start()
         log.info("appservice listening on %s:%s", c.appservice.listen.host, c.appservice.listen.port)
         self.tasks.spawn(self.ping(), name="ping")
+        self.tasks.spawn(self.presence(), name="presence")
+
+    async def presence(self) -> None:
+        """Puppets say whether anything can answer them: with no provider, no bots (SPEC §2)."""
+        shown: bool | None = None
+        while not self.stop_event.is_set():
+            try:
+                usable = bool(await self.db.fetchval("provider_usable", LIVENESS_SECONDS))
+            except (OSError, asyncpg.PostgresError):
+                log.exception("could not read the provider status")
+                usable = False
+            if usable != shown:
+                await self.rooms.set_presence(usable)
+                shown = usable
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_event.wait(), timeout=PRESENCE_SECONDS)
 
     async def ping(self) -> None:
         """Ping the homeserver: it proves the registration, and makes Synapse retry queued transactions
@@ -149,6 +174,8 @@ class Service:
         await self.tasks.close(grace=10.0)
         if self._session is not None:
             await self._session.close()
+        if hasattr(self, "answerer"):
+            await self.answerer.aclose()
         if hasattr(self, "db"):
             await self.db.close()
 

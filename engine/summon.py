@@ -18,7 +18,11 @@ from engine.store.queries import Queries
 
 log = logging.getLogger(__name__)
 
-Refusal = Literal["not_published", "not_on_surface", "audience", "encrypted", "duplicate", "ceiling"]
+Refusal = Literal["not_published", "not_on_surface", "audience", "encrypted", "duplicate", "ceiling",
+                  "no_provider"]
+
+# A worker beats every 10 s; three missed beats and it is taken for gone.
+LIVENESS_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,10 @@ async def summon(
     if why is not None:
         log.info("summons refused: %s", why, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
         return Refused(why)
+    if not await conn.fetchval(q["provider_usable"], LIVENESS_SECONDS):
+        # No provider, no bots: nothing would answer, so nothing is started (absent means no).
+        log.warning("summons refused: no worker can answer model calls", extra={"bot": s.bot, "room": s.room_id})
+        return Refused("no_provider")
     bot = registry.get(s.bot)
     assert bot is not None
     per: dict[str, float] = dict(getattr(bot.limits, "per", None) or {})

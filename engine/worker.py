@@ -49,7 +49,7 @@ from engine.messages import (
     load_step,
 )
 from engine.prompt import opening
-from engine.providers.base import Answerer
+from engine.providers.base import Answerer, ProviderStatus
 from engine.store.db import Database
 from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
 from engine.tasks import TaskGroup
@@ -71,6 +71,7 @@ class WorkerSettings:
     sweep_seconds: float = 10.0
     poll_seconds: float = 5.0
     sweep_batch: int = 1000
+    heartbeat_seconds: float = 10.0
 
 
 def new_worker_id() -> str:
@@ -89,6 +90,7 @@ class Worker:
         *,
         tools: Mapping[str, ToolFn] | None = None,
         worker_id: str | None = None,
+        status: ProviderStatus | None = None,
     ) -> None:
         self.db = db
         self.q = db.q
@@ -99,6 +101,7 @@ class Worker:
         self.settings = settings
         self.tools = dict(tools or {})
         self.id = worker_id or new_worker_id()
+        self.status = status or ProviderStatus(usable=True, mode="stand-in")
         self._wake = asyncio.Event()
         self._generation = 0
 
@@ -113,11 +116,29 @@ class Worker:
                 for n in range(self.settings.slots):
                     group.spawn(self._slot(n, stop), name=f"worker-slot-{n}")
                 group.spawn(self._sweeper(stop), name="worker-sweep")
+                group.spawn(self._heartbeat(stop), name="worker-heartbeat")
                 await stop.wait()
                 self._poke()
         finally:
             await listener.remove_listener("summon_runs", self._notified)
             await self.db.pool.release(listener)
+            try:
+                await self.db.execute("forget_provider_status", self.id)
+            except (OSError, asyncpg.PostgresError):
+                log.warning("could not take this worker's provider status down; it will go stale")
+
+    async def _heartbeat(self, stop: asyncio.Event) -> None:
+        """Say on start and every heartbeat whether this worker can answer model calls (SPEC §2)."""
+        s = self.status
+        while not stop.is_set():
+            try:
+                await self.db.execute("record_provider_status", self.id, s.usable, s.mode, list(s.providers))
+            except (OSError, asyncpg.PostgresError):
+                log.exception("could not record the provider status")
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.settings.heartbeat_seconds)
+            except TimeoutError:
+                pass
 
     def _notified(self, *_: object) -> None:
         self._poke()

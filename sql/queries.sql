@@ -343,3 +343,88 @@ INSERT INTO spend_ledger (who, bot, run_id, usd) VALUES ($1, $2, $3, $4);
 UPDATE spend_ledger
    SET usd = (SELECT coalesce(sum(cost_usd), 0) FROM agent_steps WHERE run_id = $1), reserved = false
  WHERE run_id = $1;
+
+-- name: publish_lock
+-- One publish at a time (two services watching the same content must not interleave their rows).
+SELECT pg_advisory_xact_lock(hashtext('summon.publish'));
+
+-- name: upsert_skill
+-- Publish one compiled skill.
+INSERT INTO skills (name, description, compiled, published_at, withdrawn_at)
+VALUES ($1, $2, $3, now(), NULL)
+ON CONFLICT (name) DO UPDATE
+   SET description = EXCLUDED.description, compiled = EXCLUDED.compiled, published_at = now(), withdrawn_at = NULL;
+
+-- name: withdraw_skills_except
+-- Skills whose files are gone are withdrawn.
+UPDATE skills SET withdrawn_at = now() WHERE withdrawn_at IS NULL AND NOT (name = ANY($1::text[]));
+
+-- name: upsert_tool
+-- Publish one compiled tool.
+INSERT INTO tools (name, kind, compiled, published_at, withdrawn_at)
+VALUES ($1, $2, $3, now(), NULL)
+ON CONFLICT (name) DO UPDATE
+   SET kind = EXCLUDED.kind, compiled = EXCLUDED.compiled, published_at = now(), withdrawn_at = NULL;
+
+-- name: withdraw_tools_except
+-- Tools whose files are gone are withdrawn.
+UPDATE tools SET withdrawn_at = now() WHERE withdrawn_at IS NULL AND NOT (name = ANY($1::text[]));
+
+-- name: upsert_command
+-- Publish one compiled command: its client-visible shape apart from its prompt.
+INSERT INTO commands (name, bot, tool, surfaces, shape, prompt, compiled, published_at, withdrawn_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, now(), NULL)
+ON CONFLICT (name) DO UPDATE
+   SET bot = EXCLUDED.bot, tool = EXCLUDED.tool, surfaces = EXCLUDED.surfaces, shape = EXCLUDED.shape,
+       prompt = EXCLUDED.prompt, compiled = EXCLUDED.compiled, published_at = now(), withdrawn_at = NULL;
+
+-- name: withdraw_commands_except
+-- Commands whose files are gone are withdrawn.
+UPDATE commands SET withdrawn_at = now() WHERE withdrawn_at IS NULL AND NOT (name = ANY($1::text[]));
+
+-- name: clear_bot_links
+-- Forget which skills and tools the bots had; the publish writes them again.
+WITH s AS (DELETE FROM bot_skills) DELETE FROM bot_tools;
+
+-- name: insert_bot_skills
+-- Which skills each bot has: parallel arrays of bot slugs and skill names.
+INSERT INTO bot_skills (bot, skill) SELECT * FROM unnest($1::text[], $2::text[]);
+
+-- name: insert_bot_tools
+-- Which tools each bot has of its own: parallel arrays of bot slugs and tool names.
+INSERT INTO bot_tools (bot, tool) SELECT * FROM unnest($1::text[], $2::text[]);
+
+-- name: published_skills
+-- Every skill that is published now.
+SELECT name, description, compiled FROM skills WHERE withdrawn_at IS NULL ORDER BY name;
+
+-- name: published_tools
+-- Every tool that is published now.
+SELECT name, kind, compiled FROM tools WHERE withdrawn_at IS NULL ORDER BY name;
+
+-- name: published_commands
+-- Every command that is published now, with what a client may see of it.
+SELECT name, bot, tool, surfaces, shape, prompt FROM commands WHERE withdrawn_at IS NULL ORDER BY name;
+
+-- name: bot_skill_names
+-- The skills bot $1 has, by name.
+SELECT skill FROM bot_skills WHERE bot = $1 ORDER BY skill;
+
+-- name: bot_tool_names
+-- The tools bot $1 has of its own, by name.
+SELECT tool FROM bot_tools WHERE bot = $1 ORDER BY tool;
+
+-- name: record_provider_status
+-- A worker's heartbeat: whether it can answer model calls, how, and with which providers.
+INSERT INTO provider_status (worker, usable, mode, providers, heartbeat_at) VALUES ($1, $2, $3, $4, now())
+ON CONFLICT (worker) DO UPDATE
+   SET usable = EXCLUDED.usable, mode = EXCLUDED.mode, providers = EXCLUDED.providers, heartbeat_at = now();
+
+-- name: forget_provider_status
+-- A worker that stops says so (a worker that dies simply stops beating).
+DELETE FROM provider_status WHERE worker = $1;
+
+-- name: provider_usable
+-- Whether any worker said, within the last $1 seconds, that it can answer model calls.
+SELECT EXISTS (SELECT 1 FROM provider_status
+                WHERE usable AND heartbeat_at > now() - make_interval(secs => $1)) AS usable;

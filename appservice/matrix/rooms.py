@@ -18,7 +18,7 @@ from typing import Any
 
 from mautrix.appservice import AppServiceAPI
 from mautrix.errors import MatrixError as MautrixError
-from mautrix.types import RoomID, UserID
+from mautrix.types import PresenceState, RoomID, UserID
 
 from appservice.matrix.ingest import Decline, Followup, Ingest, Join, LeaveEncrypted
 from engine.content import Registry
@@ -32,6 +32,7 @@ REASONS = {
     "encrypted": "summon bots cannot read encrypted rooms, so they do not join them.",
     "not_offered": "This bot is not offered in Matrix rooms.",
     "turned_encrypted": "This room is now encrypted; summon bots cannot read encrypted rooms, so they leave.",
+    "no_provider": "No model provider is available right now, so this bot cannot answer.",
 }
 
 
@@ -51,6 +52,16 @@ class Rooms:
                     await intent.set_displayname(bot.name, check_current=False)
             except MautrixError as exc:
                 log.error("could not register the puppet %s: %s", bot.user_id, exc, extra={"bot": bot.slug})
+
+    async def set_presence(self, usable: bool) -> None:
+        """Online when something can answer; otherwise unavailable, with the reason as the status."""
+        state = PresenceState.ONLINE if usable else PresenceState.UNAVAILABLE
+        status = None if usable else REASONS["no_provider"]
+        for bot in self._registry().bots.values():
+            try:
+                await self.api.intent(UserID(bot.user_id)).set_presence(state, status, ignore_cache=True)
+            except MautrixError as exc:
+                log.warning("could not set %s's presence: %s", bot.user_id, exc, extra={"bot": bot.slug})
 
     async def carry_out(self, followup: Followup) -> None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.messages import ModelRequest, ModelStep
@@ -14,3 +15,12 @@ class Answerer(Protocol):
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
     ) -> list[ModelStep]: ...
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    """What a worker says on its heartbeat: can it answer model calls, and how."""
+
+    usable: bool
+    mode: str
+    providers: tuple[str, ...] = ()

@@ -21,6 +21,15 @@ STANDING_IN = (
     "I'm summon's stand-in model: no provider key is configured, so nothing was sent to a real model. "
     "An operator can add one (see the README) and switch it on with AGENTS_LIVE=1."
 )
+# The two reasons it stands in (the provider layer decides which): no key at all, or a key that buying
+# has not been switched on for (AGENTS_LIVE unset, or SUMMON_AGENT_MOCK=1).
+NO_KEY = STANDING_IN
+NOT_SWITCHED_ON = (
+    "I'm summon's stand-in model: a provider key is configured, but buying is not switched on, so "
+    "nothing was sent to a real model. An operator can switch it on with AGENTS_LIVE=1."
+)
+StandIn = Literal["no_key", "not_switched_on"]
+STANDING_IN_FOR: dict[StandIn, str] = {"no_key": NO_KEY, "not_switched_on": NOT_SWITCHED_ON}
 
 
 class ScriptedCall(BaseModel):
@@ -52,9 +61,10 @@ def parse_script(raw: Any) -> list[ScriptedTurn]:
 class MockModel:
     name = "mock"
 
-    def __init__(self, clock: Clock, *, standing_in: str = STANDING_IN) -> None:
+    def __init__(self, clock: Clock, *, reason: StandIn = "no_key", standing_in: str | None = None) -> None:
         self._clock = clock
-        self._standing_in = standing_in
+        self.reason = reason
+        self._standing_in = STANDING_IN_FOR[reason] if standing_in is None else standing_in
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,

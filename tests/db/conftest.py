@@ -21,5 +21,8 @@ def registry() -> Registry:
 
 @pytest.fixture
 async def published(db: Database, registry: Registry) -> Registry:
+    """The shipped bots, published, with a live worker that can answer (else every summons is refused:
+    no provider, no bots)."""
     await publish(db, registry)
+    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
     return registry

@@ -139,3 +139,17 @@ async def test_a_malformed_event_is_skipped_and_the_rest_is_stored(ingest: Inges
     good = message("still here")
     await feed(ingest, db, "t1", [bad, {"no": "room"}, good])
     assert await count(db, "SELECT count(*) FROM room_events") == 1
+
+
+async def test_with_no_live_worker_that_can_answer_nothing_is_summoned(ingest: Ingest, db: Database) -> None:
+    await db.pool.execute("DELETE FROM provider_status")
+    await feed(ingest, db, "t1", [message("Helper?", mentions=[HELPER])])
+    await db.execute("record_provider_status", "w-dead", True, "live", ["openai"])
+    await db.pool.execute("UPDATE provider_status SET heartbeat_at = now() - interval '5 minutes'")
+    await feed(ingest, db, "t2", [message("Helper??", mentions=[HELPER])])  # absent (stale) means no
+    await db.execute("record_provider_status", "w-broken", False, "live", [])
+    await feed(ingest, db, "t3", [message("Helper???", mentions=[HELPER])])
+    assert await count(db, "SELECT count(*) FROM agent_runs") == 0
+    await db.execute("record_provider_status", "w-live", True, "live", ["openai"])
+    await feed(ingest, db, "t4", [message("Helper!", mentions=[HELPER])])
+    assert await count(db, "SELECT count(*) FROM agent_runs") == 1

@@ -262,3 +262,21 @@ async def _count(db: Database, run_id: int, n: int) -> bool:
 
 async def _swept(worker: Worker) -> bool:
     return await worker.sweep() > 0
+
+
+async def test_a_worker_says_on_its_heartbeat_whether_it_can_answer(db: Database, published: Registry) -> None:
+    from engine.providers.base import ProviderStatus
+
+    clock = SystemClock()
+    w = Worker(db, lambda: published, MockModel(clock), {}, clock, WorkerSettings(heartbeat_seconds=0.1),
+               worker_id="beating", status=ProviderStatus(True, "live", ("openrouter", "anthropic")))
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(stop))
+    try:
+        row = await eventually(lambda: db.pool.fetchrow("SELECT * FROM provider_status WHERE worker = 'beating'"))
+        assert (row["usable"], row["mode"], row["providers"]) == (True, "live", ["openrouter", "anthropic"])
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    # A worker that stops takes its word back.
+    assert await db.pool.fetchval("SELECT count(*) FROM provider_status WHERE worker = 'beating'") == 0

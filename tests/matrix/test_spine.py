@@ -171,3 +171,22 @@ async def test_puppets_are_registered_with_their_bots_names(people: People, serv
     await service.rooms.register_puppets()
     resp = await alice.client.get_displayname(alice.puppet("helper"))
     assert isinstance(resp, ProfileGetDisplayNameResponse) and resp.displayname == "Helper"
+
+
+async def test_puppets_presence_says_when_no_provider_can_answer(people: People, service: Service) -> None:
+    from nio import PresenceGetResponse
+
+    alice = await people("alice")
+    puppet = alice.puppet("helper")
+    await alice.room_with("helper")  # presence is seen by those who share a room
+
+    async def presence() -> tuple[str, str | None]:
+        resp = await alice.client.get_presence(puppet)
+        assert isinstance(resp, PresenceGetResponse), resp
+        return resp.presence, resp.status_msg
+
+    await service.rooms.set_presence(False)
+    state, status = await presence()
+    assert state == "unavailable" and status is not None and "provider" in status
+    await service.rooms.set_presence(True)
+    assert (await presence())[0] == "online"

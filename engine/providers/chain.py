@@ -1,0 +1,158 @@
+"""The providers, tried in order: the ``Answerer`` the worker calls when buying is switched on.
+
+Every attempt is a step. A provider's own failure (no credit, bad key, rate limit, down, model not
+found) moves on to the next provider, after at most one short same-provider retry for a rate limit or a
+server error; the request's fault (malformed, too long) stops at once, since it would fail everywhere
+and be two bills. A fallback uses its own model: a bot names one per provider, or one for all; a
+provider with no model for the bot is skipped, never sent another provider's model name.
+
+A request that carries a script is never bought: it goes to the scripted mock, whatever keys exist.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from engine.clock import Clock
+from engine.errors import ProviderError, RequestFault
+from engine.messages import ModelRequest, ModelStep
+from engine.providers.base import Answerer
+from engine.providers.classify import Fault, RetryableFailure
+from engine.providers.mock import MockModel
+from engine.providers.prices import PriceTable
+from engine.providers.translate import Reply
+
+log = logging.getLogger(__name__)
+
+# The step's words when no configured provider has a model for the bot (a configuration matter).
+NO_MODEL = "no configured provider has a model for this bot"
+# One answer (every attempt, retry waits included) takes at most this long by default: it must end well
+# inside the worker's lease (90 s), since the attempts are recorded only when the answer returns.
+PATIENCE = 60.0
+# No attempt is started with less time than this left.
+MIN_ATTEMPT = 1.0
+
+
+class Adapter(Protocol):
+    """One provider: ``complete`` makes one call and raises ``ProviderFailure``/``RequestFault``."""
+
+    name: str
+    kind: str
+    default_model: str | None
+
+    async def complete(self, model: str, request: ModelRequest, *, timeout: float | None = None) -> Reply: ...
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """One short same-provider retry for a rate limit or a server error, when the wait is short."""
+
+    retries: int = 1
+    wait: float = 0.5  # when the provider did not say how long
+    longest: float = 2.0  # a longer Retry-After moves on to the next provider instead
+
+
+def model_for(model: str | Mapping[str, str] | None, provider: str, default: str | None = None) -> str | None:
+    """The model this provider is asked for: the bot's one name, its name for *this provider*, or the
+    provider's default when the bot names none. None: skip the provider for this bot."""
+    if isinstance(model, str):
+        return model or default
+    if isinstance(model, Mapping):
+        return model.get(provider) or None
+    return default
+
+
+class Chain:
+    def __init__(
+        self,
+        adapters: Sequence[Adapter],
+        prices: PriceTable,
+        clock: Clock,
+        *,
+        retry: RetryPolicy | None = None,
+        scripted: Answerer | None = None,
+        patience: float = PATIENCE,
+    ) -> None:
+        self.adapters = tuple(adapters)
+        self.prices = prices
+        self.clock = clock
+        self.retry = retry or RetryPolicy()
+        self.patience = patience
+        self.scripted: Answerer = scripted or MockModel(clock)
+        self._unpriced_warned: set[tuple[str, str]] = set()
+
+    async def answer(
+        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+    ) -> list[ModelStep]:
+        if script is not None:
+            return await self.scripted.answer(request, script=script, turn=turn)
+        tried = [(a, m) for a in self.adapters if (m := model_for(request.model, a.name, a.default_model))]
+        if not tried:
+            log.error("no provider has a model for this bot (model: %r; providers: %s)",
+                      request.model, ", ".join(a.name for a in self.adapters))
+            return [ModelStep(error=NO_MODEL, error_class="provider", gave_up=True)]
+        steps: list[ModelStep] = []
+        started = self.clock.monotonic()
+        retries = [self.retry.retries] * len(tried)
+        n = 0
+        while True:
+            adapter, model = tried[n]
+            left = self.patience - (self.clock.monotonic() - started)
+            try:
+                reply = await adapter.complete(model, request, timeout=left)
+            except RequestFault as exc:
+                steps.append(self._failed(adapter, model, n, exc, gave_up=True))
+                return steps
+            except ProviderError as exc:
+                left = self.patience - (self.clock.monotonic() - started)
+                wait = self._retry_wait(exc) if retries[n] > 0 else None
+                if wait is not None and left - wait < MIN_ATTEMPT:
+                    wait = None
+                moving_on = n + 1 < len(tried) and left >= MIN_ATTEMPT
+                steps.append(self._failed(adapter, model, n, exc, gave_up=wait is None and not moving_on))
+                if wait is not None:
+                    retries[n] -= 1
+                    await self.clock.sleep(wait)
+                elif moving_on:
+                    n += 1
+                else:
+                    return steps
+                continue
+            steps.append(self._answered(adapter, model, n, reply))
+            return steps
+
+    def _retry_wait(self, exc: ProviderError) -> float | None:
+        if not isinstance(exc, RetryableFailure):
+            return None
+        wait = self.retry.wait if exc.retry_after is None else exc.retry_after
+        return wait if wait <= self.retry.longest else None
+
+    def _failed(self, adapter: Adapter, model: str, n: int, exc: ProviderError, *, gave_up: bool) -> ModelStep:
+        fault: Fault = "request" if isinstance(exc, RequestFault) else "provider"
+        log.warning("provider %s (%s) failed (%s, HTTP %s): %s%s", adapter.name, model, fault,
+                    exc.status, exc, " — giving up" if gave_up else "")
+        return ModelStep(provider=adapter.name, model=model, fallback=n > 0, error=str(exc),
+                         error_class=fault, gave_up=gave_up)
+
+    def _answered(self, adapter: Adapter, model: str, n: int, reply: Reply) -> ModelStep:
+        cost = self.prices.cost(adapter.name, model, reply.usage, kind=adapter.kind)
+        if cost is None and reply.model and reply.model != model:
+            cost = self.prices.cost(adapter.name, reply.model, reply.usage, kind=adapter.kind)
+        if cost is None and (adapter.name, model) not in self._unpriced_warned:
+            self._unpriced_warned.add((adapter.name, model))
+            log.warning("no price for model %s on provider %s: its calls are recorded at cost 0 and "
+                        "no spend limit can hold against them; add it to the price table (SUMMON_PRICES)",
+                        model, adapter.name)
+        return ModelStep(
+            text=reply.text, tool_calls=reply.tool_calls, provider=adapter.name, model=model,
+            fallback=n > 0, tokens_in=reply.usage.tokens_in, tokens_out=reply.usage.output,
+            cost_usd=cost or 0.0, unpriced=cost is None,
+        )
+
+    async def aclose(self) -> None:
+        for adapter in self.adapters:
+            await adapter.aclose()

@@ -1,0 +1,171 @@
+"""Providers from the environment, and the rule that decides whether anything is bought.
+
+    SUMMON_PROVIDERS=openrouter,anthropic          the providers, in the order they are tried
+    SUMMON_PROVIDER_<NAME>_KIND=openai|anthropic   the wire shape (default: anthropic for a provider
+                                                   named "anthropic", openai for any other)
+    SUMMON_PROVIDER_<NAME>_URL=https://…           base url (default: the kind's official one)
+    SUMMON_PROVIDER_<NAME>_KEY=…                   the key; a provider without one is never called
+    SUMMON_PROVIDER_<NAME>_MODEL=…                 the model for a bot that names none (optional)
+    SUMMON_PROVIDER_<NAME>_TIMEOUT=120             seconds for one call (optional)
+    SUMMON_PRICES=/path/prices.yaml                the deployment's prices, over the kit's
+    AGENTS_LIVE=1                                  switch buying on
+    SUMMON_AGENT_MOCK=1                            switch it off again, whatever else is set
+
+<NAME> is the name upper-cased, with anything but letters and digits as ``_``.
+
+Buying is opt-in (SPEC §2): with no key at all, or with a key but buying not switched on, the mock
+answers and says which of the two it is standing in for. A run that carries a script is never
+bought, whatever keys exist. The rule lives here, not in a variable somebody remembers to set.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from engine.clock import Clock
+from engine.errors import ConfigError
+from engine.messages import ModelRequest, ModelStep
+from engine.providers.anthropic import AnthropicAdapter
+from engine.providers.base import ProviderStatus
+from engine.providers.chain import PATIENCE, Adapter, Chain, RetryPolicy
+from engine.providers.mock import MockModel, StandIn
+from engine.providers.openai import OpenAIAdapter
+from engine.providers.prices import PriceTable, load_prices
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["openai", "anthropic"]
+KINDS: tuple[Kind, ...] = ("openai", "anthropic")
+DEFAULT_TIMEOUT = 120.0
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_YES = frozenset({"1", "true", "yes", "on"})
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    name: str
+    kind: Kind
+    url: str | None = None
+    key: str | None = field(default=None, repr=False)
+    model: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+
+def env_prefix(name: str) -> str:
+    return "SUMMON_PROVIDER_" + re.sub(r"[^A-Z0-9]", "_", name.upper()) + "_"
+
+
+def providers_from_env(env: Mapping[str, str]) -> list[ProviderConfig]:
+    """The configured providers, in order. A bad setting is a ``ConfigError`` naming its key."""
+    listed = [n.strip().lower() for n in env.get("SUMMON_PROVIDERS", "").split(",") if n.strip()]
+    out: list[ProviderConfig] = []
+    seen: set[str] = set()
+    for name in listed:
+        if not _NAME.match(name):
+            raise ConfigError(f"SUMMON_PROVIDERS: {name!r} is not a provider name (letters, digits, '_', '-', '.')")
+        prefix = env_prefix(name)
+        if prefix in seen:
+            raise ConfigError(f"SUMMON_PROVIDERS: {name!r} is listed twice (or two names share {prefix}*)")
+        seen.add(prefix)
+        kind = env.get(prefix + "KIND", "").strip().lower() or ("anthropic" if name == "anthropic" else "openai")
+        if kind not in KINDS:
+            raise ConfigError(f"{prefix}KIND: {kind!r} is not one of {', '.join(KINDS)}")
+        url = env.get(prefix + "URL", "").strip() or None
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{prefix}URL: {url!r} is not an http(s) url")
+        raw_timeout = env.get(prefix + "TIMEOUT", "").strip()
+        try:
+            timeout = float(raw_timeout) if raw_timeout else DEFAULT_TIMEOUT
+        except ValueError:
+            raise ConfigError(f"{prefix}TIMEOUT: {raw_timeout!r} is not a number of seconds") from None
+        if not 0 < timeout <= 600:
+            raise ConfigError(f"{prefix}TIMEOUT: {raw_timeout!r} is not between 0 and 600 seconds")
+        out.append(ProviderConfig(
+            name=name, kind="anthropic" if kind == "anthropic" else "openai", url=url,
+            key=env.get(prefix + "KEY", "").strip() or None,
+            model=env.get(prefix + "MODEL", "").strip() or None,
+            timeout=timeout,
+        ))
+    return out
+
+
+def stand_in_reason(env: Mapping[str, str], providers: list[ProviderConfig]) -> StandIn | None:
+    """Why the mock answers instead of a provider, or None when buying is on."""
+    if not any(p.key for p in providers):
+        return "no_key"
+    if _yes(env.get("SUMMON_AGENT_MOCK")) or not _yes(env.get("AGENTS_LIVE")):
+        return "not_switched_on"
+    return None
+
+
+def _yes(value: str | None) -> bool:
+    return (value or "").strip().lower() in _YES
+
+
+def adapter_for(config: ProviderConfig, clock: Clock) -> Adapter:
+    if config.kind == "anthropic":
+        return AnthropicAdapter(config, clock)
+    return OpenAIAdapter(config, clock)
+
+
+class Answering:
+    """The worker's ``Answerer``: the provider chain when buying is on, the mock otherwise; a request
+    with a script always goes to the mock."""
+
+    def __init__(self, mock: MockModel, chain: Chain | None = None) -> None:
+        self.mock = mock
+        self.chain = chain
+
+    @property
+    def buying(self) -> bool:
+        return self.chain is not None
+
+    @property
+    def stand_in(self) -> StandIn | None:
+        return None if self.chain is not None else self.mock.reason
+
+    async def answer(
+        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+    ) -> list[ModelStep]:
+        if script is not None or self.chain is None:
+            return await self.mock.answer(request, script=script, turn=turn)
+        return await self.chain.answer(request, script=None, turn=turn)
+
+    def status(self) -> ProviderStatus:
+        if self.chain is None:
+            mode = "stand-in: no key" if self.mock.reason == "no_key" else "stand-in: not switched on"
+            return ProviderStatus(usable=True, mode=mode)
+        names = tuple(a.name for a in self.chain.adapters)
+        return ProviderStatus(usable=bool(names), mode="live", providers=names)
+
+    async def aclose(self) -> None:
+        if self.chain is not None:
+            await self.chain.aclose()
+
+
+def choose_answerer(
+    env: Mapping[str, str], clock: Clock, *, prices: PriceTable | None = None, retry: RetryPolicy | None = None,
+    patience: float = PATIENCE,
+) -> Answering:
+    """What answers model calls in this process. Raises ``ConfigError`` for a bad setting. ``patience``
+    bounds one answer (all its attempts): keep it well inside the worker's lease."""
+    providers = providers_from_env(env)
+    reason = stand_in_reason(env, providers)
+    if reason is not None:
+        log.info("model calls are answered by the stand-in model (%s)",
+                 "no provider key is configured" if reason == "no_key" else "buying is not switched on: AGENTS_LIVE=1")
+        return Answering(MockModel(clock, reason=reason))
+    keyed = [p for p in providers if p.key]
+    for p in providers:
+        if not p.key:
+            log.warning("provider %s has no key (%sKEY) and is left out", p.name, env_prefix(p.name))
+    table = prices if prices is not None else load_prices(env.get("SUMMON_PRICES") or None)
+    mock = MockModel(clock, reason="not_switched_on")
+    chain = Chain([adapter_for(p, clock) for p in keyed], table, clock, retry=retry, scripted=mock,
+                  patience=patience)
+    log.info("model calls are bought from %s, in that order", ", ".join(p.name for p in keyed))
+    return Answering(mock, chain)

@@ -1,0 +1,215 @@
+"""A local fake provider: an aiohttp server on 127.0.0.1 (a random port) that speaks the real OpenAI
+chat-completions and Anthropic Messages wire formats — their success bodies, tool calls, usage fields,
+and their real error bodies and status codes — and records every request it got.
+
+Answers are queued per route (``openai`` = ``POST /v1/chat/completions``, ``anthropic`` =
+``POST /v1/messages``); a request with nothing queued gets a 500 that says so, and is recorded, so a
+test that did not expect it fails on its assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiohttp import web
+
+Route = Literal["openai", "anthropic"]
+PATHS: dict[str, Route] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+
+
+@dataclass(frozen=True)
+class Canned:
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    raw: str | None = None  # sent verbatim instead of ``body`` (for a body that is not JSON)
+    delay: float = 0.0  # seconds before answering (a provider too slow to wait for)
+
+
+@dataclass(frozen=True)
+class Received:
+    route: Route
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: dict[str, Any]
+
+
+class FakeProvider:
+    def __init__(self) -> None:
+        self.requests: list[Received] = []
+        self._queued: dict[Route, deque[Canned]] = {"openai": deque(), "anthropic": deque()}
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def openai_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def queue(self, route: Route, *answers: Canned) -> None:
+        self._queued[route].extend(answers)
+
+    def received(self, route: Route | None = None) -> list[Received]:
+        return [r for r in self.requests if route is None or r.route == route]
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/v1/messages", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets = getattr(server, "sockets", None)
+        assert sockets
+        self.port = sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        route = PATHS[request.path]
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.requests.append(Received(route, request.path, headers, await request.json()))
+        if not self._queued[route]:
+            return web.json_response({"error": {"message": "fake server: nothing queued"}}, status=500)
+        canned = self._queued[route].popleft()
+        if canned.delay:
+            await asyncio.sleep(canned.delay)
+        if canned.raw is not None:
+            return web.Response(status=canned.status, text=canned.raw, headers=canned.headers,
+                                content_type="application/json")
+        return web.Response(status=canned.status, text=json.dumps(canned.body), headers=canned.headers,
+                            content_type="application/json")
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (connection refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+# --- the real wire bodies -------------------------------------------------------------------------
+
+def openai_text(text: str, *, prompt: int = 120, cached: int = 0, completion: int = 8,
+                model: str = "gpt-4o-mini-2024-07-18") -> Canned:
+    return Canned(body={
+        "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", "object": "chat.completion", "created": 1741569952,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None,
+                                             "annotations": []},
+                     "logprobs": None, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                  "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+                  "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                                "accepted_prediction_tokens": 0,
+                                                "rejected_prediction_tokens": 0}},
+        "service_tier": "default", "system_fingerprint": "fp_06737a9306",
+    })
+
+
+def openai_tools(*calls: tuple[str, str, str], prompt: int = 80, completion: int = 20) -> Canned:
+    """``calls`` as (id, name, arguments JSON text), all in one message (parallel tool calls)."""
+    return Canned(body={
+        "id": "chatcmpl-abc123", "object": "chat.completion", "created": 1699896916, "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {
+            "role": "assistant", "content": None, "refusal": None, "annotations": [],
+            "tool_calls": [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                           for i, n, a in calls]},
+            "logprobs": None, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    })
+
+
+def openai_error(status: int, message: str, *, type: str | None, code: str | int | None = None,
+                 param: str | None = None, headers: dict[str, str] | None = None) -> Canned:
+    error: dict[str, Any] = {"message": message, "type": type, "param": param, "code": code}
+    return Canned(status=status, body={"error": error}, headers=headers or {})
+
+
+OPENAI_INSUFFICIENT_QUOTA = openai_error(
+    429, "You exceeded your current quota, please check your plan and billing details. For more information "
+         "on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+    type="insufficient_quota", code="insufficient_quota")
+OPENAI_RATE_LIMITED = openai_error(
+    429, "Rate limit reached for gpt-4o-mini in organization org-abc on requests per min (RPM): Limit 3, "
+         "Used 3, Requested 1. Please try again in 1s.",
+    type="requests", code="rate_limit_exceeded", headers={"retry-after": "1"})
+OPENAI_INVALID = openai_error(
+    400, "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+         "'tool_calls'.", type="invalid_request_error", param="messages.[1].role")
+OPENAI_CONTEXT = openai_error(
+    400, "This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 "
+         "tokens. Please reduce the length of the messages.",
+    type="invalid_request_error", param="messages", code="context_length_exceeded")
+OPENAI_MODEL_NOT_FOUND = openai_error(
+    404, "The model `gpt-9` does not exist or you do not have access to it.",
+    type="invalid_request_error", code="model_not_found")
+OPENAI_BAD_KEY = openai_error(
+    401, "Incorrect API key provided: sk-proj-****abcd. You can find your API key at "
+         "https://platform.openai.com/account/api-keys.", type="invalid_request_error", code="invalid_api_key")
+OPENROUTER_NO_CREDIT = Canned(status=402, body={"error": {
+    "code": 402, "message": "Insufficient credits. Add more using https://openrouter.ai/settings/credits"}})
+OPENROUTER_ERROR_IN_200 = Canned(status=200, body={
+    "error": {"code": 502, "message": "Provider returned error",
+              "metadata": {"raw": "upstream connect error", "provider_name": "Fireworks"}},
+    "user_id": "user_2abc"})
+OPENAI_SERVER_ERROR = openai_error(500, "The server had an error while processing your request. Sorry about that!",
+                                   type="server_error")
+
+
+def anthropic_text(text: str, *, input: int = 100, cache_read: int = 0, cache_write: int = 0, output: int = 10,
+                   model: str = "claude-haiku-4-5-20251001") -> Canned:
+    return Canned(body={
+        "id": "msg_013Zva2CMHLNnXjNJJKqJ2EF", "type": "message", "role": "assistant", "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": input, "cache_creation_input_tokens": cache_write,
+                  "cache_read_input_tokens": cache_read, "output_tokens": output, "service_tier": "standard"},
+    })
+
+
+def anthropic_tools(text: str, *calls: tuple[str, str, dict[str, Any]]) -> Canned:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls]
+    return Canned(body={
+        "id": "msg_01Aq9w938a90dw8q", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
+        "content": content, "stop_reason": "tool_use", "stop_sequence": None,
+        "usage": {"input_tokens": 300, "cache_creation_input_tokens": None, "cache_read_input_tokens": None,
+                  "output_tokens": 40},
+    })
+
+
+def anthropic_error(status: int, type: str, message: str, *, headers: dict[str, str] | None = None) -> Canned:
+    return Canned(status=status, headers=headers or {}, body={
+        "type": "error", "error": {"type": type, "message": message}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"})
+
+
+ANTHROPIC_NO_CREDIT = anthropic_error(
+    400, "invalid_request_error", "Your credit balance is too low to access the Anthropic API. Please go to "
+                                  "Plans & Billing to upgrade or purchase credits.")
+ANTHROPIC_INVALID = anthropic_error(
+    400, "invalid_request_error", "messages.1.content.0: unexpected `tool_use_id` found in `tool_result` blocks: "
+                                  "toolu_x. Each `tool_result` block must have a corresponding `tool_use` block "
+                                  "in the previous message.")
+ANTHROPIC_OVERLOADED = anthropic_error(529, "overloaded_error", "Overloaded")
+ANTHROPIC_MODEL_NOT_FOUND = anthropic_error(404, "not_found_error", "model: claude-nope")
+ANTHROPIC_TOO_LARGE = anthropic_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
+ANTHROPIC_RATE_LIMITED = anthropic_error(
+    429, "rate_limit_error", "This request would exceed the rate limit for your organization of 50,000 input "
+                             "tokens per minute.", headers={"retry-after": "30"})
+ANTHROPIC_BAD_KEY = anthropic_error(401, "authentication_error", "invalid x-api-key")

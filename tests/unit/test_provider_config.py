@@ -1,0 +1,126 @@
+"""Providers from the environment, and the buying rule, as pure decisions (no server here; the
+end-to-end rule, asserting what reached a server, is in tests/providers/test_buying.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.clock import FakeClock
+from engine.errors import ConfigError
+from engine.providers.anthropic import AnthropicAdapter
+from engine.providers.config import (
+    DEFAULT_TIMEOUT,
+    ProviderConfig,
+    adapter_for,
+    choose_answerer,
+    env_prefix,
+    providers_from_env,
+    stand_in_reason,
+)
+from engine.providers.openai import OpenAIAdapter
+
+
+def test_an_ordered_list_of_providers() -> None:
+    env = {
+        "SUMMON_PROVIDERS": " OpenRouter , anthropic,local-llm",
+        "SUMMON_PROVIDER_OPENROUTER_URL": "https://openrouter.ai/api/v1",
+        "SUMMON_PROVIDER_OPENROUTER_KEY": "sk-or",
+        "SUMMON_PROVIDER_ANTHROPIC_KEY": "sk-ant",
+        "SUMMON_PROVIDER_LOCAL_LLM_URL": "http://127.0.0.1:11434/v1",
+        "SUMMON_PROVIDER_LOCAL_LLM_MODEL": "llama3.2",
+        "SUMMON_PROVIDER_LOCAL_LLM_TIMEOUT": "30",
+    }
+    assert providers_from_env(env) == [
+        ProviderConfig("openrouter", "openai", url="https://openrouter.ai/api/v1", key="sk-or"),
+        ProviderConfig("anthropic", "anthropic", key="sk-ant"),
+        ProviderConfig("local-llm", "openai", url="http://127.0.0.1:11434/v1", model="llama3.2", timeout=30.0),
+    ]
+
+
+def test_the_kind_is_set_explicitly_or_defaults_by_name() -> None:
+    env = {"SUMMON_PROVIDERS": "claude,anthropic,openai", "SUMMON_PROVIDER_CLAUDE_KIND": "Anthropic"}
+    assert [p.kind for p in providers_from_env(env)] == ["anthropic", "anthropic", "openai"]
+    assert all(p.timeout == DEFAULT_TIMEOUT and p.key is None for p in providers_from_env(env))
+
+
+def test_no_providers_listed_is_an_empty_list() -> None:
+    assert providers_from_env({}) == []
+    assert providers_from_env({"SUMMON_PROVIDERS": " , "}) == []
+
+
+def test_the_key_is_never_in_a_repr() -> None:
+    assert "sk-secret" not in repr(ProviderConfig("openai", "openai", key="sk-secret"))
+
+
+def test_env_prefix() -> None:
+    assert env_prefix("local-llm") == "SUMMON_PROVIDER_LOCAL_LLM_"
+    assert env_prefix("openrouter") == "SUMMON_PROVIDER_OPENROUTER_"
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"SUMMON_PROVIDERS": "groq", "SUMMON_PROVIDER_GROQ_KIND": "gemini"}, "SUMMON_PROVIDER_GROQ_KIND"),
+        ({"SUMMON_PROVIDERS": "groq", "SUMMON_PROVIDER_GROQ_URL": "api.groq.com"}, "SUMMON_PROVIDER_GROQ_URL"),
+        ({"SUMMON_PROVIDERS": "groq", "SUMMON_PROVIDER_GROQ_TIMEOUT": "soon"}, "SUMMON_PROVIDER_GROQ_TIMEOUT"),
+        ({"SUMMON_PROVIDERS": "groq", "SUMMON_PROVIDER_GROQ_TIMEOUT": "0"}, "SUMMON_PROVIDER_GROQ_TIMEOUT"),
+        ({"SUMMON_PROVIDERS": "openai,openai"}, "listed twice"),
+        ({"SUMMON_PROVIDERS": "a-b,a_b"}, "listed twice"),
+        ({"SUMMON_PROVIDERS": "my provider"}, "not a provider name"),
+    ],
+    ids=["unknown_kind", "url_without_scheme", "timeout_not_a_number", "timeout_zero", "duplicate",
+         "same_env_prefix", "bad_name"],
+)
+def test_a_bad_setting_names_its_key(env: dict[str, str], words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        providers_from_env(env)
+
+
+KEYED = [ProviderConfig("openai", "openai", key="sk")]
+UNKEYED = [ProviderConfig("openai", "openai")]
+
+
+@pytest.mark.parametrize(
+    ("env", "providers", "reason"),
+    [
+        ({"AGENTS_LIVE": "1"}, KEYED, None),
+        ({"AGENTS_LIVE": "true"}, KEYED, None),
+        ({}, KEYED, "not_switched_on"),
+        ({"AGENTS_LIVE": "0"}, KEYED, "not_switched_on"),
+        ({"AGENTS_LIVE": "1", "SUMMON_AGENT_MOCK": "1"}, KEYED, "not_switched_on"),
+        ({"AGENTS_LIVE": "1", "SUMMON_AGENT_MOCK": "0"}, KEYED, None),
+        ({"AGENTS_LIVE": "1"}, UNKEYED, "no_key"),
+        ({"AGENTS_LIVE": "1"}, [], "no_key"),
+        ({}, [], "no_key"),
+        ({"SUMMON_AGENT_MOCK": "1"}, [], "no_key"),
+    ],
+    ids=["live", "live_true", "live_unset", "live_0", "mock_forced", "mock_0", "keyless_provider",
+         "no_provider", "nothing", "mock_and_no_key"],
+)
+def test_stand_in_reason(env: dict[str, str], providers: list[ProviderConfig], reason: str | None) -> None:
+    assert stand_in_reason(env, providers) == reason
+
+
+def test_each_kind_gets_its_adapter() -> None:
+    clock = FakeClock()
+    assert isinstance(adapter_for(ProviderConfig("x", "anthropic", key="k"), clock), AnthropicAdapter)
+    assert isinstance(adapter_for(ProviderConfig("x", "openai", key="k"), clock), OpenAIAdapter)
+
+
+async def test_choose_answerer_builds_the_chain_in_order_with_only_keyed_providers() -> None:
+    env = {"SUMMON_PROVIDERS": "openrouter,spare,anthropic", "AGENTS_LIVE": "1",
+           "SUMMON_PROVIDER_OPENROUTER_KEY": "a", "SUMMON_PROVIDER_ANTHROPIC_KEY": "b"}
+    answering = choose_answerer(env, FakeClock())
+    try:
+        assert answering.buying and answering.chain is not None
+        assert [(a.name, a.kind) for a in answering.chain.adapters] == [("openrouter", "openai"), ("anthropic", "anthropic")]
+        assert answering.chain.prices.price("anthropic", "claude-haiku-4-5") is not None  # the kit's prices
+    finally:
+        await answering.aclose()
+
+
+def test_a_bad_price_file_stops_start_up() -> None:
+    env = {"SUMMON_PROVIDERS": "openai", "SUMMON_PROVIDER_OPENAI_KEY": "k", "AGENTS_LIVE": "1",
+           "SUMMON_PRICES": "/nonexistent/prices.yaml"}
+    with pytest.raises(ConfigError, match="SUMMON_PRICES"):
+        choose_answerer(env, FakeClock())
