@@ -143,7 +143,8 @@ async def test_a_replayed_transaction_gets_no_second_answer(people: People, serv
     headers = {"Authorization": f"Bearer {stack['SUMMON_HS_TOKEN']}"}
     txn = f"replay-{uuid.uuid4().hex}"
     async with aiohttp.ClientSession() as http:
-        for txn_id in (txn, txn, f"{txn}-again"):
+        # A hundred deliveries: the same transaction retried, and the same event in new transactions.
+        for txn_id in [txn] * 50 + [f"{txn}-{n}" for n in range(50)]:
             async with http.put(url + txn_id, data=json.dumps({"events": [event]}), headers=headers) as resp:
                 assert resp.status == 200
         async with http.put(url + "forged", data=json.dumps({"events": [event]}),
