@@ -31,6 +31,7 @@ typecheck: $(STAMP)
 # Benchmarks print figures and ratios; they assert nothing about speed.
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench
+	$(BIN)/python -m tests.bench.engine
 
 down:
 	synapse-dev/down

@@ -1,0 +1,133 @@
+"""The engine alone: claim → scripted steps → finish, on a real PostgreSQL, with 1 and 8 workers.
+
+Prints runs/s, step commits/s, and claim / step-commit latency p50/p99 (targets from issue 3:
+≥ 500 runs/s, p99 ≤ 10 ms). Asserts nothing about speed. Run: ``python -m tests.bench.engine``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from engine.clock import SystemClock
+from engine.content import Registry, compile_sources
+from engine.contentfiles import read_content
+from engine.messages import Step
+from engine.providers.mock import MockModel
+from engine.publish import publish
+from engine.store.db import Database, migrate
+from engine.surface import RunInfo
+from engine.worker import Worker, WorkerSettings
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_DIR = REPO / ".dev" / "bench-engine-run"
+PORTS = {"SUMMON_PG_PORT": "55435", "SUMMON_HS_PORT": "8011", "SUMMON_AS_PORT": "29336"}
+RUNS = 400
+SCRIPT = [{"tool_calls": [{"id": "a", "name": "noop", "arguments": {}}]}, {"text": "done"}]
+
+
+class Timed(Worker):
+    claims: list[float]
+    commits: list[float]
+
+    async def work_once(self) -> bool:
+        started = time.perf_counter()
+        row = await self.db.fetchrow("claim_run", self.id, self.settings.lease_seconds)
+        self.claims.append(time.perf_counter() - started)
+        if row is None:
+            return False
+        await self.hold(row)
+        return True
+
+    async def _record(self, run_id: int, steps: list[Step], step: Step) -> bool:
+        started = time.perf_counter()
+        try:
+            return await super()._record(run_id, steps, step)
+        finally:
+            self.commits.append(time.perf_counter() - started)
+
+
+class Silent:
+    name = "rooms"
+
+    async def deliver(self, conn: asyncpg.Connection, run: RunInfo, outcome: Any) -> None:
+        return None
+
+    async def working(self, run: RunInfo, on: bool) -> None:
+        return None
+
+
+async def noop(run: RunInfo, arguments: dict[str, Any]) -> str:
+    return "ok"
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q) - 1] * 1000 if len(values) > 1 else 0.0
+
+
+async def round_(dsn: str, registry: Registry, workers: int) -> None:
+    db = await Database.connect(dsn, min_size=workers + 2, max_size=workers + 4)
+    try:
+        await db.pool.execute("TRUNCATE agent_runs, agent_steps CASCADE")
+        for _ in range(RUNS):
+            await db.fetchval("insert_run", "helper", "rooms", "!bench:localhost", None, None, "@b:localhost",
+                              "@b:localhost", "go", {}, SCRIPT, {"steps": 8, "spend": 1, "minutes": 5}, 3)
+        clock = SystemClock()
+        pool = []
+        for n in range(workers):
+            w = Timed(db, lambda: registry, MockModel(clock), {"rooms": Silent()}, clock, WorkerSettings(),
+                      tools={"noop": noop}, worker_id=f"bench-{n}")
+            w.claims, w.commits = [], []
+            pool.append(w)
+
+        async def drain(w: Worker) -> None:
+            while await w.work_once():
+                pass
+
+        started = time.perf_counter()
+        await asyncio.gather(*(drain(w) for w in pool))
+        took = time.perf_counter() - started
+        done = await db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE status = 'done'")
+        steps = await db.pool.fetchval("SELECT count(*) FROM agent_steps")
+        claims = [c for w in pool for c in w.claims]
+        commits = [c for w in pool for c in w.commits]
+        print(f"{workers:>2} worker(s): {done} runs in {took:.2f}s = {done / took:6.0f} runs/s, "
+              f"{steps / took:6.0f} step rows/s | claim p50 {pct(claims, 50):.2f} ms p99 {pct(claims, 99):.2f} ms"
+              f" | step commit p50 {pct(commits, 50):.2f} ms p99 {pct(commits, 99):.2f} ms")
+    finally:
+        await db.close()
+
+
+async def main() -> int:
+    env = {**os.environ, **PORTS, "SUMMON_RUN_DIR": str(RUN_DIR)}
+    up = subprocess.run([str(REPO / "synapse-dev" / "up")], env=env, capture_output=True, text=True)
+    if up.returncode != 0:
+        print(up.stderr, file=sys.stderr)
+        return 1
+    try:
+        dsn = f"postgresql://postgres@127.0.0.1:{PORTS['SUMMON_PG_PORT']}/summon"
+        await migrate(dsn)
+        result = compile_sources(read_content(REPO / "content"), server_name="localhost")
+        assert isinstance(result, Registry), result
+        db = await Database.connect(dsn, min_size=1, max_size=2)
+        await publish(db, result)
+        await db.close()
+        print(f"engine alone: {RUNS} runs of claim → model → tool → model → answer (5 step rows), "
+              f"scripted model, {os.cpu_count()} cores; targets ≥ 500 runs/s, p99 ≤ 10 ms")
+        for workers in (1, 8):
+            await round_(dsn, result, workers)
+        return 0
+    finally:
+        subprocess.run([str(REPO / "synapse-dev" / "down")], env=env, check=False)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
