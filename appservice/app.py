@@ -26,9 +26,10 @@ from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.rooms import Rooms
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
+from engine import contentfiles
 from engine.clock import Clock, SystemClock
-from engine.content import Registry, compile_sources
-from engine.contentfiles import read_content
+from engine.content import Registry
+from engine.content_watch import watch
 from engine.errors import ContentError
 from engine.providers.config import choose_answerer
 from engine.publish import publish
@@ -51,10 +52,11 @@ class StateStore(MemoryStateStore, ASStateStore):
 
 
 def compile_content(config: Config) -> Registry:
-    sources = read_content(Path(config.content.dir))
-    result = compile_sources(sources, server_name=config.homeserver.server_name)
+    """The site's content over the kit's, compiled; every error raised as ``path:line: message``."""
+    root = Path(config.content.dir)
+    result = contentfiles.compile_content(root, server_name=config.homeserver.server_name)
     if isinstance(result, list):
-        raise ContentError([str(e) for e in result])
+        raise ContentError([contentfiles.where(root, e) for e in result])
     return result
 
 
@@ -109,6 +111,8 @@ class Service:
             status=self.answerer.status(),
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
+        self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
+                               self.republish, self.content_errors), name="content-watch")
         if not self.http:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
@@ -152,6 +156,18 @@ class Service:
                     log.warning("homeserver ping failed (%s); retrying", exc)
                 await asyncio.sleep(1)
         log.error("the homeserver never answered our ping; is registration.yaml loaded by it?")
+
+    async def republish(self, registry: Registry) -> None:
+        """A changed content file that compiles goes live: published, swapped in, puppets renamed. An
+        edit that does not compile never gets here; the last good registry stays live."""
+        if self.http:
+            await publish(self.db, registry)
+        self._registry = registry
+        if self.http:
+            await self.rooms.register_puppets()
+
+    def content_errors(self, errors: list[str]) -> None:
+        log.error("content has %d error(s); the last good content stays live", len(errors))
 
     async def on_transaction(self, txn_id: str, events: list[dict[str, Any]], ephemeral: list[dict[str, Any]]) -> bool:
         async with self.db.transaction("store_transaction") as conn:

@@ -1,11 +1,22 @@
-"""Reading a content folder from disk: the only I/O of content. The compile itself is pure
-(``engine.content``)."""
+"""Reading content from disk: the only I/O of content. The compile itself is pure (``engine.content``):
+this module hands it the site's files, the kit's (``engine/kit/``, shipped in the package), and the
+files and urls the tool files name (OpenAPI specs through ``fetch_spec``, modules)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from pathlib import Path
 
-from engine.content import CompileError, compile_sources
+import httpx
+
+from engine.content import CompileError, Registry, Unavailable, compile_sources, references
+from engine.content.base import KIT
+
+KIT_DIR = Path(__file__).resolve().parent / "kit"
+# An OpenAPI spec at a url is read at compile time through this; it returns the text or raises.
+FetchSpec = Callable[[str], str]
+SPEC_TIMEOUT = 10.0
+SPEC_MAX_BYTES = 5_000_000
 
 
 class ContentFileError(ValueError):
@@ -26,15 +37,101 @@ def read_content(root: Path) -> dict[str, str]:
     return sources
 
 
-def check(root: Path, server_name: str) -> list[str]:
-    """Every problem with the content under ``root``, one printable ``path:line: message`` each;
-    paths are given under ``root`` so an editor can open them. Empty means it compiles."""
+def read_kit(kit: Path = KIT_DIR) -> dict[str, str]:
+    """The kit's own content (its errors, should it have any, are reported as ``kit/<path>``)."""
+    return read_content(kit)
+
+
+def fetch_url(url: str) -> str:
+    """``fetch_spec`` for the command line and the service: a plain GET, size-capped."""
+    with httpx.Client(timeout=SPEC_TIMEOUT, follow_redirects=True, trust_env=False) as client:
+        with client.stream("GET", url) as response:
+            response.raise_for_status()
+            body = b""
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > SPEC_MAX_BYTES:
+                    raise ValueError(f"the spec is over {SPEC_MAX_BYTES} bytes")
+    return body.decode(response.encoding or "utf-8")
+
+
+def read_referenced(root: Path, names: Collection[str], fetch_spec: FetchSpec | None) -> dict[str, str | Unavailable]:
+    """The text of each file (relative to ``root``) or url a tool names, or why it cannot be had."""
+    out: dict[str, str | Unavailable] = {}
+    base = root.resolve()
+    for name in sorted(names):
+        if name.startswith(("http://", "https://")):
+            if fetch_spec is None:
+                out[name] = Unavailable("urls are not fetched by this compile (no fetch_spec was given)")
+                continue
+            try:
+                out[name] = fetch_spec(name)
+            except Exception as exc:  # whatever the fetcher raised is the reason, said to the author
+                out[name] = Unavailable(f"{type(exc).__name__}: {exc}")
+            continue
+        file = (root / name).resolve()
+        if not file.is_relative_to(base):
+            out[name] = Unavailable("it is outside the content folder")
+        elif not file.is_file():
+            out[name] = Unavailable(f"there is no such file in {root.as_posix()}")
+        else:
+            try:
+                out[name] = file.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                out[name] = Unavailable(f"not UTF-8 text ({exc.reason})")
+            except OSError as exc:
+                out[name] = Unavailable(exc.strerror or str(exc))
+    return out
+
+
+def compile_content(
+    root: Path,
+    *,
+    server_name: str,
+    kit: Path | None = KIT_DIR,
+    fetch_spec: FetchSpec | None = fetch_url,
+    zones: Collection[str] | None = None,
+    site_events: Collection[str] | None = None,
+    encrypted_rooms: Collection[str] = (),
+) -> Registry | list[CompileError]:
+    """Read the site's content under ``root`` and the kit's, and compile them. Every error, including
+    a file that is not UTF-8, comes back as a CompileError (paths under ``root``, or ``kit/…``)."""
     if not root.is_dir():
-        return [f"{root}: no such content folder"]
+        return [CompileError(root.as_posix(), 0, "no such content folder")]
     sources, unreadable = _read(root)
-    compiled = compile_sources(sources, server_name=server_name)
-    errors = [*unreadable, *(compiled if isinstance(compiled, list) else [])]
-    return [f"{(root / error.path).as_posix()}:{error.line}: {error.message}" for error in errors]
+    kit_sources, kit_unreadable = _read(kit) if kit is not None else ({}, [])
+    referenced = read_referenced(root, references(sources), fetch_spec)
+    compiled = compile_sources(
+        sources,
+        server_name=server_name,
+        kit=kit_sources,
+        referenced=referenced,
+        zones=zones,
+        site_events=site_events,
+        encrypted_rooms=encrypted_rooms,
+    )
+    unread = [*unreadable, *(CompileError(KIT + e.path, e.line, e.message) for e in kit_unreadable)]
+    if unread:
+        return [*unread, *(compiled if isinstance(compiled, list) else [])]
+    return compiled
+
+
+def where(root: Path, error: CompileError, kit: Path = KIT_DIR) -> str:
+    """``path:line: message`` with the path as an editor opens it."""
+    if error.line == 0:
+        return f"{error.path}: {error.message}"
+    if error.path.startswith(KIT):
+        return f"{(kit / error.path.removeprefix(KIT)).as_posix()}:{error.line}: {error.message}"
+    return f"{(root / error.path).as_posix()}:{error.line}: {error.message}"
+
+
+def check(root: Path, server_name: str, *, kit: Path = KIT_DIR, fetch_spec: FetchSpec | None = fetch_url) -> list[str]:
+    """Every problem with the content under ``root`` (and the kit under it), one printable
+    ``path:line: message`` each. Empty means it compiles."""
+    compiled = compile_content(root, server_name=server_name, kit=kit, fetch_spec=fetch_spec)
+    if isinstance(compiled, Registry):
+        return []
+    return [where(root, error, kit) for error in compiled]
 
 
 def _read(root: Path) -> tuple[dict[str, str], list[CompileError]]:

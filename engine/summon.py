@@ -78,7 +78,7 @@ async def summon(
         return Refused("no_provider")
     bot = registry.get(s.bot)
     assert bot is not None
-    per: dict[str, float] = dict(getattr(bot.limits, "per", None) or {})
+    per: dict[str, float] = dict(bot.limits.per or {})
     spender = s.asked_by
     if per and spender is not None:
         # Checked before the run exists (a refusal buys nothing), with the person's row locked so two

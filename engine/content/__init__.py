@@ -1,6 +1,7 @@
-"""Content (bots, later skills, tools, commands, strings) compiled from markdown into strict models.
+"""Content (bots, skills, tools, commands, strings) compiled from markdown into strict models.
 
-Pure: text in, a Registry or a list of CompileErrors out. Reading the files is ``engine.contentfiles``.
+Pure: text in, a Registry or a list of CompileErrors out. Reading the files (the site's, the kit's,
+and the specs and modules they name) is ``engine.contentfiles``; writing a bot back is ``write``.
 """
 
 from __future__ import annotations
@@ -14,22 +15,62 @@ from engine.content.audience import (
     facts_from_power_levels,
     parse_audience,
 )
-from engine.content.compile import compile_bot, compile_sources
-from engine.content.models import Bot, BotFile, CompileError, Limits, Registry
+from engine.content.compile import compile_bot, compile_sources, references
+from engine.content.models import (
+    Arg,
+    Bot,
+    BotFile,
+    Command,
+    CommandFile,
+    CompileError,
+    EventTrigger,
+    Limits,
+    Operation,
+    Registry,
+    Schedule,
+    ScheduleTrigger,
+    Skill,
+    SkillFile,
+    Tool,
+    ToolFile,
+    Voice,
+)
+from engine.content.openapi import Unavailable
+from engine.content.strings import Strings
+from engine.content.write import write_bot, write_command, write_skill, write_tool
 
 __all__ = [
+    "Arg",
     "Audience",
     "AudienceError",
     "AudienceFacts",
     "Bot",
     "BotFile",
+    "Command",
+    "CommandFile",
     "CompileError",
+    "EventTrigger",
     "Limits",
+    "Operation",
     "Registry",
+    "Schedule",
+    "ScheduleTrigger",
+    "Skill",
+    "SkillFile",
+    "Strings",
     "Term",
+    "Tool",
+    "ToolFile",
+    "Unavailable",
+    "Voice",
     "admits",
     "compile_bot",
     "compile_sources",
     "facts_from_power_levels",
     "parse_audience",
+    "references",
+    "write_bot",
+    "write_command",
+    "write_skill",
+    "write_tool",
 ]

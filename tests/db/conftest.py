@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.content import Registry, compile_sources
-from engine.contentfiles import read_content
+from engine.content import Registry
+from engine.contentfiles import compile_content
 from engine.publish import publish
 from engine.store.db import Database
 
@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def registry() -> Registry:
-    result = compile_sources(read_content(REPO / "content"), server_name="localhost")
+    result = compile_content(REPO / "content", server_name="localhost", fetch_spec=None)
     assert isinstance(result, Registry), result
     return result
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -18,7 +19,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-async def service(stack: dict[str, str], template_dsn: str) -> AsyncIterator[Service]:
+def content_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the shipped content the tests may edit while the service watches it."""
+    target = tmp_path_factory.mktemp("content") / "content"
+    shutil.copytree(REPO / "content", target)
+    return target
+
+
+@pytest.fixture(scope="session")
+async def service(stack: dict[str, str], template_dsn: str, content_dir: Path) -> AsyncIterator[Service]:
     """One summon service for the matrix tests (each test makes its own rooms and people)."""
     import asyncpg
 
@@ -30,7 +39,10 @@ async def service(stack: dict[str, str], template_dsn: str) -> AsyncIterator[Ser
         await admin.close()
     env = {**os.environ, "SUMMON_DATABASE_DSN": template_dsn.rsplit("/", 1)[0] + "/matrix_tests"}
     config = load_config(Path(stack["SUMMON_CONFIG"]), env)
-    config = config.model_copy(update={"worker": config.worker.model_copy(update={"poll_seconds": 1.0})})
+    config = config.model_copy(update={
+        "worker": config.worker.model_copy(update={"poll_seconds": 1.0}),
+        "content": config.content.model_copy(update={"dir": str(content_dir)}),
+    })
     svc = Service(config, accept_scripts=True)
     await svc.start()
     yield svc

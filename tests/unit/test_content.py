@@ -35,7 +35,10 @@ def compiled(sources: dict[str, str]) -> Registry:
     return result
 
 
-ALLOWED = "(allowed: name, glyph, surfaces, for, serves, hears, limits, model)"
+ALLOWED = (
+    "(allowed: name, glyph, avatar, surfaces, extends, for, serves, hears, tools, skills, limits, model, memory,"
+    " offer, answers, endings, voice)"
+)
 
 # (file text, the one error expected, as path:line: message) — the path is always bots/b.md.
 REFUSALS = [
@@ -56,8 +59,8 @@ REFUSALS = [
         bot("name: B\ncolour: red\n"), f"bots/b.md:3: unknown key 'colour' {ALLOWED}", id="unknown-key"
     ),
     pytest.param(
-        bot("name: B\nlimits:\n  steps: 3\n  per: day\n"),
-        "bots/b.md:5: unknown key 'per' in limits (allowed: steps, spend, minutes)",
+        bot("name: B\nlimits:\n  steps: 3\n  turns: 2\n"),
+        "bots/b.md:5: unknown key 'turns' in limits (allowed: steps, spend, minutes, per)",
         id="unknown-nested-key",
     ),
     pytest.param(
@@ -114,18 +117,6 @@ REFUSALS = [
         bot("name: B\nsurfaces: rooms\n"),
         "bots/b.md:3: surfaces: should be a list, got 'rooms'",
         id="surfaces-not-list",
-    ),
-    pytest.param(
-        bot(
-            "name: B\nhears:\n  - mention\n  - schedule: {every: day}\n    in: '!r:example.org'\n    ask: news\n"
-        ),
-        "bots/b.md:5: hears[1]: trigger 'schedule' is not supported yet",
-        id="schedule-not-yet",
-    ),
-    pytest.param(
-        bot("name: B\nhears:\n  - event: signup\n    ask: welcome\n"),
-        "bots/b.md:4: hears[0]: trigger 'event' is not supported yet",
-        id="event-not-yet",
     ),
     pytest.param(
         bot("name: B\nhears: [reaction]\n"),
@@ -206,6 +197,7 @@ def test_each_refusal_names_its_line(text: str, expected: str) -> None:
     ("path", "expected"),
     [
         ("bots/Helper.md", "bots/Helper.md:1: the file name is the bot's slug: 'Helper' must be lowercase"),
+        ("skills/Refunds.md", "skills/Refunds.md:1: the file name is the skill's name: 'Refunds' must be lowercase"),
         ("bots/my bot.md", "bots/my bot.md:1: the file name is the bot's slug: 'my bot'"),
         ("bots/-x.md", "bots/-x.md:1: the file name is the bot's slug: '-x'"),
         ("bots/team/x.md", "bots/team/x.md:1: a bot file lives directly in bots/, not in a folder below it"),
@@ -216,7 +208,7 @@ def test_each_refusal_names_its_line(text: str, expected: str) -> None:
     ],
 )
 def test_file_name_must_be_a_slug(path: str, expected: str) -> None:
-    errors = errors_of({path: bot("name: B\n")})
+    errors = errors_of({path: bot("description: d\n" if path.startswith("skills/") else "name: B\n")})
     assert len(errors) == 1, errors
     assert errors[0].startswith(expected)
 
@@ -253,7 +245,13 @@ def test_a_valid_bot_gets_the_defaults() -> None:
     assert helper.serves is None
     assert helper.hears == ("mention",)
     assert helper.limits == Limits(steps=12, spend=0.50, minutes=10.0)
+    assert helper.limits.per == {}
     assert helper.model is None
+    # The seeds' defaults: memory of the thread, not offered, a draft on the desk, direct in a room.
+    assert (helper.memory, helper.offer, helper.answers) == ("thread", "off", None)
+    assert (helper.answers_on("desk"), helper.answers_on("rooms")) == ("draft", "directly")
+    assert (helper.tools, helper.skills, helper.extends, helper.voice, helper.avatar) == ((), (), None, None, None)
+    assert helper.endings == {}
     assert helper.prompt == "You help."
     assert helper.source_path == "bots/helper.md"
 
@@ -294,16 +292,12 @@ def test_windows_line_endings_keep_line_numbers() -> None:
     assert errors == [f"bots/b.md:4: unknown key 'colour' {ALLOWED}"]
 
 
-def test_other_folders_are_left_for_later() -> None:
-    registry = compiled(
-        {
-            "skills/x.md": "not even front matter",
-            "strings.md": "",
-            "bots/b.md": bot("name: B\n"),
-            "bots/notes.txt": "",
-        }
-    )
-    assert [b.slug for b in registry] == ["b"]
+def test_a_file_that_is_no_kind_of_content_is_refused() -> None:
+    assert errors_of({"bots/b.md": bot("name: B\n"), "bots/notes.txt": "", "readme.md": "hi"}) == [
+        f"{path}:1: not a content file: content holds bots/, skills/, tools/ and commands/ (one .md per thing)"
+        " and strings.md"
+        for path in ("bots/notes.txt", "readme.md")
+    ]
 
 
 def test_registry_is_ordered_and_immutable() -> None:

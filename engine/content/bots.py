@@ -1,0 +1,183 @@
+"""A bot file (``content/bots/<slug>.md``): every key an author may write, and the compiled Bot.
+
+``BotFile`` is exactly the front matter (an unknown key is refused and the allowed ones named);
+``Bot`` is what the compile makes of it — ``extends:`` resolved, the strings' endings resolved, the
+prompt assembled — and keeps the file it came from so it can be written back (``engine.content.write``).
+Each field is documented where the author meets it: SPEC §3 and docs/content.md.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+)
+
+from engine.content.base import AudienceField, Line, Names, Refusal, Strict, Text, unique
+from engine.content.hears import Hears
+from engine.messages import ENDINGS, Ending
+
+Surface = Literal["rooms", "desk", "voice"]
+SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice")
+Memory = Literal["none", "thread", "person", "person+recall"]
+Offer = Literal["off", "ask", "always"]
+Answers = Literal["draft", "directly"]
+WINDOWS = ("minute", "hour", "day", "week", "month")
+ALL = "all"
+_MXC = re.compile(r"mxc://[A-Za-z0-9.\-:\[\]]+/[A-Za-z0-9_\-]+")
+
+Money = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]  # USD
+
+
+def _surfaces(values: tuple[Surface, ...]) -> tuple[Surface, ...]:
+    if not values:
+        raise ValueError("a bot needs at least one surface (rooms, desk or voice)")
+    return unique(values)
+
+
+def _model(value: object) -> str | dict[str, str]:
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("a model name cannot be empty")
+        return value.strip()
+    if isinstance(value, dict):
+        if not value:
+            raise ValueError("name a model for at least one provider, or leave the key out")
+        for provider, name in value.items():
+            if not isinstance(provider, str) or not isinstance(name, str) or not name.strip():
+                raise ValueError(
+                    f"each provider names one model, like 'openai: gpt-4o-mini', not {provider}: {name!r}"
+                )
+        return {provider: name.strip() for provider, name in value.items()}
+    raise ValueError(f"a model is a name, or a mapping of provider to name, not {value!r}")
+
+
+def _skills(value: object) -> str | tuple[str, ...]:
+    if value == ALL:
+        return ALL
+    if isinstance(value, list | tuple):
+        return tuple(value)  # each name is checked against the skills that exist, at its own line
+    raise ValueError(f"a list of skill names, or all (every published skill), not {value!r}")
+
+
+def _listed(value: str | tuple[str, ...]) -> str | list[str]:
+    return value if isinstance(value, str) else list(value)
+
+
+def _endings(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError(f"a mapping of ending to words, like 'out_of_money: …', not {value!r}")
+    out: dict[str, str] = {}
+    for name, words in value.items():
+        if name not in ENDINGS:
+            raise ValueError(f"unknown ending {name!r} (endings: {', '.join(ENDINGS)})")
+        if not isinstance(words, str) or not words.strip():
+            raise ValueError(f"the words for {name} are text (markdown), not {words!r}")
+        out[name] = words.strip()
+    return out
+
+
+def _per(value: object) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise ValueError(f"a mapping of window to USD, like {{day: 2}}, not {value!r}")
+    for window, usd in value.items():
+        if window not in WINDOWS:
+            raise Refusal(f"unknown spend window {window!r} (windows: {', '.join(WINDOWS)})", window)
+        if isinstance(usd, bool) or not isinstance(usd, int | float) or not 0 <= usd < float("inf"):
+            raise Refusal(f"{window}: is what one person may spend in a {window}, in USD (a number ≥ 0), not {usd!r}", window)
+    # a ceiling that silently never applies is the worst way for a spend control to fail
+    return {window: float(value[window]) for window in WINDOWS if window in value}
+
+
+def _avatar(value: str) -> str:
+    if not _MXC.fullmatch(value.strip()):
+        raise ValueError(f"{value!r} is not an mxc:// uri (upload the image to the homeserver)")
+    return value.strip()
+
+
+def _glyph(value: str) -> str:
+    value = value.strip()
+    if not value or len(value) > 8 or "\n" in value:
+        raise ValueError(f"a glyph is an emoji or a few characters, not {value!r}")
+    return value
+
+
+class Limits(Strict):
+    """What one run of the bot may use before it ends, and what one person may spend on it."""
+
+    steps: Annotated[StrictInt, Field(gt=0)] = 12
+    spend: Money = 0.50
+    minutes: Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)] = 10.0
+    # Per-person ceilings (USD) by rolling window; every window given must hold (SPEC §7).
+    per: Annotated[dict[str, float], PlainValidator(_per)] = Field(default_factory=dict)
+
+
+class Voice(Strict):
+    """How a bot on the voice surface sounds: entered as fields in an admin, never typed as grammar."""
+
+    provider: Line | None = None  # the speech provider, when the site has more than one
+    voice: Line  # the endpoint's voice
+    voices: Annotated[tuple[Line, ...], AfterValidator(unique)] = ()  # the ones a reader may choose
+    first: Line | None = None  # the first sentence it says
+    wait: Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)] | None = None  # seconds of silence
+
+
+class BotFile(Strict):
+    """The front matter of ``content/bots/<slug>.md``: every key an author may write."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True)
+
+    name: Text
+    glyph: Annotated[StrictStr, AfterValidator(_glyph)] | None = None
+    avatar: Annotated[StrictStr, AfterValidator(_avatar)] | None = None
+    surfaces: Annotated[tuple[Surface, ...], AfterValidator(_surfaces)] = ("rooms",)
+    extends: Annotated[StrictStr, AfterValidator(lambda v: v.strip())] | None = None
+    audience: AudienceField | None = Field(default=None, alias="for")
+    serves: AudienceField | None = None
+    hears: Hears = ("mention",)
+    tools: Names = ()
+    skills: Annotated[str | tuple[str, ...], PlainValidator(_skills), PlainSerializer(_listed)] = ()
+    limits: Limits = Limits()
+    model: Annotated[str | dict[str, str], PlainValidator(_model)] | None = None
+    memory: Memory = "thread"
+    offer: Offer = "off"
+    answers: Answers | None = None
+    endings: Annotated[dict[str, str], PlainValidator(_endings)] = Field(default_factory=dict)
+    voice: Voice | None = None
+
+
+class Bot(BotFile):
+    """A compiled bot. Its fields are what it *is* (after ``extends:``, with its endings resolved from
+    the strings); ``file`` and ``body`` are what its own file says, for writing it back."""
+
+    slug: str
+    user_id: str
+    prompt: str
+    source_path: str
+    body: str = ""
+    file: BotFile | None = Field(default=None, exclude=True)
+
+    def answers_on(self, surface: Surface) -> Answers:
+        """On the desk a bot drafts unless its file says ``answers: directly``; in a room (or by
+        voice) posting is the whole point of summoning it."""
+        if surface == "desk":
+            return self.answers or "draft"
+        return "directly"
+
+    def ending(self, name: Ending) -> str | None:
+        """The words for an ending, or None: with no words the bot says nothing."""
+        return self.endings.get(name)
+
+
+def bot_fields(front: BotFile) -> dict[str, Any]:
+    """The front matter's values by field name, ready to build a ``Bot`` from."""
+    return {name: getattr(front, name) for name in BotFile.model_fields}

@@ -1,0 +1,167 @@
+"""The words a site's bots say that are not a model's: ``content/strings.md`` (SPEC §1, §4).
+
+The engine keeps no English: with no words for something it says nothing. The file is markdown::
+
+    ## bots
+
+    ### endings
+
+    - out_of_money: I have spent what I may on this one. Ask again later,
+      or ask a person.
+
+One ``- key: text`` per entry; lines indented under it continue it (joined with a newline); prose
+before the first ``##`` is for people and ignored, anything else is refused. The
+sections and their keys are the catalogue below, so a misspelt key is refused rather than never said;
+``{name}``-style placeholders are checked against what the engine fills in. The kit's file gives the
+defaults, the site's file overrides per key, and a bot's own ``endings:`` override both.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from engine.content.base import CompileError
+from engine.messages import ENDINGS
+
+SCOPE = "bots"
+# section → key → the placeholders the engine fills in for it.
+CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    # How a run that ends without an answer says so (engine.messages.ENDINGS).
+    "endings": {name: () for name in ENDINGS},
+    # Words the engine works with: ``asking`` is the question words dropped before a search
+    # (a comma-separated list), so "what do memberships cost" finds memberships.
+    "words": {"asking": ()},
+    # The framing of what a bot is given: a header over the room's lines or a thread's, and how
+    # state changes read ("X joined").
+    "context": {
+        "room": ("room",),
+        "thread": ("room",),
+        "joined": ("name",),
+        "left": ("name",),
+        "not_transcribed": (),
+    },
+    # The progress line of a long run, edited in place.
+    "progress": {"working": ("bot",), "still_working": ("bot", "minutes"), "cancel_hint": ()},
+}
+PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")
+_ENTRY = re.compile(r"-\s+([^:\s]+)\s*:\s*(.*)")
+
+
+def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    return types.MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class Strings:
+    """Resolved words by section and key."""
+
+    sections: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: types.MappingProxyType({}))
+
+    def get(self, section: str, key: str) -> str | None:
+        return self.sections.get(section, {}).get(key)
+
+    def section(self, section: str) -> Mapping[str, str]:
+        return self.sections.get(section, types.MappingProxyType({}))
+
+    def over(self, base: Strings) -> Strings:
+        """These strings, falling back to ``base`` key by key."""
+        merged = {
+            name: _frozen({**base.section(name), **self.section(name)})
+            for name in CATALOGUE
+            if base.section(name) or self.section(name)
+        }
+        return Strings(types.MappingProxyType(merged))
+
+    def as_dict(self) -> dict[str, dict[str, str]]:
+        return {name: dict(entries) for name, entries in self.sections.items()}
+
+
+def parse_strings(path: str, text: str) -> Strings | list[CompileError]:
+    """``strings.md`` → Strings, or every error in it."""
+    errors: list[CompileError] = []
+    found: dict[str, dict[str, str]] = {}
+    first_line: dict[tuple[str, str], int] = {}
+    scope: str | None = None
+    section: str | None = None
+    entry: tuple[str, str] | None = None  # (section, key) the indented lines continue
+
+    lines = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        if raw[:1] in (" ", "\t") and entry is not None:
+            where, key = entry
+            found[where][key] += "\n" + raw.strip()
+            continue
+        entry = None
+        heading = _HEADING.fullmatch(raw)
+        if heading is not None:
+            level, title = len(heading.group(1)), heading.group(2).strip().lower()
+            if level == 1:
+                scope = section = None  # a title for people; not a scope
+            elif level == 2:
+                section = None
+                scope = title
+                if title != SCOPE:
+                    errors.append(CompileError(path, number, f"unknown scope '## {heading.group(2)}' (scopes: {SCOPE})"))
+            elif level == 3 and scope == SCOPE:
+                section = title if title in CATALOGUE else None
+                if section is None:
+                    known = ", ".join(CATALOGUE)
+                    errors.append(
+                        CompileError(path, number, f"unknown section '### {heading.group(2)}' under ## {SCOPE} (sections: {known})")
+                    )
+            elif level == 3 and scope is None:
+                errors.append(CompileError(path, number, f"a ### section belongs under a '## {SCOPE}' heading"))
+                scope = "?"  # its entries are not reported again
+            elif scope == SCOPE:
+                errors.append(CompileError(path, number, "strings go two levels deep: ## scope, then ### section"))
+            continue
+        match = _ENTRY.fullmatch(raw.strip())
+        if match is None and scope is None and not raw.lstrip().startswith("-"):
+            continue  # before the first scope: a preamble for people
+        if match is None:
+            errors.append(
+                CompileError(path, number, "a string is a '- key: text' line (or a line indented under one)")
+            )
+            continue
+        if scope != SCOPE:
+            if scope is None:
+                errors.append(CompileError(path, number, f"a string belongs under '## {SCOPE}' and a ### section"))
+            continue  # the unknown scope was reported once, at its heading
+        if section is None:
+            continue
+        key, words = match.group(1), match.group(2).strip()
+        keys = CATALOGUE[section]
+        if key not in keys:
+            errors.append(
+                CompileError(path, number, f"unknown key '{key}' in ### {section} (keys: {', '.join(keys)})")
+            )
+            continue
+        if (section, key) in first_line:
+            errors.append(
+                CompileError(path, number, f"'{key}' is given twice in ### {section} (first at line {first_line[section, key]})")
+            )
+            continue
+        first_line[section, key] = number
+        found.setdefault(section, {})[key] = words
+        entry = (section, key)
+
+    for (section, key), number in first_line.items():
+        words = found[section][key]
+        if not words:
+            errors.append(CompileError(path, number, f"'{key}' in ### {section} has no words: leave it out to say nothing"))
+        allowed = CATALOGUE[section][key]
+        for name in PLACEHOLDER.findall(words):
+            if name not in allowed:
+                offered = ", ".join("{" + a + "}" for a in allowed) or "none"
+                errors.append(
+                    CompileError(path, number, f"'{key}' in ### {section}: unknown placeholder {{{name}}} (it is given: {offered})")
+                )
+    if errors:
+        return sorted(errors, key=lambda error: error.line)
+    return Strings(types.MappingProxyType({name: _frozen(entries) for name, entries in found.items()}))

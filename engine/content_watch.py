@@ -1,0 +1,86 @@
+"""The running service's eye on content/: poll what the files look like, recompile when that changes,
+and hand on only a registry that compiled. A bad edit keeps the last good registry live and its errors
+are logged, every one, until the next edit.
+
+Polling (names, sizes and modification times, every ``interval``) rather than inotify: no new
+dependency, the same on every platform and on network mounts, and a content folder is small.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from engine.content import Registry
+from engine.contentfiles import FetchSpec, compile_content, fetch_url, where
+
+log = logging.getLogger(__name__)
+
+Snapshot = dict[str, tuple[int, int]]
+RETRY_MAX = 30.0
+
+
+def snapshot(*roots: Path | None) -> Snapshot:
+    """Every visible file under the roots, with its size and modification time."""
+    seen: Snapshot = {}
+    for root in roots:
+        if root is None or not root.is_dir():
+            continue
+        for file in root.rglob("*"):
+            relative = file.relative_to(root)
+            if any(part.startswith(".") for part in relative.parts):
+                continue
+            try:
+                stat = file.stat()
+            except OSError:  # gone between the listing and the look: the next poll sees it
+                continue
+            if file.is_file():
+                seen[file.as_posix()] = (stat.st_mtime_ns, stat.st_size)
+    return seen
+
+
+async def watch(
+    root: Path,
+    kit: Path | None,
+    server_name: str,
+    on_registry: Callable[[Registry], Awaitable[None]],
+    on_errors: Callable[[list[str]], None],
+    interval: float = 0.5,
+    *,
+    fetch_spec: FetchSpec | None = fetch_url,
+) -> None:
+    """Run until cancelled. The files as they are when it starts count as already published (the
+    service compiled them on its way up); each change after that is compiled once, and
+    ``on_registry`` is awaited with a registry that compiled — if it raises (the database is down),
+    the same change is tried again, backing off to ``RETRY_MAX`` seconds. ``on_errors`` is given
+    the printable ``path:line: message`` lines of an edit that does not compile (each also logged)."""
+    applied = await asyncio.to_thread(snapshot, root, kit)
+    failed: Snapshot | None = None  # the last state that did not compile: its errors were said once
+    delay = interval
+    while True:
+        await asyncio.sleep(delay)
+        current = await asyncio.to_thread(snapshot, root, kit)
+        if current == applied or current == failed:
+            delay = interval
+            continue
+        compiled = await asyncio.to_thread(
+            compile_content, root, server_name=server_name, kit=kit, fetch_spec=fetch_spec
+        )
+        if isinstance(compiled, list):
+            lines = [where(root, error, kit) if kit is not None else where(root, error) for error in compiled]
+            for line in lines:
+                log.error("content does not compile; the last good content stays live: %s", line)
+            failed = current
+            on_errors(lines)
+            delay = interval
+            continue
+        try:
+            await on_registry(compiled)
+        except Exception:
+            delay = min(max(delay * 2, interval), RETRY_MAX)
+            log.exception("publishing changed content failed; trying again in %.1fs", delay)
+            continue
+        log.info("content changed and was republished: %s", ", ".join(compiled.bots) or "no bots")
+        applied, failed, delay = current, None, interval
