@@ -75,9 +75,18 @@ class MatrixSurface:
                                  sender=puppet, event_type="m.room.message",
                                  content=answer_content(run, outcome.text), run_id=run.id)
             return
-        # An ending is said only with words for it (strings); the engine holds no English.
-        log.info("run %s ended %s; no words for it, so nothing is said", run.id, outcome.ending,
-                 extra={"run": run.id})
+        # The room hears the ending in the bot's words (strings: the kit's, the site's, the bot's own);
+        # with no words the bot says nothing. The asker also hears why: the provider's own sentence.
+        bot = self._registry().get(run.bot)
+        words = bot.ending(outcome.ending) if bot is not None else None
+        if not words:
+            log.info("run %s ended %s; no words for it, so nothing is said", run.id, outcome.ending,
+                     extra={"run": run.id})
+            return
+        text = f"{words}\n\n{outcome.reason}" if outcome.reason else words
+        await Outbox.enqueue(conn, self.q, txn_id=f"summon.run{run.id}.ending", room_id=run.room_id,
+                             sender=puppet, event_type="m.room.message",
+                             content=answer_content(run, text), run_id=run.id)
 
     async def working(self, run: RunInfo, on: bool) -> None:
         """Typing, but only for a run that takes a while: an answer that comes at once needs no

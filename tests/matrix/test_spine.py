@@ -191,3 +191,28 @@ async def test_puppets_presence_says_when_no_provider_can_answer(people: People,
     assert state == "unavailable" and status is not None and "provider" in status
     await service.rooms.set_presence(True)
     assert (await presence())[0] == "online"
+
+
+async def test_a_run_that_fails_says_its_ending_and_the_providers_reason_to_the_asker(people: People, service: Service) -> None:
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    asked = await alice.say(room, "Helper, tell me", mention="helper",
+                            script=[{"error": "The model is overloaded right now.", "error_class": "provider"}])
+    answer = await alice.answer_to(room, asked)
+    words = service.registry().get("helper").ending("failed")  # type: ignore[union-attr]
+    assert words
+    assert answer["content"]["body"].startswith(words)
+    assert "The model is overloaded right now." in answer["content"]["body"]
+    assert answer["content"]["m.mentions"] == {"user_ids": [alice.user_id]}
+
+
+async def test_cancel_in_the_room_stops_the_askers_run_and_says_so(people: People, service: Service) -> None:
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    asked = await alice.say(room, "Helper, think hard", mention="helper", script=[{"text": "too late", "delay": 5}])
+    await eventually(lambda: service.db.pool.fetchval(
+        "SELECT status = 'running' FROM agent_runs WHERE trigger_event = $1", asked))
+    await alice.say(room, "!cancel")
+    answer = await alice.answer_to(room, asked, timeout=20)
+    assert answer["content"]["body"] == service.registry().get("helper").ending("cancelled")  # type: ignore[union-attr]
+    assert await service.db.pool.fetchval("SELECT status FROM agent_runs WHERE trigger_event = $1", asked) == "cancelled"
