@@ -1,0 +1,79 @@
+"""Per-person ceilings on a real PostgreSQL: checked before the run exists, safe under concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.content import AudienceFacts, Registry, compile_sources
+from engine.publish import publish
+from engine.store.db import Database
+from engine.summon import Refused, Summoned, Summons, summon
+
+pytestmark = pytest.mark.db
+
+CAPPED = """---
+name: Capped
+limits:
+  steps: 4
+  spend: 0.01
+  minutes: 1
+  per:
+    day: 0.05
+    minute: 0.03
+---
+You are a bot with a small allowance.
+"""
+
+
+@pytest.fixture
+async def capped(db: Database) -> Registry:
+    registry = compile_sources({"bots/capped.md": CAPPED}, server_name="localhost")
+    assert isinstance(registry, Registry), registry
+    await publish(db, registry)
+    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    return registry
+
+
+def summons(n: int, who: str = "@greedy:localhost") -> Summons:
+    return Summons(bot="capped", surface="rooms", prompt="hi", asked_by=who,
+                   facts=AudienceFacts(user_id=who, local_server="localhost", is_member=True),
+                   room_id="!r:localhost", trigger_event=f"$t{who}{n}")
+
+
+async def one(db: Database, registry: Registry, s: Summons) -> Summoned | Refused:
+    async with db.transaction("test_summon") as conn:
+        return await summon(conn, db.q, registry, s)
+
+
+async def test_concurrent_summonses_never_take_the_ledger_over_the_ceiling(db: Database, capped: Registry) -> None:
+    results = await asyncio.gather(*(one(db, capped, summons(n)) for n in range(200)))
+    taken = [r for r in results if isinstance(r, Summoned)]
+    refused = [r for r in results if isinstance(r, Refused)]
+    # The tightest window is a minute at 0.03 with 0.01 reserved per run: exactly three get through.
+    assert len(taken) == 3 and len(refused) == 197
+    assert {r.reason for r in refused} == {"ceiling"}
+    assert await db.pool.fetchval("SELECT sum(usd)::float8 FROM spend_ledger") <= 0.03 + 1e-9
+    assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 3
+    # The refusal says which window and when it frees up.
+    breach = refused[0].breach
+    assert breach is not None and breach.window == "minute" and breach.frees_at is not None
+
+
+async def test_a_ceiling_is_per_person(db: Database, capped: Registry) -> None:
+    for n in range(3):
+        assert isinstance(await one(db, capped, summons(n)), Summoned)
+    assert isinstance(await one(db, capped, summons(9)), Refused)
+    assert isinstance(await one(db, capped, summons(0, who="@other:localhost")), Summoned)
+
+
+async def test_a_finished_run_settles_its_reservation_to_what_it_cost(db: Database, capped: Registry) -> None:
+    result = await one(db, capped, summons(0))
+    assert isinstance(result, Summoned)
+    await db.pool.execute(
+        "INSERT INTO agent_steps (run_id, seq, kind, payload, cost_usd, worker) VALUES ($1, 1, 'model', '{}', 0.002, 'w')",
+        result.run_id)
+    await db.execute("settle_spend", result.run_id)
+    row = await db.pool.fetchrow("SELECT usd::float8 AS usd, reserved FROM spend_ledger WHERE run_id = $1", result.run_id)
+    assert (row["usd"], row["reserved"]) == (0.002, False)
