@@ -5,10 +5,12 @@ alone, and give each test a database cloned from a migrated template (millisecon
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -86,3 +88,23 @@ async def db(dsn: str) -> AsyncIterator[Database]:
     yield database
     await database.close()
 
+
+# No test may reach the network beyond loopback: resolving any other host fails, and fails the test.
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@pytest.fixture(autouse=True)
+def only_loopback(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    reached: list[str] = []
+    real = socket.getaddrinfo
+
+    def guarded(host: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name not in LOOPBACK:
+            reached.append(name)
+            raise socket.gaierror(socket.EAI_NONAME, f"provider tests stay on loopback, not {name}")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", guarded)
+    yield reached
+    assert reached == [], f"a test tried to reach beyond loopback: {reached}"

@@ -335,3 +335,36 @@ def test_the_same_history_always_translates_the_same() -> None:
     history = [Message(U, "hi"), Message(A, "", (C1, C2)), tool("c1", "rain")]
     assert openai_messages("s", history) == openai_messages("s", list(history))
     assert anthropic_messages(history) == anthropic_messages(list(history))
+
+
+def test_a_four_turn_tool_history_begun_on_one_provider_is_replayed_on_the_other() -> None:
+    """Turns 1-2 were answered by an OpenAI-shaped provider (ids call_…), turns 3-4 by Anthropic (toolu_…),
+    and the fallback mid-conversation must be able to send the whole of it either way."""
+    history = [
+        Message(U, "Weather in Rome and Oslo?"),
+        Message(A, "", (ToolCall("call_1", "lookup", {"q": "rome"}), ToolCall("call_2", "lookup", {"q": "oslo"}))),
+        tool("call_1", "rain"), tool("call_2", "snow"),
+        Message(A, "Rain in Rome, snow in Oslo."),
+        Message(U, "And the time there?"),
+        Message(A, "Let me check.", (ToolCall("toolu_3", "now"),)),
+        tool("toolu_3", "12:00"),
+        Message(A, "It is noon."),
+    ]
+    wire = anthropic_messages(history)
+    assert [m["role"] for m in wire] == ["user", "assistant"] * 4
+    # Every tool_use is answered, first thing, in the very next (single) user turn.
+    for n, m in enumerate(wire):
+        uses = [b["id"] for b in m["content"] if isinstance(m["content"], list) and b.get("type") == "tool_use"]
+        if uses:
+            nxt = wire[n + 1]["content"]
+            assert [b["tool_use_id"] for b in nxt[: len(uses)]] == uses
+    assert [b["tool_use_id"] for b in wire[2]["content"]] == ["call_1", "call_2"]  # both results, one turn
+    assert wire[5]["content"][1] == {"type": "tool_use", "id": "toolu_3", "name": "now", "input": {}}
+
+    oa = openai_messages("system words", history)
+    assert oa[0] == {"role": "system", "content": "system words"}
+    for n, m in enumerate(oa):
+        for k, call in enumerate(m.get("tool_calls") or []):
+            assert oa[n + 1 + k] == {"role": "tool", "tool_call_id": call["id"], "content": oa[n + 1 + k]["content"]}
+    assert [m["role"] for m in oa[1:]] == ["user", "assistant", "tool", "tool", "assistant", "user",
+                                           "assistant", "tool", "assistant"]
