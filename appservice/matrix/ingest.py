@@ -10,15 +10,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 import asyncpg
 
 from appservice.matrix.mentions import Puppet, named_bots
+from appservice.matrix.outbox import Outbox
 from appservice.matrix.said import Line, read_event
+from appservice.matrix.surface import answer_content
 from engine.content import Registry, facts_from_power_levels
+from engine.limits import Breach
 from engine.store.db import Database
 from engine.summon import Summoned, Summons, summon
+from engine.surface import RunInfo
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +258,23 @@ class Ingest:
         if not isinstance(result, Summoned):
             log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,
                      extra={"room": line.room_id, "bot": bot.slug})
+            if result.reason == "ceiling" and result.breach is not None:
+                await self._tell_ceiling(conn, line, bot.slug, result.breach)
+
+    async def _tell_ceiling(self, conn: asyncpg.Connection, line: Line, slug: str, over: Breach) -> None:
+        """Over a spend ceiling: the person is told which window and when it frees up, in the site's words
+        (with none, nothing is said). Nothing was bought."""
+        registry = self._registry()
+        bot = registry.get(slug)
+        words = registry.strings.get("refusals", "ceiling")
+        if bot is None or not words or over.frees_at is None:
+            return
+        text = words.format(bot=bot.name, window=over.window,
+                            when=over.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+        info = RunInfo(id=0, bot=slug, surface="rooms", room_id=line.room_id, thread_root=line.thread_root,
+                       trigger_event=line.event_id, asked_by=line.sender)
+        await Outbox.enqueue(conn, self.q, txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id,
+                             sender=bot.user_id, event_type="m.room.message", content=answer_content(info, text))
 
     async def _context(self, conn: asyncpg.Connection, line: Line) -> dict[str, Any]:
         """The conversation as the asker reads it: the thread when asked in one, else the main timeline."""

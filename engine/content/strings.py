@@ -45,6 +45,8 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     },
     # The progress line of a long run, edited in place.
     "progress": {"working": ("bot",), "still_working": ("bot", "minutes"), "cancel_hint": ()},
+    # What a person is told when a summons is refused for a reason they can act on.
+    "refusals": {"ceiling": ("bot", "window", "when")},
 }
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")

@@ -77,3 +77,25 @@ async def test_a_finished_run_settles_its_reservation_to_what_it_cost(db: Databa
     await db.execute("settle_spend", result.run_id)
     row = await db.pool.fetchrow("SELECT usd::float8 AS usd, reserved FROM spend_ledger WHERE run_id = $1", result.run_id)
     assert (row["usd"], row["reserved"]) == (0.002, False)
+
+
+async def test_a_person_over_the_ceiling_is_told_which_window_and_when_it_frees(db: Database) -> None:
+    from appservice.matrix.ingest import Ingest
+    from engine.contentfiles import KIT_DIR, read_content
+    from tests.db.test_ingest import feed, message
+
+    # The kit's strings carry the words.
+    registry = compile_sources({"bots/capped.md": CAPPED}, server_name="localhost", kit=read_content(KIT_DIR))
+    assert isinstance(registry, Registry), registry
+    await publish(db, registry)
+    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    ingest = Ingest(db, lambda: registry, server_name="localhost", service_user="@summon:localhost")
+    lines = [message(f"Capped, question {n}", mentions=["@bot_capped:localhost"]) for n in range(4)]
+    await feed(ingest, db, "t1", lines)
+    assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 3
+    told = await db.pool.fetchrow("SELECT sender, content FROM outbox WHERE txn_id = $1",
+                                  f"summon.refused.{lines[3]['event_id']}")
+    assert told is not None and told["sender"] == "@bot_capped:localhost"
+    body = told["content"]["body"]
+    assert "Capped" in body and "minute" in body and "UTC" in body
+    assert told["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": lines[3]["event_id"]}}
