@@ -99,7 +99,7 @@ class Service:
             accept_scripts=self.accept_scripts, max_attempts=c.worker.max_attempts,
         )
         self.rooms = Rooms(self.db, self.api, self.ingest, self.registry)
-        self.surface = MatrixSurface(self.db.q, self.api, self.registry, self.tasks)
+        self.surface = MatrixSurface(self.db, self.api, self.registry, self.tasks)
         self.outbox = Outbox(self.db, MatrixSender(self._session, c.homeserver.url, c.appservice.as_token))
         w = c.worker
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.

@@ -228,7 +228,7 @@ UPDATE outbox o
    SET attempts = o.attempts + 1, next_attempt_at = clock_timestamp() + make_interval(secs => $2)
   FROM due
  WHERE o.id = due.id
-RETURNING o.id, o.txn_id, o.run_id, o.room_id, o.sender, o.event_type, o.content, o.attempts;
+RETURNING o.id, o.txn_id, o.run_id, o.room_id, o.sender, o.event_type, o.content, o.attempts, o.of_txn;
 
 -- name: outbox_sent
 -- The homeserver took it: remember the event id.
@@ -428,3 +428,20 @@ DELETE FROM provider_status WHERE worker = $1;
 -- Whether any worker said, within the last $1 seconds, that it can answer model calls.
 SELECT EXISTS (SELECT 1 FROM provider_status
                 WHERE usable AND heartbeat_at > now() - make_interval(secs => $1)) AS usable;
+
+-- name: enqueue_progress
+-- Queue a run's progress line (or an edit of it, $7 = the line's txn id) only while the run is still
+-- running; the run's row is locked so a finish that races it either sees this row or makes it a no-op.
+INSERT INTO outbox (txn_id, run_id, room_id, sender, event_type, content, of_txn)
+SELECT $1, r.id, $3, $4, 'm.room.message', $5, $6
+  FROM agent_runs r WHERE r.id = $2 AND r.status = 'running'
+   FOR UPDATE
+ON CONFLICT (txn_id) DO NOTHING
+RETURNING id;
+
+-- name: enqueue_outbox_of
+-- Queue a message that edits or redacts the earlier message $7 (by its txn id).
+INSERT INTO outbox (txn_id, run_id, room_id, sender, event_type, content, of_txn)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (txn_id) DO NOTHING
+RETURNING id;

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 CLAIM_BATCH = 20
 HIDE_SECONDS = 30.0
 MAX_BACKOFF = 60.0
+RELATED_WAIT = 0.2  # an edit or redaction whose message is not sent yet waits this long
 
 
 def backoff(attempts: int) -> float:
@@ -43,8 +44,16 @@ class MatrixSender:
         self._headers = {"Authorization": f"Bearer {as_token}"}
 
     async def send(self, room_id: str, event_type: str, content: dict[str, Any], txn_id: str, sender: str) -> str:
-        url = (f"{self._base}/_matrix/client/v3/rooms/{quote(room_id, safe='')}/send/"
-               f"{quote(event_type, safe='')}/{quote(txn_id, safe='')}")
+        return await self._put(f"/rooms/{quote(room_id, safe='')}/send/{quote(event_type, safe='')}/"
+                               f"{quote(txn_id, safe='')}", content, sender)
+
+    async def redact(self, room_id: str, event_id: str, txn_id: str, sender: str, reason: str | None = None) -> str:
+        body = {"reason": reason} if reason else {}
+        return await self._put(f"/rooms/{quote(room_id, safe='')}/redact/{quote(event_id, safe='')}/"
+                               f"{quote(txn_id, safe='')}", body, sender)
+
+    async def _put(self, path: str, content: dict[str, Any], sender: str) -> str:
+        url = f"{self._base}/_matrix/client/v3{path}"
         try:
             async with self._session.put(
                 url, json=content, params={"user_id": sender}, headers=self._headers,
@@ -71,6 +80,17 @@ class MatrixSender:
             raise MatrixError(f"homeserver unreachable: {exc!r}") from exc
 
 
+def edit_of(content: dict[str, Any], event_id: str) -> dict[str, Any]:
+    """An edit replacing ``event_id`` with ``content``: the full new content under ``m.new_content``, and
+    an empty top-level ``m.mentions`` so an edit pings nobody again (MSC3952)."""
+    new = {k: v for k, v in content.items() if k != "m.relates_to"}
+    edit: dict[str, Any] = {**new, "body": f"* {new.get('body', '')}", "m.new_content": new,
+                            "m.relates_to": {"rel_type": "m.replace", "event_id": event_id}, "m.mentions": {}}
+    if "formatted_body" in new:
+        edit["formatted_body"] = f"* {new['formatted_body']}"
+    return edit
+
+
 class Outbox:
     def __init__(self, db: Database, sender: MatrixSender) -> None:
         self.db = db
@@ -80,9 +100,14 @@ class Outbox:
     @staticmethod
     async def enqueue(
         conn: asyncpg.Connection, q: Any, *, txn_id: str, room_id: str, sender: str,
-        event_type: str, content: dict[str, Any], run_id: int | None = None,
+        event_type: str, content: dict[str, Any], run_id: int | None = None, of_txn: str | None = None,
     ) -> None:
-        await conn.execute(q["enqueue_outbox"], txn_id, run_id, room_id, sender, event_type, content)
+        """Queue a message; with ``of_txn`` it edits (``m.room.message``) or redacts (``m.room.redaction``)
+        the earlier message queued under that transaction id."""
+        if of_txn is None:
+            await conn.execute(q["enqueue_outbox"], txn_id, run_id, room_id, sender, event_type, content)
+        else:
+            await conn.execute(q["enqueue_outbox_of"], txn_id, run_id, room_id, sender, event_type, content, of_txn)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Send what is due, woken by NOTIFY on insert, and otherwise when the next retry falls due."""
@@ -120,9 +145,15 @@ class Outbox:
     async def _send_one(self, row: asyncpg.Record) -> None:
         extra = {"room": row["room_id"], "run": row["run_id"], "txn": row["txn_id"]}
         try:
-            event_id = await self.sender.send(
-                row["room_id"], row["event_type"], row["content"], row["txn_id"], row["sender"],
-            )
+            if row["of_txn"] is None:
+                event_id = await self.sender.send(
+                    row["room_id"], row["event_type"], row["content"], row["txn_id"], row["sender"],
+                )
+            else:
+                sent = await self._related(row)
+                if sent is None:
+                    return
+                event_id = sent
         except MatrixError as exc:
             if exc.retryable:
                 wait = exc.retry_after_ms / 1000 if exc.retry_after_ms else backoff(row["attempts"])
@@ -134,3 +165,17 @@ class Outbox:
             return
         await self.db.execute("outbox_sent", row["id"], event_id)
         log.info("outbox: sent %s", event_id, extra=extra)
+
+    async def _related(self, row: asyncpg.Record) -> str | None:
+        """An edit or a redaction of an earlier message: sent once that message has its event id."""
+        earlier = await self.db.fetchrow("outbox_event_for_txn", row["of_txn"])
+        if earlier is None or earlier["status"] == "failed":
+            await self.db.execute("outbox_failed", row["id"], f"the message it relates to ({row['of_txn']}) was never sent")
+            return None
+        if earlier["event_id"] is None:
+            await self.db.execute("outbox_retry", row["id"], RELATED_WAIT, "waiting for the message it relates to")
+            return None
+        if row["event_type"] == "m.room.redaction":
+            return await self.sender.redact(row["room_id"], earlier["event_id"], row["txn_id"], row["sender"])
+        return await self.sender.send(row["room_id"], row["event_type"], edit_of(row["content"], earlier["event_id"]),
+                                      row["txn_id"], row["sender"])

@@ -22,7 +22,7 @@ from mautrix.types import RoomID, UserID
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.render import render
 from engine.content import Registry
-from engine.store.queries import Queries
+from engine.store.db import Database
 from engine.surface import Answered, Outcome, RunInfo
 from engine.tasks import TaskGroup
 
@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 
 TYPING_MS = 30_000
 TYPING_DELAY = 0.8  # seconds a run works before its bot is shown typing
+PROGRESS_DELAY = 4.0  # seconds a run works before it gets a progress line
+PROGRESS_EVERY = 60.0  # how often the progress line is brought up to date
+
+
+def progress_txn(run_id: int) -> str:
+    return f"summon.run{run_id}.progress"
 
 
 def answer_content(run: RunInfo, text: str) -> dict[str, Any]:
@@ -52,14 +58,19 @@ def answer_content(run: RunInfo, text: str) -> dict[str, Any]:
 class MatrixSurface:
     name = "rooms"
 
-    def __init__(self, queries: Queries, api: AppServiceAPI, registry: Callable[[], Registry],
-                 tasks: TaskGroup, *, typing_delay: float = TYPING_DELAY) -> None:
-        self.q = queries
+    def __init__(self, db: Database, api: AppServiceAPI, registry: Callable[[], Registry],
+                 tasks: TaskGroup, *, typing_delay: float = TYPING_DELAY,
+                 progress_delay: float = PROGRESS_DELAY, progress_every: float = PROGRESS_EVERY) -> None:
+        self.db = db
+        self.q = db.q
         self.api = api
         self._registry = registry
         self._tasks = tasks
         self.typing_delay = typing_delay
+        self.progress_delay = progress_delay
+        self.progress_every = progress_every
         self._typing: dict[int, asyncio.Task[bool]] = {}
+        self._progress: dict[int, asyncio.Task[None]] = {}
 
     def _puppet(self, run: RunInfo) -> str | None:
         bot = self._registry().get(run.bot)
@@ -70,6 +81,11 @@ class MatrixSurface:
         if puppet is None or run.room_id is None:
             log.error("run %s cannot be delivered: its bot or room is gone", run.id, extra={"run": run.id})
             return
+        if await conn.fetchrow(self.q["outbox_event_for_txn"], progress_txn(run.id)) is not None:
+            # The progress line goes when the answer (or the ending) lands.
+            await Outbox.enqueue(conn, self.q, txn_id=f"{progress_txn(run.id)}.end", room_id=run.room_id,
+                                 sender=puppet, event_type="m.room.redaction", content={}, run_id=run.id,
+                                 of_txn=progress_txn(run.id))
         if isinstance(outcome, Answered):
             await Outbox.enqueue(conn, self.q, txn_id=f"summon.run{run.id}.answer", room_id=run.room_id,
                                  sender=puppet, event_type="m.room.message",
@@ -94,7 +110,11 @@ class MatrixSurface:
         awaited on the run's path: it is a courtesy."""
         if on:
             self._typing[run.id] = self._tasks.spawn(self._type_after(run), name=f"typing-{run.id}")
+            self._progress[run.id] = self._tasks.spawn(self._progress_line(run), name=f"progress-{run.id}")
             return
+        progress = self._progress.pop(run.id, None)
+        if progress is not None:
+            progress.cancel()
         pending = self._typing.pop(run.id, None)
         if pending is None:
             return
@@ -102,6 +122,32 @@ class MatrixSurface:
             self._tasks.spawn(self._set_typing(run, False), name=f"typing-off-{run.id}")
         else:
             pending.cancel()
+
+    async def _progress_line(self, run: RunInfo) -> None:
+        """A run past a few seconds gets one progress line (the site's words), edited in place while it
+        works and removed when it ends; reacting 🛑 to it cancels the run."""
+        await asyncio.sleep(self.progress_delay)
+        registry = self._registry()
+        bot = registry.get(run.bot)
+        working = registry.strings.get("progress", "working")
+        if bot is None or run.room_id is None or not working:
+            return
+        hint = registry.strings.get("progress", "cancel_hint")
+        still = registry.strings.get("progress", "still_working")
+        first = progress_txn(run.id)
+        text, n = working.format(bot=bot.name), 0
+        while True:
+            content = answer_content(run, f"{text} {hint}" if hint else text)
+            content["m.mentions"] = {}  # a progress line pings nobody
+            queued = await self.db.fetchval(
+                "enqueue_progress", first if n == 0 else f"{first}.{n}", run.id, run.room_id, bot.user_id,
+                content, None if n == 0 else first)
+            if queued is None or not still:
+                return
+            await asyncio.sleep(self.progress_every)
+            n += 1
+            minutes = max(1, round((self.progress_delay + n * self.progress_every) / 60))
+            text = still.format(bot=bot.name, minutes=minutes)
 
     async def _type_after(self, run: RunInfo) -> bool:
         await asyncio.sleep(self.typing_delay)

@@ -85,13 +85,16 @@ class Person:
                 if e.get("sender") == sender and e.get("type") == "m.room.message"
                 and e.get("content", {}).get("msgtype") == "m.notice"]
 
-    async def answers_to(self, room_id: str, event_id: str) -> list[dict[str, Any]]:
-        """Notices (from anyone) that reply to ``event_id``, in a thread or not."""
+    async def answers_to(self, room_id: str, event_id: str, *, progress: bool = False) -> list[dict[str, Any]]:
+        """Notices (from anyone) that reply to ``event_id``, in a thread or not. An answer mentions the
+        asker; a progress line mentions nobody (``progress=True`` returns those instead)."""
         out = []
         for e in await self.events(room_id):
             content = e.get("content", {})
             rel = content.get("m.relates_to") or {}
-            if content.get("msgtype") == "m.notice" and (rel.get("m.in_reply_to") or {}).get("event_id") == event_id:
+            if content.get("msgtype") != "m.notice" or (rel.get("m.in_reply_to") or {}).get("event_id") != event_id:
+                continue
+            if bool((content.get("m.mentions") or {}).get("user_ids")) != progress:
                 out.append(e)
         return out
 

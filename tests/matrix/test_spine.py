@@ -216,3 +216,57 @@ async def test_cancel_in_the_room_stops_the_askers_run_and_says_so(people: Peopl
     answer = await alice.answer_to(room, asked, timeout=20)
     assert answer["content"]["body"] == service.registry().get("helper").ending("cancelled")  # type: ignore[union-attr]
     assert await service.db.pool.fetchval("SELECT status FROM agent_runs WHERE trigger_event = $1", asked) == "cancelled"
+
+
+async def test_a_long_run_shows_a_progress_line_that_goes_when_the_answer_lands(people: People, service: Service) -> None:
+    from appservice.matrix.surface import PROGRESS_DELAY
+
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    working = service.registry().strings.get("progress", "working")
+    assert working
+    service.surface.progress_delay = 0.3
+    try:
+        asked = await alice.say(room, "Helper, take your time", mention="helper",
+                                script=[{"text": "done thinking", "delay": 3}])
+
+        async def progress_line() -> dict[str, Any] | None:
+            lines = await alice.answers_to(room, asked, progress=True)
+            return lines[0] if lines else None
+
+        line = await eventually(progress_line, timeout=10)
+        assert line["sender"] == alice.puppet("helper")
+        assert line["content"]["body"].startswith(working.format(bot="Helper"))
+        assert line["content"]["m.mentions"] == {}
+        answer = await alice.answer_to(room, asked)
+        assert answer["content"]["body"] == "done thinking"
+
+        async def removed() -> bool:
+            event = next(e for e in await alice.events(room) if e["event_id"] == line["event_id"])
+            return "redacted_because" in event.get("unsigned", {})
+
+        await eventually(removed, timeout=10)
+    finally:
+        service.surface.progress_delay = PROGRESS_DELAY
+
+
+async def test_a_stop_sign_on_the_progress_line_cancels_the_run(people: People, service: Service) -> None:
+    from appservice.matrix.surface import PROGRESS_DELAY
+
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    service.surface.progress_delay = 0.3
+    try:
+        asked = await alice.say(room, "Helper, go on", mention="helper", script=[{"text": "never said", "delay": 4}])
+
+        async def progress_line() -> dict[str, Any] | None:
+            lines = await alice.answers_to(room, asked, progress=True)
+            return lines[0] if lines else None
+
+        line = await eventually(progress_line, timeout=10)
+        await alice.send(room, {"m.relates_to": {"rel_type": "m.annotation", "event_id": line["event_id"], "key": "🛑"}},
+                         event_type="m.reaction")
+        answer = await alice.answer_to(room, asked, timeout=20)
+        assert answer["content"]["body"] == service.registry().get("helper").ending("cancelled")  # type: ignore[union-attr]
+    finally:
+        service.surface.progress_delay = PROGRESS_DELAY
