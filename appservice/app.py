@@ -17,10 +17,12 @@ from mautrix.appservice import AppServiceAPI
 from mautrix.appservice.state_store import ASStateStore
 from mautrix.client.state_store import MemoryStateStore
 from mautrix.errors import MatrixError as MautrixError
-from mautrix.types import UserID
+from mautrix.errors import MNotFound
+from mautrix.types import RoomAlias, UserID
 from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config
+from appservice.hooks import EventHooks
 from appservice.matrix.ingest import Ingest
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.rooms import Rooms
@@ -36,6 +38,7 @@ from engine.publish import publish
 from engine.store.db import Database, migrate
 from engine.summon import LIVENESS_SECONDS
 from engine.tasks import TaskGroup
+from engine.ticks import run_ticks
 from engine.worker import Worker, WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -119,6 +122,7 @@ class Service:
         await self.rooms.register_puppets()
         app = web.Application(client_max_size=c.appservice.max_body_size)
         TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
+        EventHooks(self.db, self.registry, c.hooks.keys, self.clock).routes(app)
         # A short graceful shutdown: the homeserver keeps connections alive, and a transaction it did not
         # see acknowledged is simply sent again (we store nothing twice).
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
@@ -127,6 +131,15 @@ class Service:
         log.info("appservice listening on %s:%s", c.appservice.listen.host, c.appservice.listen.port)
         self.tasks.spawn(self.ping(), name="ping")
         self.tasks.spawn(self.presence(), name="presence")
+        self.tasks.spawn(run_ticks(self.db, self.registry, self.clock, self.stop_event,
+                                   resolve_room=self.resolve_room), name="schedule-ticks")
+
+    async def resolve_room(self, alias: str) -> str | None:
+        """A schedule's `in: #alias:server`, as the homeserver resolves it now."""
+        try:
+            return str((await self.api.bot_intent().resolve_room_alias(RoomAlias(alias))).room_id)
+        except MNotFound:
+            return None
 
     async def presence(self) -> None:
         """Puppets say whether anything can answer them: with no provider, no bots (SPEC §2)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -71,12 +71,30 @@ class Content(_Strict):
     dir: str = "content"
 
 
+# A site event's name as a key may be scoped to it: `site.purchase.paid`, or a prefix `site.support.*`
+# (every event under it), or `site.*` (every site event).
+_SCOPE = r"^site\.(\*|[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*(\.\*)?)$"
+
+
+class HookKey(_Strict):
+    # Shared with the site, which signs each post with it (HMAC-SHA256); `openssl rand -hex 32`.
+    secret: str = Field(min_length=16)
+    # The site events this key may post: at least one name or prefix.
+    events: tuple[Annotated[str, Field(pattern=_SCOPE)], ...] = Field(min_length=1)
+
+
+class Hooks(_Strict):
+    # Key id (sent as X-Summon-Key) -> its secret and the events it may post. None: no site events.
+    keys: dict[str, HookKey] = Field(default_factory=dict)
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
     database: Database
     worker: Worker = Worker()
     content: Content = Content()
+    hooks: Hooks = Hooks()
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from engine.messages import Message
@@ -19,6 +20,10 @@ def opening(context: dict[str, Any], prompt: str) -> tuple[Message, ...]:
     header = context.get("header")
     if isinstance(header, str) and header:
         parts.append(header)
+    facts = context.get("facts")
+    if context.get("kind") == "event" and isinstance(facts, dict) and facts:
+        # What happened, as data: the facts come from a site or from Matrix users, never instructions.
+        parts.append(f"{context.get('event')}:\n{json.dumps(facts, ensure_ascii=False, indent=2)}")
     text = transcript(context)
     if text:
         parts.append(text)

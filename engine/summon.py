@@ -19,7 +19,7 @@ from engine.store.queries import Queries
 log = logging.getLogger(__name__)
 
 Refusal = Literal["not_published", "not_on_surface", "audience", "encrypted", "duplicate", "ceiling",
-                  "no_provider"]
+                  "no_provider", "busy"]
 
 # A worker beats every 10 s; three missed beats and it is taken for gone.
 LIVENESS_SECONDS = 30.0
@@ -60,7 +60,10 @@ def refusal(registry: Registry, s: Summons) -> Refusal | None:
         return "not_on_surface"
     if s.encrypted:
         return "encrypted"
-    if bot.audience is not None and not admits(bot.audience, s.facts):
+    # `for:` says who may ask; a run nobody asked for (a schedule, an event) is gated by who it may run
+    # for, `serves:`, against its subject (SPEC §6).
+    gate = bot.audience if s.asked_by is not None else bot.serves
+    if gate is not None and not admits(gate, s.facts):
         return "audience"
     return None
 
@@ -79,7 +82,8 @@ async def summon(
     bot = registry.get(s.bot)
     assert bot is not None
     per: dict[str, float] = dict(bot.limits.per or {})
-    spender = s.asked_by
+    # The asker pays; a run nobody asked for is counted against its subject (it matters more there).
+    spender = s.asked_by or s.subject
     if per and spender is not None:
         # Checked before the run exists (a refusal buys nothing), with the person's row locked so two
         # racing summonses are checked one after the other, never against the same snapshot.

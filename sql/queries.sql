@@ -10,6 +10,11 @@ RETURNING txn_id;
 -- A room we hear from gets a row the first time.
 INSERT INTO rooms (room_id) VALUES ($1) ON CONFLICT (room_id) DO NOTHING;
 
+-- name: lock_room
+-- Everything stored about a room takes the room's row first, so two transactions touching the same
+-- room (a transaction's events, the state read after a join) queue up instead of deadlocking.
+SELECT room_id FROM rooms WHERE room_id = $1 FOR UPDATE;
+
 -- name: get_room
 -- The room's row.
 SELECT * FROM rooms WHERE room_id = $1;
@@ -445,3 +450,37 @@ INSERT INTO outbox (txn_id, run_id, room_id, sender, event_type, content, of_txn
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (txn_id) DO NOTHING
 RETURNING id;
+
+
+-- name: clock_for_update
+-- Lock one schedule's clock (bot $1, trigger $2) for this tick; no row = absent, or another tick holds it.
+SELECT last_fired_at, started_at FROM bot_clock WHERE bot = $1 AND trigger = $2 FOR UPDATE SKIP LOCKED;
+
+-- name: start_clock
+-- A schedule seen for the first time starts its clock at $3 (it never fires for the past); a row back = started.
+INSERT INTO bot_clock (bot, trigger, last_fired_at, started_at) VALUES ($1, $2, $3, $3)
+ON CONFLICT (bot, trigger) DO NOTHING
+RETURNING started_at;
+
+-- name: advance_clock
+-- The schedule fired occurrence $3, whatever becomes of its run (refused, cancelled and failed count).
+UPDATE bot_clock SET last_fired_at = $3 WHERE bot = $1 AND trigger = $2;
+
+-- name: encrypted_rooms
+-- Every room known to be encrypted: a schedule may not speak in one (refused at publish).
+SELECT room_id FROM rooms WHERE encrypted ORDER BY room_id;
+
+-- name: conversation_busy
+-- Whether bot $1 already has a queued or running run in conversation $2 (one at a time, SPEC §6).
+SELECT EXISTS (SELECT 1 FROM agent_runs
+                WHERE bot = $1 AND conversation = $2 AND status IN ('queued', 'running')) AS busy;
+
+-- name: mark_run_conversation
+-- Run $1 belongs to conversation $2; a second unfinished run of the same bot there violates the unique index.
+UPDATE agent_runs SET conversation = $2 WHERE id = $1;
+
+-- name: record_hook_delivery
+-- Remember a site event's delivery ($1) and signature ($2); no row back = seen before (a replay: wake nothing).
+INSERT INTO hook_deliveries (delivery, signature, key_id, event) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING
+RETURNING delivery;

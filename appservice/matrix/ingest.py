@@ -20,6 +20,7 @@ from appservice.matrix.outbox import Outbox
 from appservice.matrix.said import Line, read_event
 from appservice.matrix.surface import answer_content
 from engine.content import Registry, facts_from_power_levels
+from engine.events import wake
 from engine.limits import Breach
 from engine.store.db import Database
 from engine.summon import Summoned, Summons, summon
@@ -109,6 +110,7 @@ class Ingest:
             # Never stored or read: we cannot, and a bot must not pretend it did.
             return
         await conn.execute(self.q["ensure_room"], room_id)
+        await conn.execute(self.q["lock_room"], room_id)
         if event_type == "m.reaction":
             await self._reaction(conn, room_id, event)
             return
@@ -148,10 +150,13 @@ class Ingest:
             if not isinstance(membership, str):
                 return
             name = content.get("displayname")
+            before = await conn.fetchrow(self.q["get_member"], room_id, state_key)
             await conn.execute(self.q["upsert_member"], room_id, state_key, membership,
                                name if isinstance(name, str) else None)
             if self.ours(state_key):
                 await self._our_membership(conn, room_id, state_key, membership, event, followups)
+            else:
+                await self._came_or_went(conn, room_id, state_key, membership, before, event)
         elif event_type == "m.room.encryption" and state_key == "":
             if await conn.fetchval(self.q["mark_room_encrypted"], room_id) is not None:
                 cancelled = await conn.fetch(self.q["cancel_room_runs"], room_id)
@@ -186,6 +191,29 @@ class Ingest:
             followups.append(Join(room_id, user_id))
         elif membership == "join":
             await conn.execute(self.q["mark_room_joined"], room_id)
+
+    async def _came_or_went(self, conn: asyncpg.Connection, room_id: str, user_id: str, membership: str,
+                            before: asyncpg.Record | None, event: Mapping[str, Any]) -> None:
+        """A person (never one of ours) joined or left: the bots in the room that hear it wake (SPEC §6).
+        Only a change counts: a join that renames is not a joining, and leaving needs having joined."""
+        was_joined = before is not None and before["membership"] == "join"
+        if membership == "join" and not was_joined:
+            happened = "member.joined"
+        elif membership in ("leave", "ban") and was_joined:
+            happened = "member.left"
+        else:
+            return
+        event_id = event.get("event_id")
+        if not isinstance(event_id, str):
+            return
+        content = event.get("content")
+        name = content.get("displayname") if isinstance(content, dict) else None
+        if not isinstance(name, str):
+            name = before["display_name"] if before is not None else None
+        await wake(conn, self.q, self._registry(), happened, occurrence=event_id, room_id=room_id,
+                   subject=user_id, conversation=room_id,
+                   facts={"user": user_id, "display_name": name, "membership": membership,
+                          "by": event.get("sender")})
 
     def _offered_in_rooms(self, user_id: str) -> bool:
         return any(b.user_id == user_id and "rooms" in b.surfaces for b in self._registry().bots.values())

@@ -153,3 +153,37 @@ async def test_with_no_live_worker_that_can_answer_nothing_is_summoned(ingest: I
     await db.execute("record_provider_status", "w-live", True, "live", ["openai"])
     await feed(ingest, db, "t4", [message("Helper!", mentions=[HELPER])])
     assert await count(db, "SELECT count(*) FROM agent_runs") == 1
+
+
+GREETER = """---
+name: Greeter
+hears:
+  - event: member.joined
+    ask: Welcome the person who just joined.
+---
+You greet people.
+"""
+
+
+async def test_a_person_joining_wakes_the_bots_in_the_room_that_hear_it(db: Database) -> None:
+    from engine.content import compile_sources
+    from engine.publish import publish
+
+    registry = compile_sources({"bots/greeter.md": GREETER}, server_name="localhost")
+    assert isinstance(registry, Registry), registry
+    await publish(db, registry)
+    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    ingest = Ingest(db, lambda: registry, server_name="localhost", service_user="@summon:localhost")
+    await feed(ingest, db, "t1", [state("m.room.member", "@bot_greeter:localhost", {"membership": "join"})])
+    joined = state("m.room.member", "@dana:localhost", {"membership": "join", "displayname": "Dana"},
+                   sender="@dana:localhost")
+    renamed = state("m.room.member", "@dana:localhost", {"membership": "join", "displayname": "Dana B"},
+                    sender="@dana:localhost")
+    await feed(ingest, db, "t2", [joined, renamed])
+    runs = await db.pool.fetch("SELECT bot, asked_by, subject, prompt, context FROM agent_runs")
+    assert len(runs) == 1  # a rename is not a joining
+    run = runs[0]
+    assert (run["bot"], run["asked_by"], run["subject"]) == ("greeter", None, "@dana:localhost")
+    assert run["prompt"] == "Welcome the person who just joined."
+    assert run["context"]["event"] == "member.joined"
+    assert run["context"]["facts"]["display_name"] == "Dana"

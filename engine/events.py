@@ -1,0 +1,118 @@
+"""Waking on an event (SPEC §6): a member joined or left a room, or a site posted ``site.<name>`` to its
+webhook. Each bot whose ``hears:`` names the event is summoned through the one door (``summon``), with
+the event's ``ask:`` as its prompt and the event's facts riding on the run as its context.
+
+A run nobody asked for has no asker, so ``serves:`` (checked against the event's subject) is the whole
+gate — ``for:`` says who may *ask*, and nobody did. And there is one run per bot per conversation at a
+time: a second event while the first run is still queued or running is refused ``busy``, by a query
+first and by a unique index when two events race.
+
+``hearers`` is pure and reads only the registry, so an event nobody declared a bot for costs nothing in
+the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+from collections.abc import Mapping
+from typing import Any
+
+import asyncpg
+
+from engine.content import AudienceFacts, Bot, EventTrigger, Registry, admits, facts_from_power_levels
+from engine.store.queries import Queries
+from engine.summon import Refused, Summoned, Summons, summon
+
+log = logging.getLogger(__name__)
+
+Hearing = tuple[tuple[Bot, EventTrigger], ...]
+
+
+def index(registry: Registry) -> Mapping[str, Hearing]:
+    """Event name → the bots that hear it, each with its first trigger for that event (one run per bot
+    per event: a second ``- event:`` of the same name in one file would only be a duplicate)."""
+    found: dict[str, dict[str, tuple[Bot, EventTrigger]]] = {}
+    for bot in registry.bots.values():
+        for trigger in bot.hears:
+            if isinstance(trigger, EventTrigger):
+                found.setdefault(trigger.event, {}).setdefault(bot.slug, (bot, trigger))
+    return types.MappingProxyType({name: tuple(by_bot.values()) for name, by_bot in found.items()})
+
+
+def hearers(registry: Registry, event_name: str) -> list[tuple[Bot, EventTrigger]]:
+    """The published bots that hear ``event_name``, in slug order."""
+    return list(index(registry).get(event_name, ()))
+
+
+async def wake(
+    conn: asyncpg.Connection,
+    q: Queries,
+    registry: Registry,
+    event_name: str,
+    *,
+    occurrence: str,
+    room_id: str | None,
+    subject: str | None,
+    facts: dict[str, Any],
+    conversation: str,
+) -> list[Summoned | Refused]:
+    """Summon every bot that hears ``event_name``, in the caller's transaction; one result per bot that
+    hears it and may speak there (in ``room_id``, when given: only bots whose puppet is joined).
+
+    ``occurrence`` is what happened once — the Matrix event id, or the webhook's delivery id — so the
+    same event delivered twice summons nothing twice. ``facts`` go on the run untouched."""
+    hearing = hearers(registry, event_name)
+    if not hearing:
+        return []
+    if room_id is not None:
+        # For now a bot is enabled in a room by being in it (its puppet joined, as room_members says).
+        rows = await conn.fetch(q["our_members"], room_id, [bot.user_id for bot, _ in hearing])
+        joined = {r["user_id"] for r in rows if r["membership"] == "join"}
+        hearing = [(bot, trigger) for bot, trigger in hearing if bot.user_id in joined]
+        if not hearing:
+            return []
+    room = await conn.fetchrow(q["get_room"], room_id) if room_id is not None else None
+    about = await subject_facts(conn, q, registry.server_name, room, subject)
+    results: list[Summoned | Refused] = []
+    for bot, trigger in hearing:
+        extra = {"bot": bot.slug, "room": room_id, "event": event_name}
+        if not admits(bot.serves, about):
+            log.info("event %s not for %s's serves:", event_name, bot.slug, extra=extra)
+            results.append(Refused("audience"))
+            continue
+        if await conn.fetchval(q["conversation_busy"], bot.slug, conversation):
+            log.info("event %s: %s is busy in %s", event_name, bot.slug, conversation, extra=extra)
+            results.append(Refused("busy"))
+            continue
+        summons = Summons(
+            bot=bot.slug, surface="rooms", prompt=trigger.ask, asked_by=None, subject=subject, facts=about,
+            room_id=room_id, trigger_event=f"event:{event_name}:{occurrence}:{bot.slug}",
+            context={"kind": "event", "event": event_name, "facts": facts, "lines": []},
+            encrypted=bool(room is not None and room["encrypted"]),
+        )
+        try:
+            async with conn.transaction():  # a savepoint: a lost race undoes its run, not the caller's work
+                result = await summon(conn, q, registry, summons)
+                if isinstance(result, Summoned):
+                    await conn.execute(q["mark_run_conversation"], result.run_id, conversation)
+        except asyncpg.UniqueViolationError:
+            log.info("event %s: %s became busy in %s", event_name, bot.slug, conversation, extra=extra)
+            result = Refused("busy")
+        results.append(result)
+    return results
+
+
+async def subject_facts(
+    conn: asyncpg.Connection, q: Queries, server_name: str, room: asyncpg.Record | None, subject: str | None,
+) -> AudienceFacts:
+    """What ``serves:`` is checked against: the subject as the room knows them (membership, power), or
+    just who they are when there is no room, or nobody."""
+    if subject is None or room is None:
+        return AudienceFacts(user_id=subject, local_server=server_name)
+    member = await conn.fetchrow(q["get_member"], room["room_id"], subject)
+    is_member = member is not None and member["membership"] == "join"
+    return facts_from_power_levels(
+        subject, room["power_levels"], room["create_content"], room["room_version"] or "1", is_member,
+        server_name, create_sender=room["create_sender"],
+    )

@@ -1,0 +1,164 @@
+"""The tick that wakes scheduled bots (SPEC §6): every minute (configurable) it asks each live bot's
+schedules what is owed, and summons the bot for it through the one door in (``engine.summon``).
+
+The clock is kept on the bot (``bot_clock``), not worked out from runs:
+
+- a schedule the tick has never seen starts its clock at now and fires nothing (never for the past);
+- only the **last** occurrence between the last firing and now fires, so a service down for a week says
+  good morning once;
+- the clock is advanced *before* the summons, in the same transaction, so a refused, cancelled or
+  failed run still counts as fired; the row is locked ``FOR UPDATE SKIP LOCKED``, so two services
+  ticking at once fire it once, and the run's ``trigger_event`` names the occurrence, so even a
+  rebuilt clock cannot start the same occurrence twice.
+
+When nothing is owed the tick writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+import asyncpg
+
+from engine.clock import Clock
+from engine.content import AudienceFacts, Registry, ScheduleTrigger
+from engine.schedule import last_between
+from engine.store.db import Database
+from engine.store.queries import Queries
+from engine.summon import Refused, Summoned, Summons, summon
+
+log = logging.getLogger(__name__)
+
+ResolveRoom = Callable[[str], Awaitable[str | None]]
+SummonFn = Callable[[asyncpg.Connection, Queries, Registry, Summons], Awaitable[Summoned | Refused]]
+
+# An alias lookup holds the clock's row lock while it waits: never for longer than this.
+RESOLVE_SECONDS = 10.0
+
+
+def trigger_key(trigger: ScheduleTrigger) -> str:
+    """A stable key for one schedule: a hash of what it says (when, where, what to ask), not its place in
+    the list, so reordering ``hears:`` keeps every clock, and an edited schedule starts a clock of its own
+    (at now: it never fires for the past). Defaults are left out, so a field content adds later with a
+    default does not restart every clock."""
+    said = trigger.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    digest = hashlib.sha256(json.dumps(said, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return digest[:16]
+
+
+async def schedule_tick(
+    db: Database,
+    registry: Registry,
+    now: datetime,
+    *,
+    resolve_room: ResolveRoom,
+    summon_fn: SummonFn = summon,
+) -> list[int]:
+    """Fire what is owed at ``now``; returns the ids of the runs it started. ``resolve_room`` turns a
+    ``#alias:server`` into a room id (None when it cannot); a ``!id:server`` is used as written."""
+    started: list[int] = []
+    for bot in registry:
+        for trigger in bot.hears:
+            if not isinstance(trigger, ScheduleTrigger):
+                continue
+            key = trigger_key(trigger)
+            try:
+                run_id = await _fire(db, registry, bot.slug, key, trigger, now, resolve_room, summon_fn)
+            except asyncpg.PostgresError:
+                # Its own transaction rolled back, clock and all: the next tick tries it again.
+                log.exception("schedule %s of %s failed; will try again", key, bot.slug, extra={"bot": bot.slug})
+                continue
+            if run_id is not None:
+                started.append(run_id)
+    return started
+
+
+async def _fire(
+    db: Database,
+    registry: Registry,
+    bot: str,
+    key: str,
+    trigger: ScheduleTrigger,
+    now: datetime,
+    resolve_room: ResolveRoom,
+    summon_fn: SummonFn,
+) -> int | None:
+    q = db.q
+    async with db.transaction("schedule_tick") as conn:
+        clock = await conn.fetchrow(q["clock_for_update"], bot, key)
+        if clock is None:
+            # Absent (start it) or held by another tick (which fires it, not us).
+            if await conn.fetchval(q["start_clock"], bot, key, now) is not None:
+                log.info("schedule %s of %s starts its clock", key, bot, extra={"bot": bot})
+            return None
+        occurrence = last_between(trigger.schedule, clock["last_fired_at"], now)
+        if occurrence is None:
+            return None
+        await conn.execute(q["advance_clock"], bot, key, occurrence)
+        when = occurrence.isoformat()
+        room_id = await _room(trigger.in_, resolve_room, bot)
+        if room_id is None:
+            log.error(
+                "schedule %s of %s owed %s, but room %s cannot be found; it counts as fired",
+                key, bot, when, trigger.in_, extra={"bot": bot, "room": trigger.in_},
+            )
+            return None
+        room = await conn.fetchrow(q["get_room"], room_id)
+        summons = Summons(
+            bot=bot,
+            surface="rooms",
+            prompt=trigger.ask,
+            asked_by=None,
+            facts=AudienceFacts(user_id=None, local_server=registry.server_name, is_member=False),
+            room_id=room_id,
+            trigger_event=f"schedule:{bot}:{key}:{when}",
+            context={"kind": "schedule", "occurrence": when, "lines": []},
+            encrypted=bool(room is not None and room["encrypted"]),
+        )
+        outcome = await summon_fn(conn, q, registry, summons)
+    if isinstance(outcome, Refused):
+        log.warning(
+            "schedule %s of %s owed %s, refused: %s; it counts as fired", key, bot, when, outcome.reason,
+            extra={"bot": bot, "room": room_id},
+        )
+        return None
+    log.info("schedule %s of %s woke run %s for %s", key, bot, outcome.run_id, when,
+             extra={"bot": bot, "room": room_id, "run": outcome.run_id})
+    return outcome.run_id
+
+
+async def _room(room: str, resolve_room: ResolveRoom, bot: str) -> str | None:
+    if room.startswith("!"):
+        return room
+    try:
+        return await asyncio.wait_for(resolve_room(room), RESOLVE_SECONDS)
+    except Exception:
+        # Whatever the Matrix side raised (or a lookup that hung): the room is unknown for this tick.
+        log.exception("could not resolve %s", room, extra={"bot": bot, "room": room})
+        return None
+
+
+async def run_ticks(
+    db: Database,
+    registry_fn: Callable[[], Registry],
+    clock: Clock,
+    stop: asyncio.Event,
+    *,
+    every: float = 60,
+    resolve_room: ResolveRoom,
+) -> None:
+    """Tick every ``every`` seconds until ``stop`` is set, against the registry published at the time."""
+    while not stop.is_set():
+        try:
+            await schedule_tick(db, registry_fn(), clock.now(), resolve_room=resolve_room)
+        except (OSError, asyncpg.PostgresError):
+            log.exception("schedule tick failed; will try again")
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=every)
+        except TimeoutError:
+            pass

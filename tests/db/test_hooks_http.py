@@ -1,0 +1,153 @@
+"""The site-event webhook over HTTP, on a real PostgreSQL: who may post (401, 403), what (400), an event
+nobody hears (202, nothing stored), a heard one (202 with its runs), and a replay (200, nothing new)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from appservice.config import HookKey
+from appservice.hooks import DELIVERY, KEY, SIGNATURE, TIMESTAMP, EventHooks, sign
+from engine.clock import FakeClock
+from engine.content import Registry, compile_sources
+from engine.publish import publish
+from engine.store.db import Database
+
+pytestmark = pytest.mark.db
+
+ROOM = "!shop:localhost"
+NOW = 1_800_000_000
+SECRET = "shop-secret-0123456789abcdef"
+KEYS = {"shop": HookKey(secret=SECRET, events=("site.purchase.*", "site.support.*"))}
+
+CASHIER = """---
+name: Cashier
+hears:
+  - event: site.purchase.paid
+    ask: Check the order went through.
+---
+You look after orders.
+"""
+
+ClientMaker = Callable[..., Awaitable[TestClient[web.Request, web.Application]]]
+
+
+@pytest.fixture
+async def client(db: Database, aiohttp_client: ClientMaker) -> TestClient[web.Request, web.Application]:
+    registry = compile_sources({"bots/cashier.md": CASHIER}, server_name="localhost")
+    assert isinstance(registry, Registry), registry
+    await publish(db, registry)
+    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    await db.execute("ensure_room", ROOM)
+    await db.execute("upsert_member", ROOM, "@bot_cashier:localhost", "join", None)
+    app = web.Application()
+    EventHooks(db, lambda: registry, KEYS, FakeClock(datetime.fromtimestamp(NOW, UTC))).routes(app)
+    return await aiohttp_client(app)
+
+
+FACTS = {"room_id": ROOM, "subject": "@ann:localhost", "order": {"id": 12, "total": "9.50"}}
+
+
+def signed(body: bytes, *, ts: int = NOW, delivery: str | None = None, secret: str = SECRET,
+           key: str = "shop") -> dict[str, str]:
+    return {KEY: key, TIMESTAMP: str(ts), DELIVERY: delivery or str(uuid.uuid4()),
+            SIGNATURE: sign(secret, str(ts), body), "Content-Type": "application/json"}
+
+
+async def stored(db: Database) -> tuple[int, int]:
+    runs = await db.pool.fetchval("SELECT count(*) FROM agent_runs")
+    deliveries = await db.pool.fetchval("SELECT count(*) FROM hook_deliveries")
+    return runs, deliveries
+
+
+async def post(client: TestClient[Any, Any], name: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+    response = await client.post(f"/hooks/events/{name}", data=body, headers=headers)
+    return response.status, await response.json()
+
+
+BODY = json.dumps(FACTS).encode()
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        (signed(BODY, secret="not-the-secret-0123456789"), 401),
+        (signed(BODY, ts=NOW - 301), 401),
+        (signed(BODY, ts=NOW + 301), 401),
+        (signed(BODY, key="nobody"), 401),
+        ({k: v for k, v in signed(BODY).items() if k != SIGNATURE}, 401),
+        (signed(b"{}"), 401),  # a signature for another body
+    ],
+    ids=["bad_signature", "stale", "future", "unknown_key", "unsigned", "signature_of_another_body"],
+)
+async def test_who_cannot_post_gets_401_and_nothing_is_stored(
+        client: TestClient[Any, Any], db: Database, headers: dict[str, str], status: int) -> None:
+    code, answer = await post(client, "site.purchase.paid", BODY, headers)
+    assert code == status and "error" in answer
+    assert await stored(db) == (0, 0)
+
+
+async def test_a_key_not_scoped_to_the_event_is_403(client: TestClient[Any, Any], db: Database) -> None:
+    body = json.dumps(FACTS).encode()
+    code, answer = await post(client, "site.refund.issued", body, signed(body))
+    assert code == 403 and "site.refund.issued" in answer["error"]
+    assert await stored(db) == (0, 0)
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[]", json.dumps({"subject": "@ann:localhost"}).encode()],
+                         ids=["not_json", "not_an_object", "no_room"])
+async def test_a_bad_body_is_400(client: TestClient[Any, Any], db: Database, body: bytes) -> None:
+    code, _ = await post(client, "site.purchase.paid", body, signed(body))
+    assert code == 400
+    assert await stored(db) == (0, 0)
+
+
+async def test_only_site_events_are_posted_here(client: TestClient[Any, Any], db: Database) -> None:
+    code, _ = await post(client, "member.joined", BODY, signed(BODY))
+    assert code == 404
+    assert await stored(db) == (0, 0)
+
+
+async def test_an_event_nobody_hears_is_accepted_and_costs_nothing(client: TestClient[Any, Any], db: Database) -> None:
+    code, answer = await post(client, "site.purchase.refunded", BODY, signed(BODY))
+    assert code == 202 and answer["runs"] == []
+    assert await stored(db) == (0, 0)
+
+
+async def test_a_heard_event_wakes_its_bot_with_the_body_as_facts(client: TestClient[Any, Any], db: Database) -> None:
+    headers = signed(BODY)
+    code, answer = await post(client, "site.purchase.paid", BODY, headers)
+    assert code == 202 and len(answer["runs"]) == 1 and answer["refused"] == []
+    run = await db.fetchrow("get_run", answer["runs"][0])
+    assert run is not None
+    assert (run["bot"], run["room_id"], run["subject"], run["asked_by"]) == ("cashier", ROOM, "@ann:localhost", None)
+    assert run["context"]["facts"] == FACTS
+    assert run["trigger_event"] == f"event:site.purchase.paid:{headers[DELIVERY]}:cashier"
+    assert run["conversation"] == "@ann:localhost"
+
+
+async def test_a_replayed_delivery_wakes_nothing_new(client: TestClient[Any, Any], db: Database) -> None:
+    headers = signed(BODY)
+    first, _ = await post(client, "site.purchase.paid", BODY, headers)
+    await db.pool.execute("UPDATE agent_runs SET status = 'done'")  # not busy: only the replay holds it back
+    code, answer = await post(client, "site.purchase.paid", BODY, headers)
+    assert (first, code) == (202, 200) and answer["replayed"] is True
+    # The same signed request under a fresh delivery id is the same message, replayed.
+    code, answer = await post(client, "site.purchase.paid", BODY, {**headers, DELIVERY: str(uuid.uuid4())})
+    assert code == 200 and answer["replayed"] is True
+    assert await stored(db) == (1, 1)
+
+
+async def test_a_second_event_while_the_first_run_is_queued_is_busy(client: TestClient[Any, Any], db: Database) -> None:
+    again = json.dumps({**FACTS, "order": {"id": 13}}).encode()
+    await post(client, "site.purchase.paid", BODY, signed(BODY))
+    code, answer = await post(client, "site.purchase.paid", again, signed(again))
+    assert code == 202 and answer["runs"] == [] and answer["refused"] == ["busy"]
+    assert await stored(db) == (1, 2)

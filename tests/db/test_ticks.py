@@ -1,0 +1,233 @@
+"""The schedule tick on a real PostgreSQL: the clock kept on the bot, the last occurrence fired once."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+
+import asyncpg
+import pytest
+
+from engine.clock import FakeClock
+from engine.content import Registry, ScheduleTrigger, compile_sources
+from engine.publish import publish
+from engine.store.db import Database
+from engine.store.queries import Queries
+from engine.summon import Refused, Summoned, Summons, summon
+from engine.ticks import run_ticks, schedule_tick, trigger_key
+
+pytestmark = pytest.mark.db
+
+MORNING = """---
+name: Morning
+hears:
+  - mention
+  - schedule: {every: day, at: '08:00', zone: Europe/Dublin}
+    in: '!general:localhost'
+    ask: Say good morning.
+---
+You greet the room.
+"""
+
+UTC = dt.UTC
+MONDAY = dt.datetime(2026, 1, 5, 7, 0, tzinfo=UTC)  # 07:00 in Dublin, an hour before it is owed
+
+
+async def no_alias(alias: str) -> str | None:
+    raise AssertionError(f"a room id needs no resolving, but {alias} was resolved")
+
+
+@pytest.fixture
+async def morning(db: Database) -> Registry:
+    registry = compile_sources({"bots/morning.md": MORNING}, server_name="localhost")
+    assert isinstance(registry, Registry), registry
+    await publish(db, registry)
+    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    return registry
+
+
+def key_of(registry: Registry) -> str:
+    [trigger] = [t for t in registry.bots["morning"].hears if isinstance(t, ScheduleTrigger)]
+    return trigger_key(trigger)
+
+
+async def tick(db: Database, registry: Registry, now: dt.datetime) -> list[int]:
+    return await schedule_tick(db, registry, now, resolve_room=no_alias)
+
+
+async def clock(db: Database) -> list[tuple[str, dt.datetime, dt.datetime]]:
+    rows = await db.pool.fetch("SELECT bot, last_fired_at, started_at FROM bot_clock ORDER BY bot, trigger")
+    return [(r["bot"], r["last_fired_at"], r["started_at"]) for r in rows]
+
+
+async def runs(db: Database) -> list[dict[str, object]]:
+    rows = await db.pool.fetch(
+        "SELECT bot, surface, room_id, trigger_event, asked_by, prompt, context, status FROM agent_runs ORDER BY id")
+    return [dict(r) for r in rows]
+
+
+async def test_a_bot_that_never_fired_starts_its_clock_at_now_and_fires_nothing(
+    db: Database, morning: Registry,
+) -> None:
+    # 09:00 in Dublin: today's 08:00 is past, but a new clock never fires for the past.
+    now = MONDAY + dt.timedelta(hours=2)
+    assert await tick(db, morning, now) == []
+    assert await clock(db) == [("morning", now, now)]
+    assert await runs(db) == []
+    # Ticking again at the same moment is nothing owed: nothing changes.
+    assert await tick(db, morning, now + dt.timedelta(seconds=60)) == []
+    assert await clock(db) == [("morning", now, now)]
+
+
+async def test_a_day_later_it_fires_once_and_keeps_the_clock(db: Database, morning: Registry) -> None:
+    await tick(db, morning, MONDAY)
+    assert await tick(db, morning, MONDAY + dt.timedelta(minutes=59)) == []
+    fired = await tick(db, morning, MONDAY + dt.timedelta(hours=1))
+    assert len(fired) == 1
+    owed = dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+    key = key_of(morning)
+    assert await runs(db) == [{
+        "bot": "morning", "surface": "rooms", "room_id": "!general:localhost",
+        "trigger_event": f"schedule:morning:{key}:{owed.isoformat()}", "asked_by": None,
+        "prompt": "Say good morning.", "context": {"kind": "schedule", "occurrence": owed.isoformat(), "lines": []},
+        "status": "queued",
+    }]
+    assert await clock(db) == [("morning", owed, MONDAY)]
+    # The next minute owes nothing; the next morning owes one more.
+    assert await tick(db, morning, MONDAY + dt.timedelta(hours=1, minutes=1)) == []
+    assert len(await tick(db, morning, MONDAY + dt.timedelta(days=1, hours=1))) == 1
+    assert len(await runs(db)) == 2
+
+
+async def test_a_week_down_fires_once_with_the_last_occurrence(db: Database, morning: Registry) -> None:
+    await tick(db, morning, MONDAY)
+    later = MONDAY + dt.timedelta(days=7, hours=5)
+    fired = await tick(db, morning, later)
+    assert len(fired) == 1
+    last = dt.datetime(2026, 1, 12, 8, 0, tzinfo=UTC)
+    [run] = await runs(db)
+    assert run["context"] == {"kind": "schedule", "occurrence": last.isoformat(), "lines": []}
+    assert await clock(db) == [("morning", last, MONDAY)]
+    assert await tick(db, morning, later + dt.timedelta(minutes=1)) == []
+
+
+async def test_two_ticks_at_once_fire_once(db: Database, morning: Registry) -> None:
+    await tick(db, morning, MONDAY)
+    now = MONDAY + dt.timedelta(hours=3)
+    results = await asyncio.gather(*(tick(db, morning, now) for _ in range(8)))
+    assert sorted(len(r) for r in results) == [0] * 7 + [1]
+    assert len(await runs(db)) == 1
+
+
+async def test_two_ticks_that_both_start_a_clock_start_it_once(db: Database, morning: Registry) -> None:
+    results = await asyncio.gather(*(tick(db, morning, MONDAY + dt.timedelta(hours=3)) for _ in range(8)))
+    assert results == [[]] * 8
+    assert len(await clock(db)) == 1
+    assert await runs(db) == []
+
+
+async def test_a_held_clock_is_skipped_not_waited_for(db: Database, morning: Registry) -> None:
+    await tick(db, morning, MONDAY)
+    async with db.pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT 1 FROM bot_clock FOR UPDATE")
+        # Another service holds the row: this tick neither fires nor blocks.
+        assert await asyncio.wait_for(tick(db, morning, MONDAY + dt.timedelta(hours=3)), 5) == []
+    assert len(await tick(db, morning, MONDAY + dt.timedelta(hours=3))) == 1
+
+
+async def test_a_refused_summons_still_counts_as_fired(
+    db: Database, morning: Registry, caplog: pytest.LogCaptureFixture,
+) -> None:
+    await tick(db, morning, MONDAY)
+    await db.execute("forget_provider_status", "test-worker")  # no provider, no bots
+    with caplog.at_level(logging.WARNING, logger="engine.ticks"):
+        assert await tick(db, morning, MONDAY + dt.timedelta(hours=2)) == []
+    assert await runs(db) == []
+    assert await clock(db) == [("morning", dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC), MONDAY)]
+    assert "refused: no_provider" in caplog.text
+    # A provider back later does not bring the refused morning back.
+    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    assert await tick(db, morning, MONDAY + dt.timedelta(hours=3)) == []
+
+
+async def test_a_room_that_turned_encrypted_is_refused_and_counts_as_fired(
+    db: Database, morning: Registry,
+) -> None:
+    await tick(db, morning, MONDAY)
+    await db.execute("ensure_room", "!general:localhost")
+    await db.execute("mark_room_encrypted", "!general:localhost")
+    assert [r["room_id"] for r in await db.fetch("encrypted_rooms")] == ["!general:localhost"]
+    assert await tick(db, morning, MONDAY + dt.timedelta(hours=2)) == []
+    assert await runs(db) == []
+    assert (await clock(db))[0][1] == dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+
+
+ALIASED = MORNING.replace("'!general:localhost'", "'#general:localhost'")
+
+
+async def test_an_alias_is_resolved_and_an_unknown_one_still_counts_as_fired(
+    db: Database, caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = compile_sources({"bots/morning.md": ALIASED}, server_name="localhost")
+    assert isinstance(registry, Registry), registry
+    await publish(db, registry)
+    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    asked: list[str] = []
+
+    async def resolve(alias: str) -> str | None:
+        asked.append(alias)
+        return "!resolved:localhost" if len(asked) == 1 else None
+
+    await schedule_tick(db, registry, MONDAY, resolve_room=resolve)
+    assert asked == []  # nothing owed, nothing resolved
+    assert len(await schedule_tick(db, registry, MONDAY + dt.timedelta(hours=2), resolve_room=resolve)) == 1
+    assert [r["room_id"] for r in await runs(db)] == ["!resolved:localhost"]
+    with caplog.at_level(logging.ERROR, logger="engine.ticks"):
+        assert await schedule_tick(db, registry, MONDAY + dt.timedelta(days=1, hours=2), resolve_room=resolve) == []
+    assert asked == ["#general:localhost", "#general:localhost"]
+    assert "#general:localhost cannot be found" in caplog.text
+    assert (await clock(db))[0][1] == dt.datetime(2026, 1, 6, 8, 0, tzinfo=UTC)
+
+
+async def test_the_clock_is_advanced_before_the_summons(db: Database, morning: Registry) -> None:
+    await tick(db, morning, MONDAY)
+    seen: list[dt.datetime] = []
+
+    async def watching(conn: asyncpg.Connection, q: Queries, registry: Registry, s: Summons) -> Summoned | Refused:
+        seen.append(await conn.fetchval("SELECT last_fired_at FROM bot_clock"))
+        return await summon(conn, q, registry, s)
+
+    await schedule_tick(db, morning, MONDAY + dt.timedelta(hours=2), resolve_room=no_alias, summon_fn=watching)
+    assert seen == [dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC)]
+
+
+async def test_a_summons_that_fails_rolls_the_clock_back_for_the_next_tick(db: Database, morning: Registry) -> None:
+    await tick(db, morning, MONDAY)
+
+    async def broken(conn: asyncpg.Connection, q: Queries, registry: Registry, s: Summons) -> Summoned | Refused:
+        await conn.execute("SELECT 1/0")
+        raise AssertionError("unreachable")
+
+    now = MONDAY + dt.timedelta(hours=2)
+    assert await schedule_tick(db, morning, now, resolve_room=no_alias, summon_fn=broken) == []
+    assert await clock(db) == [("morning", MONDAY, MONDAY)]
+    assert len(await tick(db, morning, now)) == 1
+
+
+async def test_run_ticks_ticks_until_stopped(db: Database, morning: Registry) -> None:
+    clock_ = FakeClock(MONDAY)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_ticks(db, lambda: morning, clock_, stop, every=0.01, resolve_room=no_alias))
+    for _ in range(200):
+        if await clock(db):
+            break
+        await asyncio.sleep(0.01)
+    clock_.advance(3600 * 2)
+    for _ in range(200):
+        if await runs(db):
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert len(await runs(db)) == 1
