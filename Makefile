@@ -32,6 +32,7 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench
 	$(BIN)/python -m tests.bench.engine
+	$(BIN)/python -m tests.bench.load
 
 down:
 	synapse-dev/down
