@@ -147,8 +147,8 @@ class Service:
         while not self.stop_event.is_set():
             try:
                 usable = bool(await self.db.fetchval("provider_usable", LIVENESS_SECONDS))
-            except (OSError, asyncpg.PostgresError):
-                log.exception("could not read the provider status")
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                log.warning("could not read the provider status (the database is unavailable)")
                 usable = False
             if usable != shown:
                 await self.rooms.set_presence(usable)

@@ -109,10 +109,9 @@ class Worker:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and hold runs with ``slots`` concurrent slots, woken by NOTIFY, until ``stop`` is set."""
-        listener = await self.db.pool.acquire()
         try:
-            await listener.add_listener("summon_runs", self._notified)
             async with TaskGroup("worker") as group:
+                group.spawn(self.db.listen("summon_runs", self._poke, stop), name="worker-listen")
                 for n in range(self.settings.slots):
                     group.spawn(self._slot(n, stop), name=f"worker-slot-{n}")
                 group.spawn(self._sweeper(stop), name="worker-sweep")
@@ -120,11 +119,9 @@ class Worker:
                 await stop.wait()
                 self._poke()
         finally:
-            await listener.remove_listener("summon_runs", self._notified)
-            await self.db.pool.release(listener)
             try:
                 await self.db.execute("forget_provider_status", self.id)
-            except (OSError, asyncpg.PostgresError):
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
                 log.warning("could not take this worker's provider status down; it will go stale")
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
@@ -133,15 +130,12 @@ class Worker:
         while not stop.is_set():
             try:
                 await self.db.execute("record_provider_status", self.id, s.usable, s.mode, list(s.providers))
-            except (OSError, asyncpg.PostgresError):
-                log.exception("could not record the provider status")
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                log.warning("could not record the provider status (the database is unavailable)")
             try:
                 await asyncio.wait_for(stop.wait(), timeout=self.settings.heartbeat_seconds)
             except TimeoutError:
                 pass
-
-    def _notified(self, *_: object) -> None:
-        self._poke()
 
     def _poke(self) -> None:
         self._generation += 1
@@ -152,8 +146,8 @@ class Worker:
             seen = self._generation
             try:
                 held = await self.work_once()
-            except (OSError, asyncpg.PostgresError):
-                log.exception("worker slot %s: database error; retrying", n)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                log.warning("worker slot %s: the database is unavailable; retrying in 1s", n)
                 await asyncio.sleep(1)
                 continue
             if held or stop.is_set():
@@ -170,8 +164,8 @@ class Worker:
         while not stop.is_set():
             try:
                 await self.sweep()
-            except (OSError, asyncpg.PostgresError):
-                log.exception("lease sweep failed; will try again")
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                log.warning("lease sweep failed (the database is unavailable); will try again")
             try:
                 await asyncio.wait_for(stop.wait(), timeout=self.settings.sweep_seconds)
             except TimeoutError:
@@ -212,7 +206,7 @@ class Worker:
     async def _release_quietly(self, run: RunInfo) -> None:
         try:
             await self.db.fetchval("hand_back_run", run.id, self.id)
-        except (OSError, asyncpg.PostgresError):
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
             log.warning("could not hand run %s back at shutdown; the sweep will", run.id)
 
     async def _step_until_done(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from typing import Any
 from urllib.parse import quote
@@ -27,7 +28,8 @@ log = logging.getLogger(__name__)
 
 CLAIM_BATCH = 100
 HIDE_SECONDS = 30.0
-MAX_BACKOFF = 60.0
+MAX_BACKOFF = 10.0  # our own homeserver: when it comes back, answers should follow within seconds
+TXN_MARKER = "org.summon.txn"
 RELATED_WAIT = 0.2  # an edit or redaction whose message is not sent yet waits this long
 
 
@@ -44,8 +46,32 @@ class MatrixSender:
         self._headers = {"Authorization": f"Bearer {as_token}"}
 
     async def send(self, room_id: str, event_type: str, content: dict[str, Any], txn_id: str, sender: str) -> str:
+        # The txn id rides in the content too: Synapse forgets an appservice's txn ids when it restarts,
+        # so after a send whose outcome is unknown, ``already_sent`` looks for this marker instead.
         return await self._put(f"/rooms/{quote(room_id, safe='')}/send/{quote(event_type, safe='')}/"
-                               f"{quote(txn_id, safe='')}", content, sender)
+                               f"{quote(txn_id, safe='')}", {**content, TXN_MARKER: txn_id}, sender)
+
+    async def already_sent(self, room_id: str, txn_id: str, sender: str) -> str | None:
+        """The event id of a message ``sender`` already posted under ``txn_id`` (among its latest), or None."""
+        url = f"{self._base}/_matrix/client/v3/rooms/{quote(room_id, safe='')}/messages"
+        params = {"dir": "b", "limit": "50", "user_id": sender, "filter": json.dumps({"senders": [sender]})}
+        try:
+            async with self._session.get(url, params=params, headers=self._headers,
+                                         timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                if resp.status == 429 or resp.status >= 500:
+                    raise MatrixError(f"{resp.status} reading recent messages", status=resp.status)
+                if resp.status != 200:
+                    # Cannot look (e.g. the puppet may not read the room): send; a duplicate beats a loss.
+                    log.warning("outbox: could not read %s's recent messages (%s); sending again",
+                                sender, resp.status, extra={"room": room_id, "txn": txn_id})
+                    return None
+                body = await resp.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise MatrixError(f"homeserver unreachable: {exc!r}") from exc
+        for event in body.get("chunk", []) if isinstance(body, dict) else []:
+            if isinstance(event, dict) and (event.get("content") or {}).get(TXN_MARKER) == txn_id:
+                return str(event.get("event_id"))
+        return None
 
     async def redact(self, room_id: str, event_id: str, txn_id: str, sender: str, reason: str | None = None) -> str:
         body = {"reason": reason} if reason else {}
@@ -111,27 +137,24 @@ class Outbox:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Send what is due, woken by NOTIFY on insert, and otherwise when the next retry falls due."""
-        listener = await self.db.pool.acquire()
+        listening = asyncio.ensure_future(self.db.listen("summon_outbox", self.wake, stop))
         try:
-            await listener.add_listener("summon_outbox", self._notified)
             while not stop.is_set():
                 self._wake.clear()
                 try:
                     if await self.send_due():
                         continue
                     wait = await self.db.fetchval("next_outbox_due")
-                except (OSError, asyncpg.PostgresError):
-                    log.exception("outbox: database error; retrying")
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                    log.warning("outbox: the database is unavailable; retrying in 1s")
                     wait = 1.0
                 timeout = 5.0 if wait is None else max(0.01, min(5.0, float(wait)))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
         finally:
-            await listener.remove_listener("summon_outbox", self._notified)
-            await self.db.pool.release(listener)
-
-    def _notified(self, *_: object) -> None:
-        self._wake.set()
+            listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listening
 
     def wake(self) -> None:
         self._wake.set()
@@ -153,7 +176,14 @@ class Outbox:
     async def _send_one(self, row: asyncpg.Record) -> None:
         extra = {"room": row["room_id"], "run": row["run_id"], "txn": row["txn_id"]}
         try:
-            if row["of_txn"] is None:
+            found = None
+            if row["attempts"] > 1 and row["event_type"] != "m.room.redaction":
+                # The last attempt's outcome is unknown (it may have landed before the homeserver went
+                # away, and a restarted Synapse no longer knows the txn id): look before sending again.
+                found = await self.sender.already_sent(row["room_id"], row["txn_id"], row["sender"])
+            if found is not None:
+                event_id = found
+            elif row["of_txn"] is None:
                 event_id = await self.sender.send(
                     row["room_id"], row["event_type"], row["content"], row["txn_id"], row["sender"],
                 )

@@ -7,10 +7,11 @@ warning says *what* was slow.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,10 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 
 class Database:
-    def __init__(self, pool: asyncpg.Pool, queries: Queries) -> None:
+    def __init__(self, pool: asyncpg.Pool, queries: Queries, dsn: str | None = None) -> None:
         self.pool = pool
         self.q = queries
+        self.dsn = dsn
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Database:
@@ -42,7 +44,7 @@ class Database:
         except (OSError, asyncpg.PostgresError) as exc:
             raise StoreError(f"cannot connect to the database: {exc}") from exc
         assert pool is not None
-        return cls(pool, Queries())
+        return cls(pool, Queries(), dsn)
 
     async def close(self, timeout: float = 10.0) -> None:
         try:
@@ -59,6 +61,48 @@ class Database:
         took = time.monotonic() - started
         if took > SLOW_SECONDS:
             log.warning("slow transaction %s took %.3fs", name, took, extra={"txn": name})
+
+    async def listen(self, channel: str, wake: Callable[[], None], stop: asyncio.Event) -> None:
+        """LISTEN on ``channel`` and call ``wake`` on every NOTIFY, until ``stop`` — surviving the database
+        going away: a lost connection is replaced (with backoff), and ``wake`` is called once on every
+        (re)connection, since notifications sent while nobody listened are gone."""
+        def heard(*_: object) -> None:
+            wake()
+
+        delay = 0.5
+        while not stop.is_set():
+            lost = asyncio.Event()
+            conn: asyncpg.Connection | None = None
+            try:
+                # A connection of its own, not the pool's: it lives as long as the listening does.
+                conn = await asyncpg.connect(self.dsn) if self.dsn else await self.pool.acquire()
+                conn.add_termination_listener(lambda *_, lost=lost: lost.set())
+                await conn.add_listener(channel, heard)
+                delay = 0.5
+                wake()
+                stopping = asyncio.ensure_future(stop.wait())
+                dropped = asyncio.ensure_future(lost.wait())
+                try:
+                    await asyncio.wait({stopping, dropped}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stopping.cancel()
+                    dropped.cancel()
+                if lost.is_set():
+                    log.warning("lost the LISTEN connection for %s; reconnecting", channel)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError) as exc:
+                log.warning("cannot LISTEN on %s (%s); retrying in %.1fs", channel, exc, delay)
+            finally:
+                if conn is not None:
+                    if self.dsn:
+                        conn.terminate()
+                    else:
+                        with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                            await conn.remove_listener(channel, heard)
+                            await self.pool.release(conn)
+            if not stop.is_set() and (lost.is_set() or conn is None):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+                delay = min(delay * 2, 10.0)
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         return list(await self.pool.fetch(self.q[query], *args))

@@ -24,6 +24,12 @@ class FakeHomeserver:
     def __init__(self, answers: list[tuple[int, dict[str, Any]]]) -> None:
         self.answers = list(answers)
         self.requests: list[dict[str, Any]] = []
+        self.looked = 0
+
+    async def messages(self, request: web.Request) -> web.Response:
+        """Before a retry the sender looks for its own earlier message: none landed here."""
+        self.looked += 1
+        return web.json_response({"chunk": [], "start": "t0"})
 
     async def send(self, request: web.Request) -> web.Response:
         self.requests.append({
@@ -40,6 +46,7 @@ async def homeserver() -> AsyncIterator[tuple[FakeHomeserver, str]]:
     fake = FakeHomeserver([])
     app = web.Application()
     app.router.add_put("/_matrix/client/v3/rooms/{room}/send/{type}/{txn}", fake.send)
+    app.router.add_get("/_matrix/client/v3/rooms/{room}/messages", fake.messages)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -81,6 +88,8 @@ async def test_a_429_waits_what_the_homeserver_asked_then_sends_once(db: Databas
     assert fake.requests[0]["path"].endswith("/t-429")
     assert fake.requests[0]["user_id"] == "@bot_helper:localhost"
     assert fake.requests[0]["auth"] == "Bearer as_token_xxxxxxxxxxxx"
+    assert fake.requests[0]["body"]["org.summon.txn"] == "t-429"  # the marker a lost reply is found by
+    assert fake.looked == 1  # it looked for an earlier landing before sending again
 
 
 async def test_5xx_and_an_unreachable_homeserver_back_off_and_retry(db: Database, homeserver: tuple[FakeHomeserver, str]) -> None:
