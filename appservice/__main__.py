@@ -66,17 +66,17 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from appservice.app import compile_content
+    from appservice.app import compile_content, encrypted_rooms
     from engine.publish import publish
     from engine.store.db import Database, migrate
 
     config = _config(args)
 
     async def go() -> None:
-        registry = compile_content(config)
         await migrate(config.database.dsn)
         db = await Database.connect(config.database.dsn, min_size=1, max_size=2)
         try:
+            registry = compile_content(config, await encrypted_rooms(db))
             slugs = await publish(db, registry)
         finally:
             await db.close()

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, cast
 
@@ -54,13 +55,20 @@ class StateStore(MemoryStateStore, ASStateStore):
         ASStateStore.__init__(self)
 
 
-def compile_content(config: Config) -> Registry:
-    """The site's content over the kit's, compiled; every error raised as ``path:line: message``."""
+def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Registry:
+    """The site's content over the kit's, compiled; every error raised as ``path:line: message``. A
+    schedule `in:` one of ``encrypted_rooms`` is refused."""
     root = Path(config.content.dir)
-    result = contentfiles.compile_content(root, server_name=config.homeserver.server_name)
+    result = contentfiles.compile_content(root, server_name=config.homeserver.server_name,
+                                          encrypted_rooms=encrypted_rooms)
     if isinstance(result, list):
         raise ContentError([contentfiles.where(root, e) for e in result])
     return result
+
+
+async def encrypted_rooms(db: Database) -> list[str]:
+    """Rooms known to be encrypted: no schedule may speak in them (refused when content compiles)."""
+    return [r["room_id"] for r in await db.fetch("encrypted_rooms")]
 
 
 class Service:
@@ -85,9 +93,9 @@ class Service:
 
     async def start(self) -> None:
         c = self.config
-        self._registry = compile_content(c)
         await migrate(c.database.dsn)
         self.db = await Database.connect(c.database.dsn, min_size=c.database.pool_min, max_size=c.database.pool_max)
+        self._registry = compile_content(c, await encrypted_rooms(self.db))
         await publish(self.db, self._registry)
         self._session = aiohttp.ClientSession()
         self.api = AppServiceAPI(
