@@ -1,4 +1,4 @@
-"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, say."""
+"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, say."""
 
 from __future__ import annotations
 
@@ -86,6 +86,24 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runs(args: argparse.Namespace) -> int:
+    from appservice.inspect import runs_report
+    from engine.store.db import Database
+
+    config = _config(args)
+
+    async def go() -> list[str]:
+        db = await Database.connect(config.database.dsn, min_size=1, max_size=2)
+        try:
+            return await runs_report(db, run_id=args.id, room=args.room, bot=args.bot, limit=args.limit)
+        finally:
+            await db.close()
+
+    lines = asyncio.run(go())
+    print("\n".join(lines) if lines else "no runs")
+    return 0
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from engine.store.db import migrate
 
@@ -136,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_check)
     sub.add_parser("publish", help="compile content/ and project it into the database").set_defaults(fn=cmd_publish)
     sub.add_parser("migrate", help="apply the database migrations").set_defaults(fn=cmd_migrate)
+    p = sub.add_parser("runs", help="recent runs with their endings and every step (kind, provider, tokens, cost, time)")
+    p.add_argument("--id", type=int, help="one run")
+    p.add_argument("--room", help="only runs in this room")
+    p.add_argument("--bot", help="only this bot's runs")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(fn=cmd_runs)
     p = sub.add_parser("registration", help="write the appservice registration.yaml for the homeserver")
     p.add_argument("-o", "--output", default="registration.yaml")
     p.set_defaults(fn=cmd_registration)

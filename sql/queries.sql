@@ -484,3 +484,19 @@ UPDATE agent_runs SET conversation = $2 WHERE id = $1;
 INSERT INTO hook_deliveries (delivery, signature, key_id, event) VALUES ($1, $2, $3, $4)
 ON CONFLICT DO NOTHING
 RETURNING delivery;
+
+-- name: inspect_runs
+-- The latest runs, newest first, optionally only run $1, room $2 or bot $3, at most $4.
+SELECT id, bot, room_id, thread_root, asked_by, status, ending, reason, attempts, created_at, started_at,
+       finished_at, left(coalesce(answer, ''), 120) AS answer
+  FROM agent_runs
+ WHERE ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR room_id = $2) AND ($3::text IS NULL OR bot = $3)
+ ORDER BY id DESC
+ LIMIT $4;
+
+-- name: inspect_steps
+-- A run's steps with what each cost and how long after the previous one it was recorded.
+SELECT seq, kind, provider, model, tokens_in, tokens_out, cost_usd::float8 AS cost_usd, worker, payload,
+       extract(epoch FROM created_at - coalesce(lag(created_at) OVER (ORDER BY seq),
+                                                (SELECT started_at FROM agent_runs WHERE id = $1)))::float8 AS seconds
+  FROM agent_steps WHERE run_id = $1 ORDER BY seq;

@@ -1,0 +1,44 @@
+"""``summon runs``: the operator's view of runs and their steps, straight from the rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.store.db import Database
+
+
+def _step_line(step: Any) -> str:
+    payload = step["payload"] or {}
+    what = ""
+    if step["kind"] == "model":
+        what = f"error: {payload['error']}" if payload.get("error") else (
+            "tools: " + ", ".join(c["name"] for c in payload.get("tool_calls", [])) if payload.get("tool_calls")
+            else (payload.get("text") or "")[:60].replace("\n", " "))
+        if payload.get("fallback"):
+            what += " (fallback)"
+    elif step["kind"] == "tool_call":
+        what = payload.get("call", {}).get("name", "")
+    elif step["kind"] == "tool_result":
+        what = ("error: " if payload.get("is_error") else "") + (payload.get("content") or "")[:60]
+    elif step["kind"] == "ending":
+        what = payload.get("ending", "")
+    seconds = step["seconds"]
+    took = f"{seconds * 1000:7.0f} ms" if seconds is not None else "       -"
+    provider = f"{step['provider'] or ''}/{step['model'] or ''}".strip("/")
+    return (f"  {step['seq']:>3} {step['kind']:<12} {took} {provider:<28} "
+            f"in {step['tokens_in']:>6} out {step['tokens_out']:>6} ${step['cost_usd']:.6f}  {what}")
+
+
+async def runs_report(db: Database, *, run_id: int | None, room: str | None, bot: str | None,
+                      limit: int) -> list[str]:
+    lines: list[str] = []
+    for run in await db.fetch("inspect_runs", run_id, room, bot, limit):
+        outcome = run["ending"] or ("answered" if run["status"] == "done" else run["status"])
+        lines.append(f"run {run['id']} · {run['bot']} · {run['status']} ({outcome}) · asked by "
+                     f"{run['asked_by'] or 'nobody'} in {run['room_id']} · attempts {run['attempts']} · "
+                     f"created {run['created_at']:%Y-%m-%d %H:%M:%S}")
+        if run["reason"]:
+            lines.append(f"  reason: {run['reason']}")
+        for step in await db.fetch("inspect_steps", run["id"]):
+            lines.append(_step_line(step))
+    return lines

@@ -1,0 +1,56 @@
+"""`summon runs`: an operator sees each run's outcome and every step, from the rows."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from engine.content import Registry
+from engine.store.db import Database
+from engine.surface import RunInfo
+from tests.db.runs import insert_run
+from tests.db.test_worker import RecordingSurface, make_worker
+
+pytestmark = pytest.mark.db
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def test_runs_shows_the_outcome_and_every_step(db: Database, dsn: str, published: Registry, tmp_path: Path) -> None:
+    async def lookup(run: RunInfo, arguments: dict[str, Any]) -> str:
+        return "sunny"
+
+    run_id = await insert_run(db, script=[
+        {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {}}], "tokens_in": 12, "tokens_out": 3,
+         "cost_usd": 0.0004},
+        {"text": "It is sunny."},
+    ])
+    failed = await insert_run(db, script=[{"error": "The model is overloaded.", "error_class": "provider"}])
+    worker = make_worker(db, published, RecordingSurface(), worker_id="w", tools={"lookup": lookup})
+    while await worker.work_once():
+        pass
+    config = tmp_path / "summon.yaml"
+    config.write_text(yaml.safe_dump({
+        "homeserver": {"url": "http://127.0.0.1:9", "server_name": "localhost"},
+        "appservice": {"address": "http://127.0.0.1:9", "as_token": "a" * 20, "hs_token": "h" * 20},
+        "database": {"dsn": dsn},
+    }))
+
+    def runs(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "appservice", "-c", str(config), "runs", *args], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    one = runs("--id", str(run_id)).splitlines()
+    assert one[0].startswith(f"run {run_id} · helper · done (answered)")
+    assert [line.split()[1] for line in one[1:]] == ["model", "tool_call", "tool_result", "model", "answer"]
+    assert "tools: lookup" in one[1] and "in     12 out      3 $0.000400" in one[1]
+    assert "sunny" in one[3]
+    both = runs("--bot", "helper")
+    assert f"run {failed} · helper · failed (failed)" in both and "reason: The model is overloaded." in both
+    assert runs("--bot", "nobody").strip() == "no runs"
