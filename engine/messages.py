@@ -85,16 +85,8 @@ class EndingStep:
     kind: Literal["ending"] = "ending"
 
 
-@dataclass(frozen=True)
-class DeliveryFailedStep:
-    """The answer could not be handed to the surface; it stays on the run row."""
-
-    error: str
-    kind: Literal["delivery_failed"] = "delivery_failed"
-
-
 Step = Annotated[
-    ModelStep | ToolCallStep | ToolResultStep | AnswerStep | EndingStep | DeliveryFailedStep,
+    ModelStep | ToolCallStep | ToolResultStep | AnswerStep | EndingStep,
     Field(discriminator="kind"),
 ]
 STEP = TypeAdapter[Step](Step)

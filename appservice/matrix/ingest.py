@@ -24,7 +24,6 @@ from engine.events import wake
 from engine.limits import Breach
 from engine.store.db import Database
 from engine.summon import Summoned, Summons, summon
-from engine.surface import RunInfo
 
 log = logging.getLogger(__name__)
 
@@ -299,10 +298,9 @@ class Ingest:
             return
         text = words.format(bot=bot.name, window=over.window,
                             when=over.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
-        info = RunInfo(id=0, bot=slug, surface="rooms", room_id=line.room_id, thread_root=line.thread_root,
-                       trigger_event=line.event_id, asked_by=line.sender)
+        content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
         await Outbox.enqueue(conn, self.q, txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id,
-                             sender=bot.user_id, event_type="m.room.message", content=answer_content(info, text))
+                             sender=bot.user_id, event_type="m.room.message", content=content)
 
     async def _context(self, conn: asyncpg.Connection, line: Line) -> dict[str, Any]:
         """The conversation as the asker reads it: the thread when asked in one, else the main timeline."""

@@ -38,21 +38,29 @@ def progress_txn(run_id: int) -> str:
     return f"summon.run{run_id}.progress"
 
 
-def answer_content(run: RunInfo, text: str) -> dict[str, Any]:
+def answer_content(text: str, *, thread_root: str | None, reply_to: str | None, mention: str | None) -> dict[str, Any]:
+    """A bot's notice: rendered, replying to ``reply_to`` (in its thread when there is one), and
+    mentioning ``mention`` (the asker) — or nobody."""
     rendered = render(text)
     content: dict[str, Any] = {"msgtype": "m.notice", "body": rendered.body,
-                               "m.mentions": {"user_ids": [run.asked_by]} if run.asked_by else {}}
+                               "m.mentions": {"user_ids": [mention]} if mention else {}}
     if rendered.formatted_body is not None:
         content["format"] = "org.matrix.custom.html"
         content["formatted_body"] = rendered.formatted_body
-    if run.thread_root:
-        relates: dict[str, Any] = {"rel_type": "m.thread", "event_id": run.thread_root, "is_falling_back": False}
-        if run.trigger_event:
-            relates["m.in_reply_to"] = {"event_id": run.trigger_event}
+    if thread_root:
+        relates: dict[str, Any] = {"rel_type": "m.thread", "event_id": thread_root, "is_falling_back": False}
+        if reply_to:
+            relates["m.in_reply_to"] = {"event_id": reply_to}
         content["m.relates_to"] = relates
-    elif run.trigger_event:
-        content["m.relates_to"] = {"m.in_reply_to": {"event_id": run.trigger_event}}
+    elif reply_to:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
     return content
+
+
+def run_content(run: RunInfo, text: str, *, mention: bool = True) -> dict[str, Any]:
+    """A notice about ``run``: where it was asked, mentioning the asker unless ``mention`` is False."""
+    return answer_content(text, thread_root=run.thread_root, reply_to=run.trigger_event,
+                          mention=run.asked_by if mention else None)
 
 
 class MatrixSurface:
@@ -89,7 +97,7 @@ class MatrixSurface:
         if isinstance(outcome, Answered):
             await Outbox.enqueue(conn, self.q, txn_id=f"summon.run{run.id}.answer", room_id=run.room_id,
                                  sender=puppet, event_type="m.room.message",
-                                 content=answer_content(run, outcome.text), run_id=run.id)
+                                 content=run_content(run, outcome.text), run_id=run.id)
             return
         # The room hears the ending in the bot's words (strings: the kit's, the site's, the bot's own);
         # with no words the bot says nothing. The asker also hears why: the provider's own sentence.
@@ -102,7 +110,7 @@ class MatrixSurface:
         text = f"{words}\n\n{outcome.reason}" if outcome.reason else words
         await Outbox.enqueue(conn, self.q, txn_id=f"summon.run{run.id}.ending", room_id=run.room_id,
                              sender=puppet, event_type="m.room.message",
-                             content=answer_content(run, text), run_id=run.id)
+                             content=run_content(run, text), run_id=run.id)
 
     async def working(self, run: RunInfo, on: bool) -> None:
         """Typing, but only for a run that takes a while: an answer that comes at once needs no
@@ -137,8 +145,7 @@ class MatrixSurface:
         first = progress_txn(run.id)
         text, n = working.format(bot=bot.name), 0
         while True:
-            content = answer_content(run, f"{text} {hint}" if hint else text)
-            content["m.mentions"] = {}  # a progress line pings nobody
+            content = run_content(run, f"{text} {hint}" if hint else text, mention=False)  # pings nobody
             queued = await self.db.fetchval(
                 "enqueue_progress", first if n == 0 else f"{first}.{n}", run.id, run.room_id, bot.user_id,
                 content, None if n == 0 else first)

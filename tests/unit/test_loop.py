@@ -22,7 +22,6 @@ from engine.loop import (
 )
 from engine.messages import (
     AnswerStep,
-    DeliveryFailedStep,
     EndingStep,
     ModelStep,
     Step,
@@ -169,7 +168,6 @@ def test_counted_steps_counts_answered_model_calls_and_tool_calls_only() -> None
         *ran(LOOKUP),  # the call counts, its result does not
         said("x"),
         AnswerStep("x"),
-        DeliveryFailedStep("homeserver down"),
     ]
     assert counted_steps(steps) == 3
 

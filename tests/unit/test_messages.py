@@ -10,7 +10,6 @@ from pydantic import ValidationError
 from engine.messages import (
     ENDINGS,
     AnswerStep,
-    DeliveryFailedStep,
     EndingStep,
     Message,
     ModelStep,
@@ -37,7 +36,6 @@ EVERY_KIND: list[tuple[str, Step]] = [
     ("tool_result_interrupted", ToolResultStep("c1", "interrupted", is_error=True, interrupted=True)),
     ("answer", AnswerStep("It will rain. ☔")),
     *[(f"ending_{e}", EndingStep(e, reason="why")) for e in ENDINGS],
-    ("delivery_failed", DeliveryFailedStep("homeserver said 500")),
 ]
 
 
@@ -55,7 +53,7 @@ def test_round_trip(step: Step) -> None:
 
 def test_every_step_kind_is_covered() -> None:
     kinds = {s.kind for _, s in EVERY_KIND}
-    assert kinds == {"model", "tool_call", "tool_result", "answer", "ending", "delivery_failed"}
+    assert kinds == {"model", "tool_call", "tool_result", "answer", "ending"}
 
 
 def test_tool_calls_load_as_a_tuple_of_tool_calls() -> None:
@@ -102,7 +100,6 @@ def test_conversation_order_skips_failed_calls_and_keeps_tool_results() -> None:
         ModelStep(text="It will rain."),
         AnswerStep("It will rain."),
         EndingStep("cancelled"),
-        DeliveryFailedStep("x"),
     ]
     assert conversation(OPENING, steps) == (
         OPENING[0],
