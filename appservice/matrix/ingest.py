@@ -15,19 +15,21 @@ from typing import Any
 
 import asyncpg
 
+from appservice.matrix.admin import RoomAdmin
+from appservice.matrix.commands import Commands
+from appservice.matrix.context import read_context
 from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.outbox import Outbox
+from appservice.matrix.presses import POLL_RESPONSES, Presses
 from appservice.matrix.said import Line, read_event
 from appservice.matrix.surface import answer_content
-from engine.content import Registry, facts_from_power_levels
+from engine.content import Bot, Registry, facts_from_power_levels
 from engine.events import wake
 from engine.limits import Breach
 from engine.store.db import Database
-from engine.summon import Summoned, Summons, summon
+from engine.summon import Refused, Summoned, Summons, summon
 
 log = logging.getLogger(__name__)
-
-CONTEXT_LINES = 30
 CANCEL_WORDS = frozenset({"!cancel", "/cancel"})
 STOP_KEYS = frozenset({"🛑", "\N{OCTAGONAL SIGN}\N{VARIATION SELECTOR-16}"})
 SCRIPT_KEY = "org.summon.script"  # a scripted model's turns, honoured only where the config allows
@@ -72,6 +74,11 @@ class Ingest:
         self.service_user = service_user
         self.accept_scripts = accept_scripts
         self.max_attempts = max_attempts
+        # What a line can be besides a mention, each its own module: a room admin's `!bots …`, a press
+        # on a bot's choices (a keycap, a poll vote, a bare number), a `!command`.
+        self.admin = RoomAdmin(db, registry, server_name=server_name, service_user=service_user)
+        self.presses = Presses(db, registry, ask=self.ask, server_name=server_name)
+        self.commands = Commands(db, registry, ask=self.ask, server_name=server_name, service_user=service_user)
 
     # --- who we are -------------------------------------------------------------------------------
 
@@ -111,7 +118,11 @@ class Ingest:
         await conn.execute(self.q["ensure_room"], room_id)
         await conn.execute(self.q["lock_room"], room_id)
         if event_type == "m.reaction":
-            await self._reaction(conn, room_id, event)
+            if not await self.presses.reaction(conn, room_id, event):
+                await self._reaction(conn, room_id, event)
+            return
+        if event_type in POLL_RESPONSES:
+            await self.presses.poll_response(conn, room_id, event)
             return
         if "state_key" in event:
             await self._state(conn, room_id, event, followups)
@@ -133,6 +144,12 @@ class Ingest:
             return
         if line.text.strip() in CANCEL_WORDS:
             await self._cancel(conn, line)
+            return
+        if await self.admin.heard(conn, line, event, followups):
+            return
+        if await self.presses.line(conn, line, event):
+            return
+        if await self.commands.heard(conn, line, event, followups):
             return
         await self._summon(conn, line, event)
 
@@ -270,23 +287,39 @@ class Ingest:
         bot = next((b for b in registry.bots.values() if b.user_id == named[0]), None)
         if bot is None:
             return
+        await self.ask(conn, line, bot, script=self._script(event))
+
+    async def ask(
+        self, conn: asyncpg.Connection, line: Line, bot: Bot, *, prompt: str | None = None,
+        trigger_event: str | None = None, extra_context: Mapping[str, Any] | None = None,
+        script: list[dict[str, Any]] | None = None,
+    ) -> Summoned | Refused:
+        """Summon ``bot`` for ``line``'s sender, where the line was said, with every refusal; a ceiling
+        refusal is told to them. ``prompt`` replaces the line's words (a press sends the offer's own
+        words); ``trigger_event`` replaces the line as the run's one trigger (a reaction, a vote);
+        ``extra_context`` rides on the run's context (a command's name and arguments)."""
+        registry = self._registry()
         room = await conn.fetchrow(self.q["get_room"], line.room_id)
         assert room is not None
         facts = facts_from_power_levels(
             line.sender, room["power_levels"], room["create_content"], room["room_version"] or "1",
             True, self.server_name, create_sender=room["create_sender"],
         )
-        context = await self._context(conn, line)
+        context = await read_context(conn, self.q, line)
+        if extra_context:
+            context = {**context, **extra_context}
         result = await summon(conn, self.q, registry, Summons(
-            bot=bot.slug, surface="rooms", prompt=line.text, asked_by=line.sender, facts=facts,
-            room_id=line.room_id, thread_root=line.thread_root, trigger_event=line.event_id,
-            context=context, script=self._script(event), encrypted=bool(room["encrypted"]),
+            bot=bot.slug, surface="rooms", prompt=line.text if prompt is None else prompt,
+            asked_by=line.sender, facts=facts, room_id=line.room_id, thread_root=line.thread_root,
+            trigger_event=trigger_event or line.event_id, context=context, script=script,
+            encrypted=bool(room["encrypted"]),
         ), max_attempts=self.max_attempts)
         if not isinstance(result, Summoned):
             log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,
                      extra={"room": line.room_id, "bot": bot.slug})
             if result.reason == "ceiling" and result.breach is not None:
                 await self._tell_ceiling(conn, line, bot.slug, result.breach)
+        return result
 
     async def _tell_ceiling(self, conn: asyncpg.Connection, line: Line, slug: str, over: Breach) -> None:
         """Over a spend ceiling: the person is told which window and when it frees up, in the site's words
@@ -301,20 +334,6 @@ class Ingest:
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
         await Outbox.enqueue(conn, self.q, txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id,
                              sender=bot.user_id, event_type="m.room.message", content=content)
-
-    async def _context(self, conn: asyncpg.Connection, line: Line) -> dict[str, Any]:
-        """The conversation as the asker reads it: the thread when asked in one, else the main timeline."""
-        if line.thread_root:
-            rows = await conn.fetch(self.q["context_thread"], line.room_id, line.thread_root, line.ts)
-            kind = "thread"
-        else:
-            rows = list(reversed(await conn.fetch(self.q["context_timeline"], line.room_id, line.ts, CONTEXT_LINES)))
-            kind = "timeline"
-        return {
-            "kind": kind,
-            "lines": [{"event_id": r["event_id"], "sender": r["sender"], "name": r["name"],
-                       "said": r["said"], "ts": r["ts"]} for r in rows],
-        }
 
     def _script(self, event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         content = event.get("content")

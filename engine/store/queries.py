@@ -1,5 +1,6 @@
-"""Load ``sql/queries.sql`` once: ``-- name: x`` blocks, each with a one-line description, looked up by
-name. No SQL strings live in Python, and nothing is built by formatting values in."""
+"""Load ``sql/queries.sql`` (and every ``sql/queries/*.sql``, one file per table family) once:
+``-- name: x`` blocks, each with a one-line description, looked up by name. A name defined in two files
+is refused. No SQL strings live in Python, and nothing is built by formatting values in."""
 
 from __future__ import annotations
 
@@ -53,6 +54,12 @@ class Queries(Mapping[str, str]):
 
     def __init__(self, path: Path = SQL_DIR / "queries.sql") -> None:
         self._q = parse_queries(path.read_text(encoding="utf-8"))
+        family = path.parent / "queries"
+        for extra in sorted(family.glob("*.sql")) if family.is_dir() else ():
+            for name, query in parse_queries(extra.read_text(encoding="utf-8")).items():
+                if name in self._q:
+                    raise ValueError(f"query {name!r} is defined twice ({extra.name} and another file)")
+                self._q[name] = query
 
     def __getitem__(self, name: str) -> str:
         return self._q[name].sql

@@ -74,8 +74,9 @@ def test_an_empty_statement_is_refused(text: str) -> None:
 
 def test_the_real_queries_load_each_with_a_one_line_description() -> None:
     queries = Queries()
-    text = (SQL_DIR / "queries.sql").read_text(encoding="utf-8")
-    declared = re.findall(r"^--\s*name:\s*(\S+)\s*$", text, flags=re.MULTILINE)
+    files = [SQL_DIR / "queries.sql", *sorted((SQL_DIR / "queries").glob("*.sql"))]
+    declared = [name for path in files
+                for name in re.findall(r"^--\s*name:\s*(\S+)\s*$", path.read_text(encoding="utf-8"), flags=re.MULTILINE)]
     assert declared, "sql/queries.sql declares no query"
     assert list(queries) == declared, "every declared name loads, in order"
     assert len(queries) == len(declared)
@@ -103,6 +104,16 @@ def test_queries_reads_another_file(tmp_path: Path) -> None:
         "get_room": "SELECT * FROM rooms WHERE room_id = $1",
         "mark_room_left": "UPDATE rooms\n   SET left_at = now()\n WHERE room_id = $1",
     }
+
+
+def test_a_family_file_adds_its_queries_and_may_not_redefine_one(tmp_path: Path) -> None:
+    (tmp_path / "queries.sql").write_text(TWO, encoding="utf-8")
+    (tmp_path / "queries").mkdir()
+    (tmp_path / "queries" / "extra.sql").write_text("-- name: ping\n-- Says hello.\nSELECT 1;\n", encoding="utf-8")
+    assert list(Queries(tmp_path / "queries.sql")) == ["get_room", "mark_room_left", "ping"]
+    (tmp_path / "queries" / "more.sql").write_text("-- name: get_room\n-- Again.\nSELECT 2;\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="'get_room' is defined twice"):
+        Queries(tmp_path / "queries.sql")
 
 
 # --- the rule: no SQL in Python ------------------------------------------------------------------------
