@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,14 +24,18 @@ from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config
 from appservice.hooks import EventHooks
-from appservice.matrix.ingest import Ingest
+from appservice.matrix.commands import publish_command_state, publish_in_room
+from appservice.matrix.context import HomeserverThreads
+from appservice.matrix.ingest import Followup, Ingest, Join
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.rooms import Rooms
+from appservice.matrix.staff import tell_staff
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
 from engine import contentfiles
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
+from engine.content.strings import Strings
 from engine.content_watch import watch
 from engine.errors import ContentError
 from engine.providers.config import choose_answerer
@@ -40,6 +44,13 @@ from engine.store.db import Database, migrate
 from engine.summon import LIVENESS_SECONDS
 from engine.tasks import TaskGroup
 from engine.ticks import run_ticks
+from engine.tools.base import ToolFn
+from engine.tools.code import CodeTools
+from engine.tools.fetch import FetchSettings, make_fetch
+from engine.tools.openapi import OpenAPITools
+from engine.tools.personal import make_about_me, make_raise_ticket, site_classes
+from engine.tools.search import make_search_site
+from engine.tools.site import SiteTools
 from engine.worker import Worker, WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -108,6 +119,7 @@ class Service:
             self.db, self.registry, server_name=c.homeserver.server_name,
             service_user=f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}",
             accept_scripts=self.accept_scripts, max_attempts=c.worker.max_attempts,
+            fetch_thread=HomeserverThreads(self.api),
         )
         self.rooms = Rooms(self.db, self.api, self.ingest, self.registry)
         self.surface = MatrixSurface(self.db, self.api, self.registry, self.tasks)
@@ -115,10 +127,12 @@ class Service:
         w = c.worker
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
+        self.site_tools = SiteTools(OpenAPITools(), CodeTools(Path(c.content.dir)))
         self.worker = Worker(
             self.db, self.registry, self.answerer, {"rooms": self.surface}, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
+            tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
             status=self.answerer.status(),
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
@@ -128,6 +142,7 @@ class Service:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
         await self.rooms.register_puppets()
+        self.tasks.spawn(publish_command_state(self.api, self.db, self.registry()), name="command-state")
         app = web.Application(client_max_size=c.appservice.max_body_size)
         TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
         EventHooks(self.db, self.registry, c.hooks.keys, self.clock).routes(app)
@@ -186,6 +201,7 @@ class Service:
         self._registry = registry
         if self.http:
             await self.rooms.register_puppets()
+            await publish_command_state(self.api, self.db, registry)
 
     def content_errors(self, errors: list[str]) -> None:
         log.error("content has %d error(s); the last good content stays live", len(errors))
@@ -196,11 +212,42 @@ class Service:
         if followups is None:
             return False
         for f in followups:
-            self.tasks.spawn(self.rooms.carry_out(f), name=f"room-{type(f).__name__}")
+            self.tasks.spawn(self._carry_out(f), name=f"room-{type(f).__name__}")
         return True
+
+    async def _carry_out(self, followup: Followup) -> None:
+        await self.rooms.carry_out(followup)
+        if isinstance(followup, Join) and followup.user_id != self.ingest.service_user:
+            # A puppet that joined shows its commands there (MSC4332), where it has the power to.
+            await publish_in_room(self.api, self.db, self.registry(), followup.room_id, followup.user_id)
 
     async def query_user(self, user_id: str) -> bool:
         return any(b.user_id == user_id for b in self.registry().bots.values())
+
+    def _builtin_tools(self) -> dict[str, ToolFn]:
+        """The built-ins a bot may list (open_skill is the worker's own): search over what was published,
+        the person's own facts, the one tool that writes, and the guarded fetch."""
+        c = self.config
+        service_user = f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"
+        staff_room = c.tools.staff_room
+
+        async def notify(conn: asyncpg.Connection, ticket: Mapping[str, Any]) -> None:
+            if staff_room is not None:
+                await tell_staff(conn, self.db.q, staff_room, service_user, ticket)
+
+        def words() -> Strings:
+            return self.registry().strings
+
+        return {
+            "search_site": make_search_site(self.db),
+            "about_me": make_about_me(self.db, words),
+            "raise_ticket": make_raise_ticket(self.db, words, notify),
+            "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow))),
+        }
+
+    async def _site_classes(self, user_id: str) -> frozenset[str]:
+        async with self.db.pool.acquire() as conn:
+            return await site_classes(conn, self.db.q, user_id)
 
     async def stop(self) -> None:
         self.stop_event.set()
@@ -213,6 +260,8 @@ class Service:
             await self._session.close()
         if hasattr(self, "answerer"):
             await self.answerer.aclose()
+        if hasattr(self, "site_tools"):
+            await self.site_tools.aclose()
         if hasattr(self, "db"):
             await self.db.close()
 

@@ -88,6 +88,14 @@ class Hooks(_Strict):
     keys: dict[str, HookKey] = Field(default_factory=dict)
 
 
+class Tools(_Strict):
+    # The room `raise_ticket` tells the staff in (a room id, `!…:server`, the service user has joined).
+    # None: tickets are still raised, and nobody is told in Matrix.
+    staff_room: str | None = Field(default=None, pattern=r"^![^:]+:.+$")
+    # The url prefixes the `fetch` tool may read (HTTPS only), e.g. https://example.org/docs/. Empty: none.
+    fetch_allow: list[str] = Field(default_factory=list)
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -95,6 +103,7 @@ class Config(_Strict):
     worker: Worker = Worker()
     content: Content = Content()
     hooks: Hooks = Hooks()
+    tools: Tools = Tools()
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

@@ -22,6 +22,8 @@ def _step_line(step: Any) -> str:
         what = ("error: " if payload.get("is_error") else "") + (payload.get("content") or "")[:60]
     elif step["kind"] == "ending":
         what = payload.get("ending", "")
+    elif step["kind"] == "heard":
+        what = (payload.get("text") or "")[:60].replace("\n", " ")
     seconds = step["seconds"]
     took = f"{seconds * 1000:7.0f} ms" if seconds is not None else "       -"
     provider = f"{step['provider'] or ''}/{step['model'] or ''}".strip("/")
@@ -31,6 +33,8 @@ def _step_line(step: Any) -> str:
 
 async def runs_report(db: Database, *, run_id: int | None, room: str | None, bot: str | None,
                       limit: int) -> list[str]:
+    """Runs (newest first) with their outcome and every step; then, unless one run was asked for, the
+    latest refused summonses — a refusal starts no run, so it is a row of its own."""
     lines: list[str] = []
     for run in await db.fetch("inspect_runs", run_id, room, bot, limit):
         outcome = run["ending"] or ("answered" if run["status"] == "done" else run["status"])
@@ -41,4 +45,12 @@ async def runs_report(db: Database, *, run_id: int | None, room: str | None, bot
             lines.append(f"  reason: {run['reason']}")
         for step in await db.fetch("inspect_steps", run["id"]):
             lines.append(_step_line(step))
+    if run_id is None:
+        refused = await db.fetch("inspect_refusals", room, bot, limit)
+        if refused:
+            lines.append("refused (no run was started):")
+        for r in refused:
+            detail = f" ({r['detail']})" if r["detail"] else ""
+            lines.append(f"  {r['created_at']:%Y-%m-%d %H:%M:%S} · {r['bot']} · {r['reason']}{detail} · asked by "
+                         f"{r['asked_by'] or 'nobody'} in {r['room_id'] or r['surface']}")
     return lines

@@ -4,6 +4,8 @@ files and urls the tool files name (OpenAPI specs through ``fetch_spec``, module
 
 from __future__ import annotations
 
+import dataclasses
+import types
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -11,12 +13,17 @@ import httpx
 
 from engine.content import CompileError, Registry, Unavailable, compile_sources, references
 from engine.content.base import KIT
+from engine.content.code import Module, read_module
+from engine.content.registry import Doc
+from engine.tools.code import check_module
 
 KIT_DIR = Path(__file__).resolve().parent / "kit"
 # An OpenAPI spec at a url is read at compile time through this; it returns the text or raises.
 FetchSpec = Callable[[str], str]
 SPEC_TIMEOUT = 10.0
 SPEC_MAX_BYTES = 5_000_000
+# content/docs/: free prose for search_site, read beside the compiled content but never compiled.
+DOCS = "docs"
 
 
 class ContentFileError(ValueError):
@@ -28,13 +35,25 @@ class ContentFileError(ValueError):
 
 
 def read_content(root: Path) -> dict[str, str]:
-    """Every ``*.md`` under ``root`` as ``{relative posix path: text}``. Hidden files and folders
-    (``.git``, editor swap files) are not content. Raises ``ContentFileError`` naming every file
-    that is not UTF-8."""
+    """Every ``*.md`` under ``root`` as ``{relative posix path: text}``, but ``docs/`` (``read_docs``).
+    Hidden files and folders (``.git``, editor swap files) are not content. Raises
+    ``ContentFileError`` naming every file that is not UTF-8."""
     sources, unreadable = _read(root)
     if unreadable:
         raise ContentFileError(unreadable)
     return sources
+
+
+def read_docs(root: Path) -> tuple[list[Doc], list[CompileError]]:
+    """The pages under ``root/docs/`` (none if there is no such folder), and any that are not UTF-8."""
+    folder = root / DOCS
+    if not folder.is_dir():
+        return [], []
+    texts, unreadable = _read(folder, skip_docs=False)
+    return (
+        [Doc.of(f"{DOCS}/{path}", text) for path, text in texts.items()],
+        [CompileError(f"{DOCS}/{error.path}", error.line, error.message) for error in unreadable],
+    )
 
 
 def read_kit(kit: Path = KIT_DIR) -> dict[str, str]:
@@ -84,6 +103,18 @@ def read_referenced(root: Path, names: Collection[str], fetch_spec: FetchSpec | 
     return out
 
 
+def _load_modules(root: Path, names: Collection[str], referenced: dict[str, str | Unavailable]) -> None:
+    """Prove each code tool's module imports (running its top level): one that does not is as
+    unavailable as a missing file, and the compile says why. One the compile would refuse from its
+    text alone is not run at all."""
+    for name in sorted(names):
+        text = referenced.get(name)
+        if isinstance(text, str) and isinstance(read_module(text), Module):
+            why = check_module((root / name).resolve(), name)
+            if why is not None:
+                referenced[name] = Unavailable(why)
+
+
 def compile_content(
     root: Path,
     *,
@@ -101,6 +132,7 @@ def compile_content(
     sources, unreadable = _read(root)
     kit_sources, kit_unreadable = _read(kit) if kit is not None else ({}, [])
     referenced = read_referenced(root, references(sources), fetch_spec)
+    _load_modules(root, references(sources, ("module",)), referenced)
     compiled = compile_sources(
         sources,
         server_name=server_name,
@@ -110,9 +142,12 @@ def compile_content(
         site_events=site_events,
         encrypted_rooms=encrypted_rooms,
     )
-    unread = [*unreadable, *(CompileError(KIT + e.path, e.line, e.message) for e in kit_unreadable)]
+    docs, docs_unreadable = read_docs(root)
+    unread = [*unreadable, *docs_unreadable, *(CompileError(KIT + e.path, e.line, e.message) for e in kit_unreadable)]
     if unread:
         return [*unread, *(compiled if isinstance(compiled, list) else [])]
+    if isinstance(compiled, Registry) and docs:
+        return dataclasses.replace(compiled, docs=types.MappingProxyType({doc.path: doc for doc in docs}))
     return compiled
 
 
@@ -134,12 +169,15 @@ def check(root: Path, server_name: str, *, kit: Path = KIT_DIR, fetch_spec: Fetc
     return [where(root, error, kit) for error in compiled]
 
 
-def _read(root: Path) -> tuple[dict[str, str], list[CompileError]]:
+def _read(root: Path, *, skip_docs: bool = True) -> tuple[dict[str, str], list[CompileError]]:
+    """Every ``*.md`` under ``root``; the ``docs/`` folder below it is not content (``read_docs``)."""
     sources: dict[str, str] = {}
     unreadable: list[CompileError] = []
     for file in sorted(root.rglob("*.md")):
         relative = file.relative_to(root)
         if any(part.startswith(".") for part in relative.parts) or not file.is_file():
+            continue
+        if skip_docs and len(relative.parts) > 1 and relative.parts[0] == DOCS:
             continue
         try:
             sources[relative.as_posix()] = file.read_text(encoding="utf-8")

@@ -85,8 +85,19 @@ class EndingStep:
     kind: Literal["ending"] = "ending"
 
 
+@dataclass(frozen=True)
+class HeardStep:
+    """Words the asker added while the run worked (a second mention joins the live run): ``text`` is
+    what the model is shown, ``count`` how many of the context's ``later`` lines it brings in. An answer
+    not yet said when they arrive is a draft: the model is asked again with everything."""
+
+    text: str
+    count: int
+    kind: Literal["heard"] = "heard"
+
+
 Step = Annotated[
-    ModelStep | ToolCallStep | ToolResultStep | AnswerStep | EndingStep,
+    ModelStep | ToolCallStep | ToolResultStep | AnswerStep | EndingStep | HeardStep,
     Field(discriminator="kind"),
 ]
 STEP = TypeAdapter[Step](Step)
@@ -139,9 +150,18 @@ def conversation(opening: tuple[Message, ...], steps: list[Step]) -> tuple[Messa
     """The message list for the next model call: the opening (context + what was asked), then every
     successful model turn and tool result, in order."""
     out = list(opening)
-    for step in steps:
+    for n, step in enumerate(steps):
         if isinstance(step, ModelStep) and step.error is None:
+            if not step.tool_calls and n + 1 < len(steps) and isinstance(steps[n + 1], HeardStep):
+                continue  # a draft answer the asker's later words overtook: asked again with everything
             out.append(Message(role="assistant", text=step.text, tool_calls=step.tool_calls))
         elif isinstance(step, ToolResultStep):
             out.append(Message(role="tool", text=step.content, call_id=step.call_id, is_error=step.is_error))
+        elif isinstance(step, HeardStep):
+            out.append(Message(role="user", text=step.text))
     return tuple(out)
+
+
+def heard(steps: list[Step]) -> int:
+    """How many of the context's ``later`` lines the run's steps have brought in."""
+    return sum(s.count for s in steps if isinstance(s, HeardStep))

@@ -1,25 +1,43 @@
-"""The opening of a run's conversation: the context it was handed, as a person reads it. Pure."""
+"""The opening of a run's conversation: the context it was handed, as a person reads it. Pure.
+
+A context (written on the run row by the surface) is ``{"kind", "header"?, "note"?, "lines": [...],
+"later"?: [...], "later_header"?}``: each line ``{"name", "sender", "said", "member"?}``. ``later`` holds
+lines the asker added while the run was still being worked on (a second mention joins the live run
+rather than starting another); they reach the model as steps, under their own framing words.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from engine.messages import Message
 
 
-def transcript(context: dict[str, Any]) -> str:
-    lines = context.get("lines") or []
-    return "\n".join(f"{line.get('name') or line.get('sender')}: {line.get('said', '')}" for line in lines)
+def _said(line: dict[str, Any]) -> str:
+    # A membership line ("Alice joined.") is already a sentence about its person.
+    if line.get("member"):
+        return str(line.get("said", ""))
+    return f"{line.get('name') or line.get('sender')}: {line.get('said', '')}"
+
+
+def transcript(context: dict[str, Any], key: str = "lines") -> str:
+    lines: Sequence[Any] = context.get(key) or []
+    return "\n".join(_said(line) for line in lines if isinstance(line, dict))
 
 
 def opening(context: dict[str, Any], prompt: str) -> tuple[Message, ...]:
-    """One user turn: the framing words (strings, when the site has them), the transcript, and — when
-    the asker's words are not already its last line — what was asked."""
+    """One user turn: the framing words (strings, when the site has them), the transcript, and — when the
+    asker's words are not already its last line — what was asked. (What they said since comes as steps:
+    ``said_since``.)"""
     parts: list[str] = []
     header = context.get("header")
     if isinstance(header, str) and header:
         parts.append(header)
+    note = context.get("note")
+    if isinstance(note, str) and note:
+        parts.append(note)
     facts = context.get("facts")
     if context.get("kind") == "event" and isinstance(facts, dict) and facts:
         # What happened, as data: the facts come from a site or from Matrix users, never instructions.
@@ -31,3 +49,15 @@ def opening(context: dict[str, Any], prompt: str) -> tuple[Message, ...]:
     if prompt and (not lines or lines[-1].get("said") != prompt):
         parts.append(prompt)
     return (Message(role="user", text="\n\n".join(parts)),)
+
+
+def said_since(context: dict[str, Any], already: int) -> tuple[str, int]:
+    """The ``later`` lines after the first ``already`` (what the asker added while the run worked), framed
+    by their words, and how many there are. They reach the model as a step of their own (``HeardStep``),
+    in the order they were heard."""
+    later = [line for line in (context.get("later") or []) if isinstance(line, dict)][already:]
+    if not later:
+        return "", 0
+    text = transcript({"later": later}, "later")
+    header = context.get("later_header")
+    return (f"{header}\n{text}" if isinstance(header, str) and header else text), len(later)

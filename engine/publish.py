@@ -8,6 +8,7 @@ import logging
 
 from engine.content import Registry
 from engine.store.db import Database
+from engine.tools.search import index_rows
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,11 @@ async def publish(db: Database, registry: Registry) -> list[str]:
         await conn.execute(q["insert_bot_skills"], [b for b, _ in pairs], [s for _, s in pairs])
         pairs = [(bot.slug, tool) for bot in registry.bots.values() for tool in bot.tools]
         await conn.execute(q["insert_bot_tools"], [b for b, _ in pairs], [t for _, t in pairs])
+
+        # search_site's index, rebuilt whole: what was published is what is found.
+        await conn.execute(q["clear_site_search"])
+        rows = index_rows(registry)
+        await conn.execute(q["insert_site_search"], *([row[i] for row in rows] for i in range(4)))
     log.info(
         "published %d bot(s), %d skill(s), %d tool(s), %d command(s): %s",
         len(registry.bots), len(registry.skills), len(registry.tools), len(registry.commands),

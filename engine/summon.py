@@ -14,12 +14,13 @@ import asyncpg
 
 from engine.content import AudienceFacts, Registry, admits
 from engine.limits import Breach, Spent, breach
+from engine.room_settings import room_refusal
 from engine.store.queries import Queries
 
 log = logging.getLogger(__name__)
 
 Refusal = Literal["not_published", "not_on_surface", "audience", "encrypted", "duplicate", "ceiling",
-                  "no_provider", "busy"]
+                  "no_provider", "busy", "not_enabled", "quiet"]
 
 # A worker beats every 10 s; three missed beats and it is taken for gone.
 LIVENESS_SECONDS = 30.0
@@ -39,11 +40,15 @@ class Summons:
     context: dict[str, Any] = field(default_factory=dict)
     script: list[dict[str, Any]] | None = None
     encrypted: bool = False
+    # The asking line, when a live run of the same person, bot and thread may take it instead of a new
+    # run (a second mention while the first is still being worked on).
+    later: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class Summoned:
     run_id: int
+    joined: bool = False  # the line joined a live run's context (``later``) rather than starting one
 
 
 @dataclass(frozen=True)
@@ -74,11 +79,26 @@ async def summon(
     why = refusal(registry, s)
     if why is not None:
         log.info("summons refused: %s", why, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
-        return Refused(why)
+        return await _refused(conn, q, s, why)
+    if s.room_id is not None and s.surface == "rooms":
+        # The room's own say (its admins' `!bots …`): which bots answer here, and its quiet hours.
+        room = await conn.fetchrow(q["room_settings_now"], s.room_id)
+        here = room_refusal(room["settings"], s.bot, asked=s.asked_by is not None, now=room["now"]) if room else None
+        if here is not None:
+            log.info("summons refused: %s", here, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+            return await _refused(conn, q, s, here)
+    if s.later is not None and s.asked_by is not None and s.room_id is not None:
+        # The live run's row is taken in this transaction, so a worker finishing it either sees the line
+        # (it re-reads the context before each model call) or finished first, and this starts a new run.
+        joined = await conn.fetchval(q["join_live_run"], s.bot, s.asked_by, s.room_id, s.thread_root, s.later,
+                                     registry.strings.get("context", "later"))
+        if joined is not None:
+            log.info("the line joined run %s", joined, extra={"bot": s.bot, "room": s.room_id, "run": joined})
+            return Summoned(int(joined), joined=True)
     if not await conn.fetchval(q["provider_usable"], LIVENESS_SECONDS):
         # No provider, no bots: nothing would answer, so nothing is started (absent means no).
         log.warning("summons refused: no worker can answer model calls", extra={"bot": s.bot, "room": s.room_id})
-        return Refused("no_provider")
+        return await _refused(conn, q, s, "no_provider")
     bot = registry.get(s.bot)
     assert bot is not None
     per: dict[str, float] = dict(bot.limits.per or {})
@@ -93,7 +113,7 @@ async def summon(
         over = breach(per, ledger, bot.limits.spend, now)
         if over is not None:
             log.info("summons refused: the %s ceiling", over.window, extra={"bot": s.bot, "asker": spender})
-            return Refused("ceiling", over)
+            return await _refused(conn, q, s, "ceiling", over, detail=f"the {over.window} ceiling")
     limits = {"steps": bot.limits.steps, "spend": bot.limits.spend, "minutes": bot.limits.minutes}
     run_id = await conn.fetchval(
         q["insert_run"], bot.slug, s.surface, s.room_id, s.thread_root, s.trigger_event, s.asked_by,
@@ -105,3 +125,11 @@ async def summon(
         await conn.execute(q["reserve_spend"], spender, bot.slug, run_id, bot.limits.spend)
     log.info("summoned run %s", run_id, extra={"bot": bot.slug, "room": s.room_id, "run": run_id})
     return Summoned(int(run_id))
+
+
+async def _refused(conn: asyncpg.Connection, q: Queries, s: Summons, why: Refusal, over: Breach | None = None,
+                   *, detail: str | None = None) -> Refused:
+    """A refusal is a matter of record (``summon runs`` shows it): nothing was bought, nothing started."""
+    await conn.execute(q["record_refusal"], s.bot, s.surface, s.room_id, s.thread_root, s.trigger_event,
+                       s.asked_by, why, detail)
+    return Refused(why, over)

@@ -11,6 +11,9 @@ The clock is kept on the bot (``bot_clock``), not worked out from runs:
   ticking at once fire it once, and the run's ``trigger_event`` names the occurrence, so even a
   rebuilt clock cannot start the same occurrence twice.
 
+Schedules a room's admins set with ``!bots schedule`` (``room_schedules``) are fired the same way, their
+clocks kept in ``bot_clock`` under ``room:<id>`` (started when they are made).
+
 When nothing is owed the tick writes nothing.
 """
 
@@ -21,12 +24,13 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
 from engine.clock import Clock
-from engine.content import AudienceFacts, Registry, ScheduleTrigger
+from engine.content import AudienceFacts, Registry, Schedule, ScheduleTrigger
 from engine.schedule import last_between
 from engine.store.db import Database
 from engine.store.queries import Queries
@@ -62,20 +66,46 @@ async def schedule_tick(
     """Fire what is owed at ``now``; returns the ids of the runs it started. ``resolve_room`` turns a
     ``#alias:server`` into a room id (None when it cannot); a ``!id:server`` is used as written."""
     started: list[int] = []
-    for bot in registry:
-        for trigger in bot.hears:
-            if not isinstance(trigger, ScheduleTrigger):
-                continue
-            key = trigger_key(trigger)
-            try:
-                run_id = await _fire(db, registry, bot.slug, key, trigger, now, resolve_room, summon_fn)
-            except asyncpg.PostgresError:
-                # Its own transaction rolled back, clock and all: the next tick tries it again.
-                log.exception("schedule %s of %s failed; will try again", key, bot.slug, extra={"bot": bot.slug})
-                continue
-            if run_id is not None:
-                started.append(run_id)
+    owed: list[tuple[str, str, ScheduleTrigger | RoomSchedule]] = [
+        (bot.slug, trigger_key(trigger), trigger)
+        for bot in registry for trigger in bot.hears if isinstance(trigger, ScheduleTrigger)
+    ]
+    owed += await _room_schedules(db, registry)
+    # Each schedule in its own transaction: one that fails never holds back the others.
+    for slug, key, trigger in owed:
+        try:
+            run_id = await _fire(db, registry, slug, key, trigger, now, resolve_room, summon_fn)
+        except asyncpg.PostgresError:
+            # Its own transaction rolled back, clock and all: the next tick tries it again.
+            log.exception("schedule %s of %s failed; will try again", key, slug, extra={"bot": slug})
+            continue
+        if run_id is not None:
+            started.append(run_id)
     return started
+
+
+@dataclass(frozen=True)
+class RoomSchedule:
+    """A schedule a room's admins set with ``!bots schedule`` (``room_schedules``): it speaks in its own
+    room, and its clock is kept in ``bot_clock`` like a content schedule's, under ``room:<id>``."""
+
+    schedule: Schedule
+    in_: str
+    ask: str
+
+
+async def _room_schedules(db: Database, registry: Registry) -> list[tuple[str, str, ScheduleTrigger | RoomSchedule]]:
+    owed: list[tuple[str, str, ScheduleTrigger | RoomSchedule]] = []
+    for row in await db.fetch("all_room_schedules"):
+        if registry.get(row["bot"]) is None:
+            continue  # withdrawn: it wakes again when it is published again
+        try:
+            schedule = Schedule.model_validate(row["schedule"])
+        except ValueError:
+            log.exception("room schedule %s no longer reads; skipped", row["id"], extra={"room": row["room_id"]})
+            continue
+        owed.append((row["bot"], row["trigger"], RoomSchedule(schedule, row["room_id"], row["ask"])))
+    return owed
 
 
 async def _fire(
@@ -83,7 +113,7 @@ async def _fire(
     registry: Registry,
     bot: str,
     key: str,
-    trigger: ScheduleTrigger,
+    trigger: ScheduleTrigger | RoomSchedule,
     now: datetime,
     resolve_room: ResolveRoom,
     summon_fn: SummonFn,

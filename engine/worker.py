@@ -23,7 +23,8 @@ from typing import Any
 import asyncpg
 
 from engine.clock import Clock
-from engine.content import Registry
+from engine.content import Registry, facts_from_power_levels
+from engine.content.audience import AudienceFacts
 from engine.errors import LeaseLost
 from engine.loop import (
     CallModel,
@@ -39,28 +40,35 @@ from engine.loop import (
 from engine.messages import (
     AnswerStep,
     EndingStep,
+    HeardStep,
     ModelRequest,
     ModelStep,
     Step,
     ToolCallStep,
     ToolResultStep,
+    ToolSpec,
     conversation,
     dump_step,
+    heard,
     load_step,
 )
-from engine.prompt import opening
+from engine.prompt import opening, said_since
 from engine.providers.base import Answerer, ProviderStatus
 from engine.store.db import Database
 from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
 from engine.tasks import TaskGroup
+from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolError, ToolFn, offered
 
 log = logging.getLogger(__name__)
 
-ToolFn = Callable[[RunInfo, dict[str, Any]], Awaitable[str]]
+# The site's classes of a person (customer, tier:gold, …), read from its people tables.
+SiteClasses = Callable[[str], Awaitable[frozenset[str]]]
 
 # What the model is told about a tool call that never reported back. Tools run at most once.
 INTERRUPTED = "This tool call was interrupted before its result was recorded; it may or may not have taken effect."
 UNKNOWN_TOOL = "There is no tool named {name!r}."
+UNKNOWN_SKILL = "There is no skill named {name!r}."
+UNAVAILABLE_TOOL = "The tool {name!r} is not available right now."
 
 
 @dataclass(frozen=True)
@@ -89,9 +97,14 @@ class Worker:
         settings: WorkerSettings,
         *,
         tools: Mapping[str, ToolFn] | None = None,
+        content_tools: ContentTools | None = None,
+        site_classes: SiteClasses | None = None,
         worker_id: str | None = None,
         status: ProviderStatus | None = None,
     ) -> None:
+        """``tools`` are implementations by name: the built-ins a bot may list (offered per its file), and
+        any other name is a harness tool (a test's or a bench's) offered to every run. ``content_tools``
+        runs the site's OpenAPI and code tools."""
         self.db = db
         self.q = db.q
         self._registry = registry
@@ -100,6 +113,8 @@ class Worker:
         self.clock = clock
         self.settings = settings
         self.tools = dict(tools or {})
+        self.content_tools = content_tools
+        self.site_classes = site_classes
         self.id = worker_id or new_worker_id()
         self.status = status or ProviderStatus(usable=True, mode="stand-in")
         self._wake = asyncio.Event()
@@ -190,11 +205,12 @@ class Worker:
         surface = self.surfaces.get(run.surface)
         started = self.clock.monotonic()
         steps = await self._steps(run.id)
+        facts = await self._asker(row)
         log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.id})
         if surface is not None:
             await surface.working(run, True)
         try:
-            await self._step_until_done(run, row, view, steps, surface, started)
+            await self._step_until_done(run, row, view, steps, surface, started, facts)
         except asyncio.CancelledError:
             # Shutting down: release the lease so another worker takes the run at once, not after expiry.
             await asyncio.shield(self._release_quietly(run))
@@ -211,29 +227,37 @@ class Worker:
 
     async def _step_until_done(
         self, run: RunInfo, row: asyncpg.Record, view: RunView, steps: list[Step],
-        surface: Surface | None, started: float,
+        surface: Surface | None, started: float, facts: AudienceFacts | None,
     ) -> None:
+        ref = RunRef(run.id, run.bot, run.surface, run.room_id, run.thread_root)
         while True:
             action = decide(view, steps, self.clock.now())
             if isinstance(action, Finished):
                 return
             if isinstance(action, Say | End):
-                await self._finish(run, steps, [], action, surface)
-                return
+                if await self._finish(run, steps, [], action, surface):
+                    return
+                continue
             if isinstance(action, CallModel):
-                cancelled, last = await self._call_model(row, steps)
+                context = await self.db.fetchval("run_context", run.id) or {}
+                text, count = said_since(context, heard(steps))
+                cancelled = bool(count) and await self._record(run.id, steps, HeardStep(text, count))
+                if not cancelled:
+                    cancelled, last = await self._call_model(row, context, steps, self._offer(ref, steps, facts))
                 if not cancelled:
                     then = decide(view, [*steps, last], self.clock.now())
                     if isinstance(then, Say | End):
                         # The model's last word ends the run: record it, the answer (or ending) and the
-                        # delivery in one commit rather than two.
-                        await self._finish(run, steps, [last], then, surface)
-                        return
+                        # delivery in one commit rather than two — unless the asker said more meanwhile.
+                        if await self._finish(run, steps, [last], then, surface):
+                            return
+                        continue
                     cancelled = await self._record(run.id, steps, last)
             elif isinstance(action, RunTool):
                 cancelled = await self._record(run.id, steps, ToolCallStep(action.call))
                 if not cancelled:
-                    result = await self._run_tool(run, action.call.name, action.call.arguments)
+                    result = await self._run_tool(ref, self._offer(ref, steps, facts), action.call.name,
+                                                  action.call.arguments)
                     cancelled = await self._record(
                         run.id, steps, ToolResultStep(action.call.id, result[0], is_error=result[1]),
                     )
@@ -250,17 +274,43 @@ class Worker:
                 await self._hand_back(run)
                 return
 
-    async def _call_model(self, row: asyncpg.Record, steps: list[Step]) -> tuple[bool, ModelStep]:
-        """Call the model; record every failed attempt before the last, and return the last unrecorded
-        (with the cancel flag read while recording the others)."""
+    def _offer(self, ref: RunRef, steps: list[Step], facts: AudienceFacts | None) -> Offered:
+        harness = {name: ToolSpec(name, f"The {name} tool.") for name in self.tools if name not in BUILTIN_SPECS}
+        return offered(ref, steps, self._registry(), facts, harness=harness)
+
+    async def _asker(self, row: asyncpg.Record) -> AudienceFacts | None:
+        """What is known about whoever asked, for the tools' and skills' ``for:`` (None: nobody asked)."""
+        asker: str | None = row["asked_by"]
+        if asker is None:
+            return None
+        registry = self._registry()
+        classes = await self.site_classes(asker) if self.site_classes is not None else frozenset()
+        room = await self.db.fetchrow("get_room", row["room_id"]) if row["room_id"] else None
+        if room is None:
+            return AudienceFacts(user_id=asker, local_server=registry.server_name, site_classes=classes)
+        member = await self.db.fetchrow("get_member", row["room_id"], asker)
+        return facts_from_power_levels(
+            asker, room["power_levels"], room["create_content"], room["room_version"] or "1",
+            member is not None and member["membership"] == "join", registry.server_name, classes,
+            create_sender=room["create_sender"],
+        )
+
+    async def _call_model(self, row: asyncpg.Record, context: dict[str, Any], steps: list[Step],
+                          offer: Offered) -> tuple[bool, ModelStep]:
+        """Call the model with what this run may use; record every failed attempt before the last, and
+        return the last unrecorded (with the cancel flag read while recording the others)."""
         registry = self._registry()
         bot = registry.get(row["bot"])
         system = bot.prompt if bot is not None else ""
+        skills = offer.skills_section(registry.strings.get("skills", "header") or "")
+        if skills:
+            system = f"{system}\n\n{skills}" if system else skills
         model = bot.model if bot is not None else None
         request = ModelRequest(
             system=system,
-            messages=conversation(opening(row["context"] or {}, row["prompt"]), steps),
+            messages=conversation(opening(context, row["prompt"]), steps),
             model=model,
+            tools=offer.tools,
         )
         turn = sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
         *earlier, last = await self.answerer.answer(request, script=row["script"], turn=turn)
@@ -269,12 +319,31 @@ class Worker:
             cancelled = await self._record(row["id"], steps, attempt) or cancelled
         return cancelled, last
 
-    async def _run_tool(self, run: RunInfo, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
-        fn = self.tools.get(name)
-        if fn is None:
+    async def _run_tool(self, run: RunRef, offer: Offered, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """Run a tool the model asked for. One that was not offered is answered exactly as one that does
+        not exist: withheld, never refused."""
+        if name not in offer.names:
             return UNKNOWN_TOOL.format(name=name), True
         try:
+            if name == "open_skill":
+                skill = offer.skill(str(arguments.get("name", "")))
+                if skill is None:
+                    return UNKNOWN_SKILL.format(name=arguments.get("name")), True
+                return skill.text, False
+            target = offer.targets.get(name)
+            if target is not None:
+                tool = self._registry().tools.get(target[0])
+                if tool is None or self.content_tools is None:
+                    return UNKNOWN_TOOL.format(name=name), True
+                return await self.content_tools.call(tool, target[1], run, arguments), False
+            fn = self.tools.get(name)
+            if fn is None:
+                log.error("tool %s is offered but this worker has no implementation of it", name,
+                          extra={"run": run.id})
+                return UNAVAILABLE_TOOL.format(name=name), True
             return await fn(run, arguments), False
+        except ToolError as exc:
+            return str(exc), True
         except Exception as exc:  # a tool's failure goes back to the model, which can act on it
             log.warning("tool %s failed: %s", name, exc, extra={"run": run.id})
             return f"The tool failed: {exc}", True
@@ -309,12 +378,25 @@ class Worker:
 
     async def _finish(
         self, run: RunInfo, steps: list[Step], pending: list[Step], action: Say | End, surface: Surface | None,
-    ) -> None:
+    ) -> bool:
         """Record ``pending`` steps and the final one, finish the run and hand the outcome to the surface,
-        in one commit. A cancel that arrived meanwhile wins over an answer: the person said stop."""
+        in one commit. A cancel that arrived meanwhile wins over an answer: the person said stop. Words
+        the asker added meanwhile (read under the fence's row lock, so a joining line either is seen here
+        or starts a run of its own) make the answer a draft: they are recorded and False is returned, so
+        the model is asked again."""
         async with self.db.transaction("finish_run") as conn:
             if await self._fence(conn, run.id) and not (isinstance(action, End) and action.ending == "cancelled"):
                 action = End("cancelled")
+            if isinstance(action, Say):
+                context = await conn.fetchval(self.q["run_context"], run.id) or {}
+                text, count = said_since(context, heard([*steps, *pending]))
+                if count:
+                    for n, step in enumerate([*pending, HeardStep(text, count)], start=len(steps) + 1):
+                        await self._insert_step(conn, run.id, n, step)
+                    steps.extend([*pending, HeardStep(text, count)])
+                    log.info("run %s: the asker said more before the answer went out; asking again", run.id,
+                             extra={"run": run.id, "bot": run.bot})
+                    return False
             outcome: Outcome
             if isinstance(action, Say):
                 final: Step = AnswerStep(action.text)
@@ -335,6 +417,7 @@ class Worker:
                 await surface.deliver(conn, run, outcome)
         steps.extend([*pending, final])
         log.info("run %s finished: %s", run.id, ending or "answered", extra={"run": run.id, "bot": run.bot})
+        return True
 
     async def _hand_back(self, run: RunInfo) -> None:
         released = await self.db.fetchval("hand_back_run", run.id, self.id)

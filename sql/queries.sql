@@ -78,25 +78,6 @@ UPDATE room_events SET said = $3, edited_ts = $4
 -- A redaction drops the line: no text, no content, never in a context again.
 UPDATE room_events SET redacted = true, said = '', content = '{}'::jsonb WHERE event_id = $1 AND room_id = $2;
 
--- name: context_timeline
--- The room's main timeline up to and including the asking line, newest first (thread replies excluded).
-SELECT e.event_id, e.sender, coalesce(m.display_name, e.sender) AS name, e.said, e.ts
-  FROM room_events e
-  LEFT JOIN room_members m ON m.room_id = e.room_id AND m.user_id = e.sender
- WHERE e.room_id = $1 AND e.thread_root IS NULL AND e.replaces IS NULL AND NOT e.redacted
-   AND e.said <> '' AND e.ts <= $2
- ORDER BY e.ts DESC, e.event_id DESC
- LIMIT $3;
-
--- name: context_thread
--- A thread: its root and every reply up to the asking line, oldest first.
-SELECT e.event_id, e.sender, coalesce(m.display_name, e.sender) AS name, e.said, e.ts
-  FROM room_events e
-  LEFT JOIN room_members m ON m.room_id = e.room_id AND m.user_id = e.sender
- WHERE e.room_id = $1 AND (e.event_id = $2 OR e.thread_root = $2) AND e.replaces IS NULL
-   AND NOT e.redacted AND e.said <> '' AND e.ts <= $3
- ORDER BY e.ts, e.event_id;
-
 -- name: upsert_bot
 -- Publish one compiled bot (the projection of its file).
 INSERT INTO bots (slug, name, puppet, surfaces, compiled, published_at, withdrawn_at)

@@ -1,16 +1,76 @@
 """Room administration: ``!bots …`` to the service's own user, gated by power level (SPEC §5).
-(Issue 7; this first cut hears none.)"""
+
+- **Addressed** to the service: the line starts ``!bots`` (or ``/bots``) in a room the service's user
+  has joined (a DM with it included), or mentions it. A room where only puppets sit is not addressed:
+  the reply comes from the service's user, which could not post there.
+- **Gated** by the room's own power levels: the level to send state by default (``state_default``,
+  50 unless the room says otherwise; without a power-levels event only the creator, at 100), and room
+  version 12 creators always. Anyone else is told, in one line, the level it needs — never silence.
+- Every reply is a notice from the service's user, in the line's thread or as a reply to it, under the
+  stable txn id ``summon.admin.<event_id>``, and shows a setting's current value and the allowed ones.
+- ``add`` / ``remove`` decide here and are carried out by ``rooms`` after the commit (``InvitePuppet``:
+  the service's user invites the puppet, which accepts as it accepts any invite where it is offered;
+  ``PuppetLeaves``: the puppet leaves by itself — a kick would need the service's user to hold the kick
+  level, and leaving needs nothing). Both also write the room's enabled bots, so a removed bot is
+  refused here by ``summon`` even when someone names it.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
+from appservice.matrix.outbox import Outbox
 from appservice.matrix.said import Line
-from engine.content import Registry
+from appservice.matrix.surface import answer_content
+from engine import admin_words as words
+from engine import room_settings
+from engine.content import Bot, Registry, Schedule, facts_from_power_levels
+from engine.content.audience import NO_POWER_LEVELS_CREATOR, STATE_DEFAULT
+from engine.schedule import next_after
 from engine.store.db import Database
+
+log = logging.getLogger(__name__)
+SECTION = "admin"
+RUNS_SHOWN = 10
+ABOUT_CHARS = 100
+
+
+@dataclass(frozen=True)
+class InvitePuppet:
+    """After the commit: the service's user (``by``) invites a bot's puppet into the room."""
+
+    room_id: str
+    user_id: str
+    by: str
+
+
+@dataclass(frozen=True)
+class PuppetLeaves:
+    """After the commit: a bot's puppet leaves the room, the reason on its leave event."""
+
+    room_id: str
+    user_id: str
+    reason: str
+
+
+def level_needed(power_levels: Mapping[str, Any] | None) -> int:
+    """The power level to configure bots in a room: the level to send state events by default."""
+    if power_levels is None:
+        return NO_POWER_LEVELS_CREATOR
+    value = power_levels.get("state_default", STATE_DEFAULT)
+    if isinstance(value, bool):
+        return STATE_DEFAULT
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return STATE_DEFAULT
 
 
 class RoomAdmin:
@@ -25,4 +85,241 @@ class RoomAdmin:
     async def heard(self, conn: asyncpg.Connection, line: Line, event: Mapping[str, Any],
                     followups: list[Any]) -> bool:
         """True when ``line`` was a `!bots …` for the service (carried out, or refused out loud)."""
-        return False
+        if not words.is_bots_line(line.text) or not await self._addressed(conn, line):
+            return False
+        room = await conn.fetchrow(self.q["get_room"], line.room_id)
+        if room is None:
+            return False
+        registry = self._registry()
+        say = _Say(registry)
+        facts = facts_from_power_levels(
+            line.sender, room["power_levels"], room["create_content"], room["room_version"] or "1", True,
+            self.server_name, create_sender=room["create_sender"],
+        )
+        need = level_needed(room["power_levels"])
+        # Room version 12 creators hold every level (facts.is_creator is only ever true there).
+        if not (facts.is_creator or facts.power_level >= need):
+            log.info("%s may not configure bots here (level %s < %s)", line.sender, facts.power_level, need,
+                     extra={"room": line.room_id})
+            await self._reply(conn, line, say("not_admin", level=need, yours=facts.power_level))
+            return True
+        offered = _offered(registry)
+        command = words.parse(line.text, {slug: bot.name for slug, bot in offered.items()})
+        text = await self._carry_out(conn, line, room, command, offered, say, followups)
+        await self._reply(conn, line, text)
+        log.info("%s: %s", line.sender, type(command).__name__, extra={"room": line.room_id})
+        return True
+
+    async def _addressed(self, conn: asyncpg.Connection, line: Line) -> bool:
+        if self.service_user in (line.mentions or ()):
+            return True
+        member = await conn.fetchrow(self.q["get_member"], line.room_id, self.service_user)
+        return member is not None and member["membership"] == "join"
+
+    async def _reply(self, conn: asyncpg.Connection, line: Line, text: str) -> None:
+        if not text.strip():
+            log.warning("no words to answer a !bots line with (strings: ## bots / ### admin)",
+                        extra={"room": line.room_id})
+            return
+        content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
+        await Outbox.enqueue(conn, self.q, txn_id=f"summon.admin.{line.event_id}", room_id=line.room_id,
+                             sender=self.service_user, event_type="m.room.message", content=content)
+
+    # --- the sub-commands ---------------------------------------------------------------------------
+
+    async def _carry_out(self, conn: asyncpg.Connection, line: Line, room: asyncpg.Record,
+                         command: words.BotsCommand, offered: Mapping[str, Bot], say: _Say,
+                         followups: list[Any]) -> str:
+        encrypted = bool(room["encrypted"])
+        settings: Mapping[str, Any] = room["settings"] or {}
+        if isinstance(command, words.AddSchedule | words.ListSchedules | words.Unschedule) and encrypted:
+            return say("sealed")
+        match command:
+            case words.Usage():
+                return self._usage(say, encrypted)
+            case words.Bad(field, given, allowed, why):
+                return say.lines(say("bad", field=field, value=given, allowed=allowed, why=why or ""),
+                                 self._usage(say, encrypted))
+            case words.ListBots():
+                return await self._list(conn, line.room_id, settings, offered, say)
+            case words.AddBot(slug):
+                return await self._add(conn, line, settings, offered, slug, say, followups)
+            case words.RemoveBot(slug):
+                return await self._remove(conn, line, settings, offered, slug, say, followups)
+            case words.SetChoices(value):
+                if value is not None:
+                    settings = await self._set(conn, line.room_id, "choices", value)
+                return say("setting", field="choices", value=room_settings.choices(settings),
+                           allowed=", ".join(words.CHOICES))
+            case words.SetQuiet(value):
+                if value == "off":
+                    settings = await conn.fetchval(self.q["clear_room_setting"], line.room_id, "quiet")
+                elif value is not None:
+                    settings = await self._set(conn, line.room_id, "quiet", value.as_setting())
+                hours = room_settings.quiet(settings)
+                return say("setting", field="quiet", value=str(hours) if hours else "off",
+                           allowed=words.QUIET_FORM)
+            case words.AddSchedule(slug, schedule, ask):
+                return await self._schedule(conn, line, slug, schedule, ask, offered, say)
+            case words.ListSchedules():
+                return await self._schedules(conn, line.room_id, offered, say)
+            case words.Unschedule(n):
+                return await self._unschedule(conn, line.room_id, n, offered, say)
+            case words.Runs():
+                return await self._runs(conn, line.room_id, offered, say)
+            case words.Spend():
+                return await self._spend(conn, line.room_id, offered, say)
+            case words.Cancel(run):
+                return await self._cancel(conn, line.room_id, run, say)
+        raise AssertionError(f"a !bots sub-command with no rule: {command!r}")
+
+    def _usage(self, say: _Say, encrypted: bool) -> str:
+        return say("usage", commands=" · ".join(f"`{words.FORMS[name]}`" for name in words.offered(encrypted)))
+
+    async def _set(self, conn: asyncpg.Connection, room_id: str, key: str, value: Any) -> Mapping[str, Any]:
+        settings: Mapping[str, Any] = await conn.fetchval(self.q["set_room_setting"], room_id, key, value)
+        return settings
+
+    async def _memberships(self, conn: asyncpg.Connection, room_id: str, offered: Mapping[str, Bot]) -> dict[str, str]:
+        rows = await conn.fetch(self.q["our_members"], room_id, [b.user_id for b in offered.values()])
+        by_user = {r["user_id"]: r["membership"] for r in rows}
+        return {slug: by_user[bot.user_id] for slug, bot in offered.items() if bot.user_id in by_user}
+
+    def _bots_setting(self, settings: Mapping[str, Any], offered: Mapping[str, Bot],
+                      memberships: Mapping[str, str], say: _Say) -> str:
+        here = [slug for slug in offered if slug in memberships and room_settings.enabled(settings, slug)]
+        return say("setting", field="bots", value=", ".join(here) or "none", allowed=", ".join(offered) or "none")
+
+    async def _list(self, conn: asyncpg.Connection, room_id: str, settings: Mapping[str, Any],
+                    offered: Mapping[str, Bot], say: _Say) -> str:
+        if not offered:
+            return say("none_offered")
+        memberships = await self._memberships(conn, room_id, offered)
+        entries = []
+        for slug, bot in offered.items():
+            membership = memberships.get(slug)
+            where = ""
+            if membership == "join":
+                where = say("here") if room_settings.enabled(settings, slug) else say("silenced")
+            elif membership == "invite":
+                where = say("invited")
+            entries.append("- " + say("bot_line", glyph=bot.glyph or "", name=bot.name, slug=slug,
+                                      about=_about(bot), here=where).strip())
+        return say.lines(say("offered"), "\n".join(entries), self._bots_setting(settings, offered, memberships, say))
+
+    async def _add(self, conn: asyncpg.Connection, line: Line, settings: Mapping[str, Any],
+                   offered: Mapping[str, Bot], slug: str, say: _Say, followups: list[Any]) -> str:
+        bot = offered[slug]
+        memberships = await self._memberships(conn, line.room_id, offered)
+        was = memberships.get(slug)
+        settings = await self._set(conn, line.room_id, "bots",
+                                   room_settings.with_bot(settings, slug, offered))
+        if was not in ("join", "invite"):
+            followups.append(InvitePuppet(line.room_id, bot.user_id, self.service_user))
+            memberships[slug] = "invite"
+        said = say("already" if was == "join" else "added", bot=bot.name)
+        return say.lines(said, self._bots_setting(settings, offered, memberships, say))
+
+    async def _remove(self, conn: asyncpg.Connection, line: Line, settings: Mapping[str, Any],
+                      offered: Mapping[str, Bot], slug: str, say: _Say, followups: list[Any]) -> str:
+        bot = offered[slug]
+        memberships = await self._memberships(conn, line.room_id, offered)
+        was = memberships.pop(slug, None)
+        answered = was is not None and room_settings.enabled(settings, slug)
+        settings = await self._set(conn, line.room_id, "bots",
+                                   room_settings.without_bot(settings, slug, offered))
+        if was in ("join", "invite"):
+            followups.append(PuppetLeaves(line.room_id, bot.user_id, f"removed with !bots by {line.sender}"))
+        said = say("removed" if answered else "not_here", bot=bot.name)
+        return say.lines(said, self._bots_setting(settings, offered, memberships, say))
+
+    async def _schedule(self, conn: asyncpg.Connection, line: Line, slug: str, schedule: Schedule, ask: str,
+                        offered: Mapping[str, Bot], say: _Say) -> str:
+        made = await conn.fetchrow(self.q["insert_room_schedule"], line.room_id, slug,
+                                   words.schedule_setting(schedule), ask, line.sender, line.event_id)
+        if made is None:
+            return await self._schedules(conn, line.room_id, offered, say)
+        upcoming = next_after(schedule, made["now"])
+        said = say("scheduled", n=made["id"], bot=offered[slug].name, when=words.schedule_words(schedule),
+                   ask=ask, next=_when(upcoming) if upcoming else "never")
+        return say.lines(said, await self._schedules(conn, line.room_id, offered, say))
+
+    async def _schedules(self, conn: asyncpg.Connection, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
+        rows = await conn.fetch(self.q["room_schedules_here"], room_id)
+        if not rows:
+            return say("no_schedules")
+        entries = []
+        for r in rows:
+            bot = offered.get(r["bot"])
+            entries.append("- " + say("schedule_line", n=r["id"], bot=bot.name if bot else r["bot"],
+                                      when=words.schedule_words(Schedule.model_validate(r["schedule"])),
+                                      ask=r["ask"]))
+        return say.lines(say("schedules"), "\n".join(entries))
+
+    async def _unschedule(self, conn: asyncpg.Connection, room_id: str, n: int, offered: Mapping[str, Bot],
+                          say: _Say) -> str:
+        gone = await conn.fetchrow(self.q["delete_room_schedule"], n, room_id)
+        if gone is None:
+            here = [f"#{r['id']}" for r in await conn.fetch(self.q["room_schedules_here"], room_id)]
+            return say("bad", field="n", value=str(n), allowed=", ".join(here) or "none", why="")
+        return say.lines(say("unscheduled", n=n), await self._schedules(conn, room_id, offered, say))
+
+    async def _runs(self, conn: asyncpg.Connection, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
+        rows = await conn.fetch(self.q["room_runs"], room_id, RUNS_SHOWN)
+        if not rows:
+            return say("no_runs")
+        entries = []
+        for r in rows:
+            bot = offered.get(r["bot"])
+            ending = r["ending"] or ("answered" if r["status"] == "done" else r["status"])
+            entries.append("- " + say("run_line", run=r["id"], bot=bot.name if bot else r["bot"], ending=ending,
+                                      cost=f"{r['cost_usd']:.4f}", when=_when(r["created_at"]),
+                                      asker=r["asked_by"] or "nobody"))
+        return say.lines(say("runs"), "\n".join(entries))
+
+    async def _spend(self, conn: asyncpg.Connection, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
+        rows = await conn.fetch(self.q["room_spend"], room_id)
+        today = sum(r["today"] for r in rows)
+        month = sum(r["month"] for r in rows)
+        entries = []
+        for r in rows:
+            bot = offered.get(r["bot"])
+            entries.append("- " + say("spend_line", bot=bot.name if bot else r["bot"], today=f"{r['today']:.4f}",
+                                      month=f"{r['month']:.4f}"))
+        return say.lines(say("spend", today=f"{today:.4f}", month=f"{month:.4f}"), "\n".join(entries))
+
+    async def _cancel(self, conn: asyncpg.Connection, room_id: str, run: int, say: _Say) -> str:
+        if await conn.fetchval(self.q["cancel_room_run"], run, room_id) is None:
+            unfinished = [str(r["id"]) for r in await conn.fetch(self.q["unfinished_room_runs"], room_id)]
+            return say("bad", field="run", value=str(run), allowed=", ".join(unfinished) or "none", why="")
+        return say("cancelling", run=run)
+
+
+class _Say:
+    """The site's words for ``## bots / ### admin``; with none for a key, that part says nothing."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._strings = registry.strings
+
+    def __call__(self, key: str, **values: Any) -> str:
+        text = self._strings.get(SECTION, key)
+        return text.format(**values).strip() if text else ""
+
+    @staticmethod
+    def lines(*parts: str) -> str:
+        return "\n\n".join(part for part in parts if part.strip())
+
+
+def _offered(registry: Registry) -> dict[str, Bot]:
+    """The bots a room may have: published (live) and offered on rooms."""
+    return {slug: bot for slug, bot in registry.bots.items() if "rooms" in bot.surfaces}
+
+
+def _about(bot: Bot) -> str:
+    """A bot's one line: the first line of what its file says."""
+    first = next((ln.strip() for ln in bot.body.splitlines() if ln.strip()), "")
+    return first if len(first) <= ABOUT_CHARS else first[: ABOUT_CHARS - 1].rstrip() + "…"
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,31 +1,310 @@
 """``!name args`` (or ``/name`` sent through as text): a command from ``content/commands`` (SPEC §5).
-(Issue 7: arguments parsed as fields, ``!help``, MSC4332 state; this first cut hears none.)"""
+
+- A line is a command when, past a leading address to one of our users ("Helper: !summarise"), it
+  is ``!name …`` and ``name`` is a command offered on ``rooms`` whose bot is joined here — or the line
+  carries an MSC4332 ``m.bot.command`` block naming one. Anything else (``!word`` that is no command)
+  is just a line: ingest summons a bot it names, as for any line. A line that names another bot is
+  that bot's, not the command's.
+- ``for:`` is checked against the sender by the room's power levels. A person it does not admit is
+  answered as if the command did not exist — **withheld, never refused** (SPEC §3): it is absent from
+  their ``!help`` and from the state clients draw, so a plain member never learns a moderator's
+  command is there.
+- A bot command asks its bot through ingest's ``ask`` (every refusal applies) with the prompt
+  resolved here, and the name and arguments kept on the run's context, so a worker can resolve it
+  afresh. A tool command is run by a bot in the room that has the tool (the one named, else the first
+  by slug), asked in the site's words (``tool_prompt``) to call it with the arguments: rooms have no
+  model-free way to run a tool yet, and this keeps every refusal and the run on record.
+- A bad argument is answered by the command's bot as a notice replying to the line (in its thread),
+  naming the field and what it accepts. ``!help`` lists what *this* person may run *here* and whom
+  they may ask, answered by the service's own user (or, if it is not in the room, the first of our
+  bots that is); with no provider it lists nothing and says why.
+- MSC4332: each puppet publishes ``m.bot.commands`` (and the unstable
+  ``org.matrix.msc4332.commands``) with its commands, in every room it is joined to and has the power
+  to, whenever it joins and whenever content is republished. Only commands a plain member may run
+  are published (state is public to the room); rooms where it lacks power are skipped and logged.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import aiohttp
 import asyncpg
+from mautrix.api import Method, Path
+from mautrix.appservice import AppServiceAPI
+from mautrix.errors import MatrixError as MautrixError
+from mautrix.errors import MNotFound
+from mautrix.types import UserID
 
+from appservice.matrix.htmltext import html_to_text
+from appservice.matrix.mentions import Puppet, named_bots
+from appservice.matrix.outbox import Outbox
 from appservice.matrix.said import Line
-from engine.content import Registry
+from appservice.matrix.surface import answer_content
+from engine.commands import (
+    COMMAND_BLOCKS,
+    SECTION,
+    STATE_TYPES,
+    Problem,
+    args_json,
+    command_state,
+    describe_field,
+    explain,
+    from_block,
+    may_send_state,
+    parse_args,
+    parse_command,
+    resolve_prompt,
+    strip_address,
+)
+from engine.content import AudienceFacts, Bot, Command, Registry, admits, facts_from_power_levels
 from engine.store.db import Database
+from engine.summon import LIVENESS_SECONDS
+
+log = logging.getLogger(__name__)
 
 Ask = Callable[..., Awaitable[Any]]
+Scripts = Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]
+HELP = "help"
 
 
 class Commands:
     def __init__(self, db: Database, registry: Callable[[], Registry], *, ask: Ask, server_name: str,
-                 service_user: str) -> None:
+                 service_user: str, scripts: Scripts | None = None) -> None:
         self.db = db
         self.q = db.q
         self._registry = registry
         self.ask = ask
         self.server_name = server_name
         self.service_user = service_user
+        # Ingest's reader of a line's scripted model turns (honoured only where the config allows).
+        self.scripts = scripts
 
     async def heard(self, conn: asyncpg.Connection, line: Line, event: Mapping[str, Any],
                     followups: list[Any]) -> bool:
         """True when ``line`` was a command (run, or answered with why not)."""
+        registry = self._registry()
+        said = self._said(line, event, registry)
+        if said is None:
+            return False
+        name, raw = said
+        if name == HELP:
+            await self._help(conn, line, registry)
+            return True
+        command = registry.commands.get(name)
+        if command is None or not _in_rooms(command):
+            return False
+        room = await conn.fetchrow(self.q["get_room"], line.room_id)
+        if room is None or room["encrypted"]:
+            return False
+        people = await self._people(conn, line.room_id)
+        facts = self._facts(room, line.sender)
+        if not admits(command.audience, facts):
+            log.info("%s may not run !%s here; withheld", line.sender, name, extra={"room": line.room_id})
+            return False
+        named = named_bots(line, self._puppets(registry))
+        bot = self._runner(command, registry, people, named)
+        if bot is None:
+            return await self._no_runner(conn, line, command, registry, people, named)
+        args = parse_args(command, raw, members=people, asker=line.sender)
+        if isinstance(args, Problem):
+            words = explain(args, command, registry.strings)
+            log.info("!%s from %s not taken: %s %s", name, line.sender, args.why, args.field,
+                     extra={"room": line.room_id, "bot": bot.slug})
+            if words:
+                await self._reply(conn, line, bot.user_id, words)
+            return True
+        stored = args_json(args)
+        context: dict[str, Any] = {"name": command.name, "args": stored}
+        if command.bot is not None:
+            prompt = resolve_prompt(command, args)
+        else:
+            template = registry.strings.get(SECTION, "tool_prompt")
+            if template is None:
+                log.warning("!%s runs a tool, and the strings have no tool_prompt; not run", name,
+                            extra={"room": line.room_id})
+                return True
+            prompt = template.format(command=command.name, tool=command.tool,
+                                     args=json.dumps(stored, ensure_ascii=False))
+            context["tool"] = command.tool
+        script = self.scripts(event) if self.scripts is not None else None
+        await self.ask(conn, line, bot, prompt=prompt, extra_context={"command": context}, script=script)
+        return True
+
+    # --- reading the line --------------------------------------------------------------------------
+
+    def _said(self, line: Line, event: Mapping[str, Any],
+              registry: Registry) -> tuple[str, str | dict[str, str]] | None:
+        content = event.get("content")
+        if isinstance(content, Mapping):
+            for key in COMMAND_BLOCKS:
+                block = from_block(content.get(key))
+                if block is not None:
+                    return block
+        # Pills as user ids, so a person argument given as a pill reads as who it points at.
+        text = html_to_text(line.formatted_body, pills_as_ids=True) if line.formatted_body else ""
+        text = text or line.text
+        names = [self.service_user, *(n for b in registry.bots.values() for n in (b.user_id, b.name))]
+        return parse_command(strip_address(text, names))
+
+    def _puppets(self, registry: Registry) -> list[Puppet]:
+        return [Puppet(b.user_id, b.name) for b in registry.bots.values()]
+
+    def _runner(self, command: Command, registry: Registry, people: Mapping[str, str | None],
+                named: Sequence[str]) -> Bot | None:
+        """The bot that runs ``command`` here: its own (joined, and named if any bot is), or for a tool
+        command a joined bot that has the tool (the one named, else the first)."""
+        here = [b for b in registry.bots.values() if b.user_id in people and "rooms" in b.surfaces]
+        if command.bot is not None:
+            candidates = [b for b in here if b.slug == command.bot]
+        else:
+            candidates = [b for b in here if command.tool in b.tools]
+        if named:
+            candidates = [b for b in candidates if b.user_id in named]
+        return candidates[0] if candidates else None
+
+    async def _no_runner(self, conn: asyncpg.Connection, line: Line, command: Command, registry: Registry,
+                         people: Mapping[str, str | None], named: Sequence[str]) -> bool:
+        """No bot here runs it. A line naming another bot is that bot's (ingest summons it); a bot
+        command whose bot is not here is just a line; a tool command is told there is none."""
+        if named or command.tool is None:
+            return False
+        words = registry.strings.get(SECTION, "tool_no_bot")
+        sender = self._speaker(registry, people)
+        if words and sender:
+            await self._reply(conn, line, sender, words.format(command=command.name, tool=command.tool))
+        return True
+
+    async def _people(self, conn: asyncpg.Connection, room_id: str) -> dict[str, str | None]:
+        return {r["user_id"]: r["display_name"] for r in await conn.fetch(self.q["room_people"], room_id)}
+
+    def _facts(self, room: asyncpg.Record, user_id: str) -> AudienceFacts:
+        # The sender spoke in the room, so they are in it (as ingest reads it for a mention).
+        return facts_from_power_levels(
+            user_id, room["power_levels"], room["create_content"], room["room_version"] or "1", True,
+            self.server_name, create_sender=room["create_sender"],
+        )
+
+    def _speaker(self, registry: Registry, people: Mapping[str, str | None]) -> str | None:
+        """Who speaks for the service here: its own user, else the first of our bots in the room."""
+        if self.service_user in people:
+            return self.service_user
+        return next((b.user_id for b in registry.bots.values() if b.user_id in people), None)
+
+    async def _reply(self, conn: asyncpg.Connection, line: Line, sender: str, text: str) -> None:
+        content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
+        await Outbox.enqueue(conn, self.q, txn_id=f"summon.cmd.{line.event_id}", room_id=line.room_id,
+                             sender=sender, event_type="m.room.message", content=content)
+
+    # --- !help -------------------------------------------------------------------------------------
+
+    async def _help(self, conn: asyncpg.Connection, line: Line, registry: Registry) -> None:
+        room = await conn.fetchrow(self.q["get_room"], line.room_id)
+        if room is None or room["encrypted"]:
+            return
+        people = await self._people(conn, line.room_id)
+        sender = self._speaker(registry, people)
+        if sender is None:
+            log.info("!help in a room none of ours is in", extra={"room": line.room_id})
+            return
+        usable = bool(await conn.fetchval(self.q["provider_usable"], LIVENESS_SECONDS))
+        text = help_text(registry, self._facts(room, line.sender), people, usable=usable)
+        if text:
+            await self._reply(conn, line, sender, text)
+
+
+def help_text(registry: Registry, facts: AudienceFacts, people: Mapping[str, str | None], *,
+              usable: bool) -> str | None:
+    """What ``facts``' person may run and whom they may ask in a room of ``people``, in the site's
+    words. With no provider nothing can answer, so nothing is listed and it says why."""
+    strings = registry.strings
+    if not usable:
+        return strings.get(SECTION, "help_no_provider")
+    bots = [b for b in registry.bots.values()
+            if b.user_id in people and "rooms" in b.surfaces and admits(b.audience, facts)]
+    commands = [c for c in registry.commands.values()
+                if _in_rooms(c) and admits(c.audience, facts)
+                and any(c.bot == b.slug or (c.tool is not None and c.tool in b.tools) for b in bots)]
+    parts: list[str] = []
+    heading = strings.get(SECTION, "help_commands")
+    if commands and heading:
+        lines = [heading, ""]
+        for command in commands:
+            lines.append(f"- **!{command.name}**" + (f" — {command.hint}" if command.hint else ""))
+            lines.extend(f"  - {field}" for arg in command.args if (field := describe_field(arg, strings)))
+        parts.append("\n".join(lines))
+    whom = strings.get(SECTION, "help_bots")
+    if bots and whom:
+        parts.append(whom.format(bots=", ".join(b.name for b in bots)))
+    if not parts:
+        return strings.get(SECTION, "help_nothing")
+    return "\n\n".join(parts)
+
+
+# --- MSC4332 command state ----------------------------------------------------------------------
+
+
+def puppet_commands(registry: Registry, bot: Bot, facts: AudienceFacts) -> list[Command]:
+    """The commands ``bot`` answers in rooms that the person ``facts`` describes may run."""
+    return [c for c in registry.commands.values()
+            if _in_rooms(c) and admits(c.audience, facts)
+            and (c.bot == bot.slug or (c.tool is not None and c.tool in bot.tools))]
+
+
+async def publish_command_state(api: AppServiceAPI, db: Database, registry: Registry) -> None:
+    """Every puppet's command state, in every room it is joined to (after content is republished)."""
+    for bot in registry.bots.values():
+        if "rooms" not in bot.surfaces:
+            continue
+        for row in await db.fetch("rooms_joined_by", bot.user_id):
+            await publish_in_room(api, db, registry, row["room_id"], bot.user_id)
+
+
+async def publish_in_room(api: AppServiceAPI, db: Database, registry: Registry, room_id: str,
+                          puppet: str) -> bool:
+    """Set ``puppet``'s MSC4332 state in ``room_id`` to its commands, if it is joined and has the power
+    to (and only when it differs from what is there). True when the room now shows its commands."""
+    bot = next((b for b in registry.bots.values() if b.user_id == puppet), None)
+    room = await db.fetchrow("get_room", room_id)
+    if bot is None or room is None or room["encrypted"] or room["left_at"] is not None:
         return False
+    member = await db.fetchrow("get_member", room_id, puppet)
+    if member is None or member["membership"] != "join":
+        return False
+    # State is public to the room: publish what a plain local member may run, never more.
+    # (Someone the power levels do not name: they hold users_default.)
+    plain = facts_from_power_levels(f"@-:{registry.server_name}", room["power_levels"], room["create_content"],
+                                    room["room_version"] or "1", True, registry.server_name)
+    content = command_state(puppet_commands(registry, bot, plain), registry.strings)
+    intent = api.intent(UserID(puppet))
+    shown = True
+    for event_type in STATE_TYPES:
+        if not may_send_state(puppet, event_type, room["power_levels"], room["create_content"],
+                              room["create_sender"], room["room_version"] or "1"):
+            log.info("%s may not set %s in %s; its commands are not published there", puppet, event_type, room_id,
+                     extra={"room": room_id, "bot": bot.slug})
+            shown = False
+            continue
+        path = Path.v3.rooms[room_id].state[event_type][puppet]
+        try:
+            try:
+                current = await intent.api.request(Method.GET, path)
+            except MNotFound:
+                current = None
+            if current == content or (current is None and not content["commands"]):
+                continue
+            await intent.api.request(Method.PUT, path, content)
+            log.info("published %d command(s) as %s in %s", len(content["commands"]), event_type, room_id,
+                     extra={"room": room_id, "bot": bot.slug})
+        except (MautrixError, aiohttp.ClientError, OSError) as exc:
+            log.warning("could not publish %s in %s: %s", event_type, room_id, exc,
+                        extra={"room": room_id, "bot": bot.slug})
+            shown = False
+    return shown
+
+
+def _in_rooms(command: Command) -> bool:
+    return "rooms" in (command.surfaces or ())

@@ -15,9 +15,9 @@ from typing import Any
 
 import asyncpg
 
-from appservice.matrix.admin import RoomAdmin
+from appservice.matrix.admin import InvitePuppet, PuppetLeaves, RoomAdmin
 from appservice.matrix.commands import Commands
-from appservice.matrix.context import read_context
+from appservice.matrix.context import ContextReader, ContextSettings, ThreadFetch
 from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.presses import POLL_RESPONSES, Presses
@@ -53,7 +53,8 @@ class LeaveEncrypted:
     room_id: str
 
 
-Followup = Join | Decline | LeaveEncrypted
+# InvitePuppet and PuppetLeaves are a room admin's `!bots add` / `!bots remove` (appservice.matrix.admin).
+Followup = Join | Decline | LeaveEncrypted | InvitePuppet | PuppetLeaves
 
 
 class Ingest:
@@ -66,6 +67,8 @@ class Ingest:
         service_user: str,
         accept_scripts: bool = False,
         max_attempts: int = 3,
+        context: ContextSettings | None = None,
+        fetch_thread: ThreadFetch | None = None,
     ) -> None:
         self.db = db
         self.q = db.q
@@ -74,11 +77,14 @@ class Ingest:
         self.service_user = service_user
         self.accept_scripts = accept_scripts
         self.max_attempts = max_attempts
+        # What a bot is given; ``fetch_thread`` reads a thread that predates us from the homeserver.
+        self.context = ContextReader(self.q, context, fetch_thread)
         # What a line can be besides a mention, each its own module: a room admin's `!bots …`, a press
         # on a bot's choices (a keycap, a poll vote, a bare number), a `!command`.
         self.admin = RoomAdmin(db, registry, server_name=server_name, service_user=service_user)
         self.presses = Presses(db, registry, ask=self.ask, server_name=server_name)
-        self.commands = Commands(db, registry, ask=self.ask, server_name=server_name, service_user=service_user)
+        self.commands = Commands(db, registry, ask=self.ask, server_name=server_name, service_user=service_user,
+                                 scripts=self._script)
 
     # --- who we are -------------------------------------------------------------------------------
 
@@ -305,14 +311,21 @@ class Ingest:
             line.sender, room["power_levels"], room["create_content"], room["room_version"] or "1",
             True, self.server_name, create_sender=room["create_sender"],
         )
-        context = await read_context(conn, self.q, line)
+        context = await self.context.read(conn, line, registry.strings, as_user=bot.user_id)
         if extra_context:
             context = {**context, **extra_context}
+        # A plain mention while this person's run with this bot here still works joins that run (SPEC §4):
+        # one answer to both, not two runs racing. A press or a command is an act of its own.
+        plain = prompt is None and trigger_event is None and not extra_context
+        name = next((seen["name"] for seen in context.get("lines", []) if seen.get("event_id") == line.event_id),
+                    line.sender)
+        later = ({"event_id": line.event_id, "sender": line.sender, "name": name, "said": line.text, "ts": line.ts}
+                 if plain else None)
         result = await summon(conn, self.q, registry, Summons(
             bot=bot.slug, surface="rooms", prompt=line.text if prompt is None else prompt,
             asked_by=line.sender, facts=facts, room_id=line.room_id, thread_root=line.thread_root,
             trigger_event=trigger_event or line.event_id, context=context, script=script,
-            encrypted=bool(room["encrypted"]),
+            encrypted=bool(room["encrypted"]), later=later,
         ), max_attempts=self.max_attempts)
         if not isinstance(result, Summoned):
             log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,

@@ -31,6 +31,7 @@ HIDE_SECONDS = 30.0
 MAX_BACKOFF = 10.0  # our own homeserver: when it comes back, answers should follow within seconds
 TXN_MARKER = "org.summon.txn"
 RELATED_WAIT = 0.2  # an edit or redaction whose message is not sent yet waits this long
+POINTING = frozenset({"m.annotation", "m.reference"})  # relations that only point at the earlier message
 
 
 def backoff(attempts: int) -> float:
@@ -129,7 +130,9 @@ class Outbox:
         event_type: str, content: dict[str, Any], run_id: int | None = None, of_txn: str | None = None,
     ) -> None:
         """Queue a message; with ``of_txn`` it edits (``m.room.message``) or redacts (``m.room.redaction``)
-        the earlier message queued under that transaction id."""
+        the earlier message queued under that transaction id — or, when its content carries an
+        ``m.annotation`` or ``m.reference`` relation without an event id (a reaction, a poll's end), it
+        points at that message."""
         if of_txn is None:
             await conn.execute(q["enqueue_outbox"], txn_id, run_id, room_id, sender, event_type, content)
         else:
@@ -215,5 +218,10 @@ class Outbox:
             return None
         if row["event_type"] == "m.room.redaction":
             return await self.sender.redact(row["room_id"], earlier["event_id"], row["txn_id"], row["sender"])
+        rel = row["content"].get("m.relates_to")
+        if isinstance(rel, dict) and rel.get("rel_type") in POINTING:
+            # A keycap on an answer, a poll's end: the relation waits only for the event id.
+            content = {**row["content"], "m.relates_to": {**rel, "event_id": earlier["event_id"]}}
+            return await self.sender.send(row["room_id"], row["event_type"], content, row["txn_id"], row["sender"])
         return await self.sender.send(row["room_id"], row["event_type"], edit_of(row["content"], earlier["event_id"]),
                                       row["txn_id"], row["sender"])

@@ -20,6 +20,7 @@ from mautrix.appservice import AppServiceAPI
 from mautrix.errors import MatrixError as MautrixError
 from mautrix.types import PresenceState, RoomID, UserID
 
+from appservice.matrix.admin import InvitePuppet, PuppetLeaves
 from appservice.matrix.ingest import Decline, Followup, Ingest, Join, LeaveEncrypted
 from engine.content import Registry
 from engine.store.db import Database
@@ -74,6 +75,17 @@ class Rooms:
                          extra={"room": followup.room_id})
             elif isinstance(followup, LeaveEncrypted):
                 await self._leave_all(followup.room_id, REASONS["turned_encrypted"])
+            elif isinstance(followup, InvitePuppet):
+                # `!bots add`: the service's user invites; the puppet accepts like any invite where it is offered.
+                await self.api.intent(UserID(followup.user_id)).ensure_registered()
+                await self.api.intent(UserID(followup.by)).invite_user(RoomID(followup.room_id),
+                                                                       UserID(followup.user_id))
+                log.info("%s invited to %s", followup.user_id, followup.room_id, extra={"room": followup.room_id})
+            elif isinstance(followup, PuppetLeaves):
+                # `!bots remove`: the puppet leaves by itself (a kick would need the kick level).
+                await self.api.intent(UserID(followup.user_id)).leave_room(RoomID(followup.room_id),
+                                                                          reason=followup.reason)
+                log.info("%s left %s", followup.user_id, followup.room_id, extra={"room": followup.room_id})
         except MautrixError as exc:
             log.error("could not carry out %s: %s", followup, exc, extra={"room": followup.room_id})
 

@@ -3,7 +3,9 @@
 An answer is an ``m.notice`` (bots never answer notices, so no bot loops), markdown rendered to HTML
 and sanitised to the spec's allowed tags, always with a plain ``body`` and an explicit ``m.mentions``
 (the asker, so they are notified). In a thread it goes into that thread; otherwise it is a reply to
-the asking line. It is queued in the outbox in the transaction that finishes the run.
+the asking line. It is queued in the outbox in the transaction that finishes the run. An answer that
+ends in choices is cut here, once, and recorded as an offer (``appservice.matrix.offers``; pressed in
+``presses``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -19,8 +22,20 @@ from mautrix.appservice import AppServiceAPI
 from mautrix.errors import MatrixError as MautrixError
 from mautrix.types import RoomID, UserID
 
+from appservice.matrix.offers import (
+    POLL_START,
+    answer_txn,
+    keycap_content,
+    keycap_txn,
+    offer_markdown,
+    poll_question,
+    poll_start_content,
+    poll_txn,
+    style_of,
+)
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.render import render
+from engine import choices
 from engine.content import Registry
 from engine.store.db import Database
 from engine.surface import Answered, Outcome, RunInfo
@@ -95,9 +110,7 @@ class MatrixSurface:
                                  sender=puppet, event_type="m.room.redaction", content={}, run_id=run.id,
                                  of_txn=progress_txn(run.id))
         if isinstance(outcome, Answered):
-            await Outbox.enqueue(conn, self.q, txn_id=f"summon.run{run.id}.answer", room_id=run.room_id,
-                                 sender=puppet, event_type="m.room.message",
-                                 content=run_content(run, outcome.text), run_id=run.id)
+            await self._answer(conn, run, puppet, outcome.text)
             return
         # The room hears the ending in the bot's words (strings: the kit's, the site's, the bot's own);
         # with no words the bot says nothing. The asker also hears why: the provider's own sentence.
@@ -111,6 +124,42 @@ class MatrixSurface:
         await Outbox.enqueue(conn, self.q, txn_id=f"summon.run{run.id}.ending", room_id=run.room_id,
                              sender=puppet, event_type="m.room.message",
                              content=run_content(run, text), run_id=run.id)
+
+    async def _answer(self, conn: asyncpg.Connection, run: RunInfo, puppet: str, text: str) -> None:
+        """The answer, cut once, here (SPEC §4): one that ends in choices is recorded as an offer and shown
+        with its choices numbered, then the puppet's keycaps under it — or, where the room chooses polls,
+        a poll. Any other answer goes as it was written."""
+        room_id = run.room_id
+        assert room_id is not None
+        press = await conn.fetchrow(self.q["taken_press_of_run"], run.id)
+        if press is not None and press["how"] != "number" and press["answer_event"]:
+            # Summoned by a keycap or a vote: a reply to that would show nothing, so reply to the offer.
+            run = replace(run, trigger_event=press["answer_event"])
+        txn = answer_txn(run.id)
+        cut = choices.cut(text)
+        if not cut.offers:
+            await Outbox.enqueue(conn, self.q, txn_id=txn, room_id=room_id, sender=puppet,
+                                 event_type="m.room.message", content=run_content(run, text), run_id=run.id)
+            return
+        room = await conn.fetchrow(self.q["get_room"], room_id)
+        style = style_of(room["settings"] if room is not None else None)
+        await conn.execute(
+            self.q["insert_offer"], run.id, run.bot, room_id, run.thread_root, run.asked_by, cut.words,
+            [{"label": c.label, "detail": c.detail} for c in cut.choices],
+            [{"label": link.label, "url": link.url} for link in cut.links],
+            style, txn, poll_txn(run.id) if style == "poll" else None)
+        await Outbox.enqueue(conn, self.q, txn_id=txn, room_id=room_id, sender=puppet,
+                             event_type="m.room.message", run_id=run.id,
+                             content=run_content(run, offer_markdown(cut.words, cut.choices, cut.links)))
+        if style == "poll":
+            await Outbox.enqueue(conn, self.q, txn_id=poll_txn(run.id), room_id=room_id, sender=puppet,
+                                 event_type=POLL_START, run_id=run.id,
+                                 content=poll_start_content(poll_question(cut.words), cut.choices,
+                                                            thread_root=run.thread_root))
+            return
+        for n in range(1, len(cut.choices) + 1):
+            await Outbox.enqueue(conn, self.q, txn_id=keycap_txn(run.id, n), room_id=room_id, sender=puppet,
+                                 event_type="m.reaction", content=keycap_content(n), run_id=run.id, of_txn=txn)
 
     async def working(self, run: RunInfo, on: bool) -> None:
         """Typing, but only for a run that takes a while: an answer that comes at once needs no

@@ -100,16 +100,17 @@ def compile_sources(
     return linked
 
 
-def references(sources: Mapping[str, str]) -> set[str]:
-    """The files and urls the tool files name (``openapi:``, ``module:``), for the caller to read
-    and hand back as ``referenced``. Files that do not parse name nothing (their errors come later)."""
+def references(sources: Mapping[str, str], keys: tuple[str, ...] = ("openapi", "module")) -> set[str]:
+    """The files and urls the tool files name (``openapi:``, ``module:``; or only ``keys``), for the
+    caller to read and hand back as ``referenced``. Files that do not parse name nothing (their
+    errors come later)."""
     found: set[str] = set()
     for path, text in sources.items():
         if not path.startswith("tools/"):
             continue
         parsed = parse(text)
         if isinstance(parsed, Parsed):
-            for key in ("openapi", "module"):
+            for key in keys:
                 value = parsed.data.get(key)
                 if isinstance(value, str) and value.strip():
                     found.add(value.strip())

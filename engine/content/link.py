@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urljoin
 
 from engine.content.base import CompileError, Strict, listed
 from engine.content.bots import ALL, Bot, BotFile, bot_fields
-from engine.content.openapi import Spec, Unavailable, read_spec
+from engine.content.code import read_module
+from engine.content.openapi import Spec, Unavailable, read_spec, tool_name
 from engine.content.parts import (
     BUILTIN_TOOLS,
     COMMAND_SURFACES,
@@ -36,6 +38,7 @@ def link(
     errors of its own is not reported again as a reference to nothing."""
     errors: list[CompileError] = []
     tools = {name: tool for name, file in _named(files["tools"]).items() if (tool := _tool(name, file, settings, errors))}
+    _check_model_names(tools, _named(files["tools"]), errors)
     tool_names = set(tools) | set(BUILTIN_TOOLS) | present["tools"]
 
     skills: dict[str, Skill] = {}
@@ -95,11 +98,21 @@ def _tool(name: str, file: File, settings: Settings, errors: list[CompileError])
     base = {**_fields(front, ToolFile), "name": name, "source_path": file.path, "notes": file.parsed.body.strip()}
     if front.module is not None:
         loaded = settings.referenced.get(front.module)
-        if not isinstance(loaded, str):
-            why = loaded.reason if isinstance(loaded, Unavailable) else "it was not read"
+        module = read_module(loaded) if isinstance(loaded, str) else None
+        if module is None or isinstance(module, str):
+            why = module or (loaded.reason if isinstance(loaded, Unavailable) else "it was not read")
             errors.append(CompileError(file.path, file.line("module"), f"module: {front.module} does not load: {why}"))
             return None
-        return Tool(**base, kind="module")
+        if front.description is None and module.doc is None:
+            errors.append(
+                CompileError(
+                    file.path, file.line("module"),
+                    f"a code tool needs words a model reads to decide to use it: description: here, or a docstring"
+                    f" on run in {front.module}",
+                )
+            )
+            return None
+        return Tool(**base, kind="module", parameters=module.parameters, doc=module.doc)
     assert front.openapi is not None
     loaded = settings.referenced.get(front.openapi)
     spec: Spec | str
@@ -123,9 +136,43 @@ def _tool(name: str, file: File, settings: Settings, errors: list[CompileError])
                     f" (its operationIds: {listed(sorted(spec.operations))})",
                 )
             )
+        elif operation in spec.problems:
+            errors.append(
+                CompileError(
+                    file.path,
+                    file.line("operations", index),
+                    f"operations: '{operation}' of {front.openapi} cannot be offered to a model:"
+                    f" {spec.problems[operation]}",
+                )
+            )
         else:
             allowed.append(spec.operations[operation])
-    return Tool(**base, kind="openapi", base_url=spec.base_url, allowed=tuple(allowed))
+    base_url = spec.base_url
+    if front.openapi.startswith(("http://", "https://")):  # a server url is relative to the spec's own
+        base_url = urljoin(front.openapi, base_url or "/")
+    return Tool(**base, kind="openapi", base_url=base_url, allowed=tuple(allowed))
+
+
+def _check_model_names(tools: Mapping[str, Tool], files: Mapping[str, File], errors: list[CompileError]) -> None:
+    """Each name a model calls a content tool by is its own: not a built-in's, not another tool's."""
+    taken = {name: "a built-in tool" for name in BUILTIN_TOOLS}
+    for name, tool in sorted(tools.items()):
+        file = files[name]
+        targets = (
+            [(tool_name(name, op.operation_id), ("operations", tool.operations.index(op.operation_id)))
+             for op in tool.allowed]
+            if tool.kind == "openapi" else [(tool_name(name), ("module",))]
+        )
+        for model_name, at in targets:
+            if model_name in taken:
+                errors.append(
+                    CompileError(
+                        file.path, file.line(*at),
+                        f"a model would call this tool '{model_name}', already the name of {taken[model_name]}",
+                    )
+                )
+            else:
+                taken[model_name] = file.path if tool.kind == "module" else f"an operation of {file.path}"
 
 
 class _Bots:

@@ -26,7 +26,8 @@ COMMAND_SURFACES = ("rooms", "desk")
 
 _URL = re.compile(r"https?://[^\s/]+(?:/\S*)?")
 _ARG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
-_SPAN_PART = re.compile(r"\s*([0-9]+)\s*(m|mins?|minutes?|h|hours?|d|days?|w|weeks?)\s*")
+# Longest unit first, and a whole word: "1 week" is a week, not a "w" followed by "eek".
+_SPAN_PART = re.compile(r"\s*([0-9]+)\s*(minutes?|mins?|m|hours?|h|days?|d|weeks?|w)(?![a-z])\s*")
 _SPAN_UNIT = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _USER_ID = re.compile(r"@[^\s:]+:\S+")
 # A placeholder in a command's prompt: {since}. Other braces are left as they are.
@@ -115,23 +116,49 @@ class ToolFile(Strict):
         return self
 
 
+# Where an argument of an OpenAPI operation goes: a path, query or header parameter, one field of a
+# JSON object body, or the whole JSON body.
+Where = Literal["path", "query", "header", "field", "body"]
+
+
+def _no_arguments() -> dict[str, Any]:
+    return {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+class Param(Strict):
+    """One argument of an OpenAPI operation: the model's name for it, the API's, and where it goes."""
+
+    name: str
+    key: str
+    where: Where
+    required: bool = False
+
+
 class Operation(Strict):
-    """One allowed operation of an OpenAPI tool, as its spec declares it."""
+    """One allowed operation of an OpenAPI tool, as its spec declares it. ``parameters`` is the JSON
+    Schema object a model is offered (read it, never change it); ``params`` says where each goes."""
 
     operation_id: str
     method: str
     path: str
     summary: str | None = None
+    parameters: dict[str, Any] = Field(default_factory=_no_arguments)
+    params: tuple[Param, ...] = ()
 
 
 class Tool(ToolFile):
     """A compiled tool. ``notes`` (its file's body) are for people: never sent to a model, whose
-    words are ``description`` (or, for an OpenAPI tool without one, each operation's summary)."""
+    words are ``description`` and each operation's summary (a code tool without a description: its
+    ``run``'s docstring, ``doc``). What a model is offered is ``engine.tools.schemas``."""
 
     name: str
     kind: Literal["openapi", "module"]
     base_url: str | None = None
     allowed: tuple[Operation, ...] = ()
+    # A code tool's arguments, as its module's PARAMETERS declares them (JSON Schema; read, never change),
+    # and its run function's docstring (a model's words when the file has no description).
+    parameters: dict[str, Any] = Field(default_factory=_no_arguments)
+    doc: str | None = None
     notes: str = ""
     source_path: str
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,37 @@ def _ordered(items: Iterable[T], key: str) -> Mapping[str, T]:
     return types.MappingProxyType({str(getattr(item, key)): item for item in listed})
 
 
+_FRONT = re.compile(r"\A---\n(.*?)\n---[ \t]*(?:\n|\Z)", re.S)
+_TITLE_KEY = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.M)
+_HEADING = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.M)
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A page of ``content/docs/`` (markdown): what a bot's ``search_site`` finds. ``path`` is relative
+    to the content folder (``docs/using-the-bots.md``); the title is the front matter's ``title:``, else the first ``# heading``, else the
+    file's name."""
+
+    path: str
+    title: str
+    body: str
+
+    @classmethod
+    def of(cls, path: str, text: str) -> Doc:
+        text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+        title = None
+        front = _FRONT.match(text)
+        if front is not None:
+            text = text[front.end():]
+            key = _TITLE_KEY.search(front.group(1))
+            title = key.group(1).strip("'\"") if key else None
+        heading = _HEADING.search(text)
+        if title is None and heading is not None:
+            title = heading.group(1)
+        stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+        return cls(path, title or stem.replace("-", " ").replace("_", " ").capitalize(), text.strip())
+
+
 @dataclass(frozen=True)
 class Registry:
     """Every compiled thing by name. ``bots`` are the live ones (the site's); iterating yields them
@@ -36,6 +68,8 @@ class Registry:
     commands: Mapping[str, Command] = field(default_factory=_empty)  # type: ignore[arg-type]
     strings: Strings = field(default_factory=Strings)
     kit_bots: Mapping[str, Bot] = field(default_factory=_empty)  # type: ignore[arg-type]
+    # content/docs/, by path: not compiled (free prose), carried so a publish can index it for search.
+    docs: Mapping[str, Doc] = field(default_factory=_empty)  # type: ignore[arg-type]
 
     @classmethod
     def of(
@@ -48,6 +82,7 @@ class Registry:
         commands: Iterable[Command] = (),
         strings: Strings | None = None,
         kit_bots: Iterable[Bot] = (),
+        docs: Iterable[Doc] = (),
     ) -> Registry:
         return cls(
             server_name=server_name,
@@ -57,6 +92,7 @@ class Registry:
             commands=_ordered(commands, "name"),
             strings=strings or Strings(),
             kit_bots=_ordered(kit_bots, "slug"),
+            docs=_ordered(docs, "path"),
         )
 
     def get(self, slug: str) -> Bot | None:

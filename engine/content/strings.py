@@ -35,18 +35,60 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # (a comma-separated list), so "what do memberships cost" finds memberships.
     "words": {"asking": ()},
     # The framing of what a bot is given: a header over the room's lines or a thread's, and how
-    # state changes read ("X joined").
+    # state changes read ("X joined"); ``later`` heads lines the asker added while the run worked, and
+    # ``incomplete`` says a thread's start could not be read.
     "context": {
         "room": ("room",),
         "thread": ("room",),
         "joined": ("name",),
         "left": ("name",),
         "not_transcribed": (),
+        "later": (),
+        "incomplete": (),
     },
     # The progress line of a long run, edited in place.
     "progress": {"working": ("bot",), "still_working": ("bot", "minutes"), "cancel_hint": ()},
     # What a person is told when a summons is refused for a reason they can act on.
     "refusals": {"ceiling": ("bot", "window", "when")},
+    # `!bots …` to the service (appservice.matrix.admin): every reply shows a setting's current value and
+    # the allowed ones; a bad field names what it takes; a non-admin is told the power level it needs.
+    "admin": {
+        "usage": ("commands",), "not_admin": ("level", "yours"), "bad": ("field", "value", "allowed", "why"),
+        "setting": ("field", "value", "allowed"),
+        "offered": (), "none_offered": (), "bot_line": ("glyph", "name", "slug", "about", "here"),
+        "here": (), "invited": (), "silenced": (),
+        "added": ("bot",), "already": ("bot",), "removed": ("bot",), "not_here": ("bot",),
+        "sealed": (), "scheduled": ("n", "bot", "when", "ask", "next"), "schedules": (), "no_schedules": (),
+        "schedule_line": ("n", "bot", "when", "ask"), "unscheduled": ("n",),
+        "runs": (), "no_runs": (), "run_line": ("run", "bot", "ending", "cost", "when", "asker"),
+        "spend": ("today", "month"), "spend_line": ("bot", "today", "month"),
+        "cancelling": ("run",),
+    },
+    # `!commands` (engine.commands): what each kind of field accepts, why arguments were not taken,
+    # and `!help` (what this person may run here).
+    "commands": {
+        "span": (), "choice": ("choices",), "person": (), "boolean": (), "number": (), "text": (),
+        "field": ("field", "label"), "no_fields": (),
+        "bad_value": ("command", "field", "label", "accepts", "value"),
+        "missing": ("command", "field", "label", "accepts"),
+        "unknown_field": ("command", "field", "fields"),
+        "twice": ("command", "field", "label"),
+        "too_many": ("command", "value", "fields"),
+        "ambiguous": ("command", "field", "label", "value", "matches"),
+        "tool_prompt": ("command", "tool", "args"),
+        "tool_no_bot": ("command", "tool"),
+        "help_commands": (), "help_field": ("field", "label", "accepts"), "help_default": ("default",),
+        "help_bots": ("bots",), "help_nothing": (), "help_no_provider": (),
+    },
+    # A bot's choices: a press on a spent offer is told it is gone ({name} took {choice}); the spent
+    # set marks the one taken (numbered {number}); a poll's end says who chose what.
+    "choices": {"gone": ("bot", "choice", "name"), "taken": ("number", "choice", "name"),
+                "poll_ended": ("choice", "name")},
+    # The line over a bot's skills in its prompt (one line per skill follows; bodies stay behind open_skill).
+    "skills": {"header": ()},
+    # What a personal tool tells the model: nobody to ask about (no person at all, or — for account facts —
+    # a guest with no account) is a different answer from none (this person has none); a ticket raised.
+    "tools": {"nobody": (), "no_account": (), "none": (), "ticket_raised": ("ticket",)},
 }
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")

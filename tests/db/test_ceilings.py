@@ -90,7 +90,9 @@ async def test_a_person_over_the_ceiling_is_told_which_window_and_when_it_frees(
     await publish(db, registry)
     await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
     ingest = Ingest(db, lambda: registry, server_name="localhost", service_user="@summon:localhost")
-    lines = [message(f"Capped, question {n}", mentions=["@bot_capped:localhost"]) for n in range(4)]
+    # Four questions in four threads (in one thread, a second mention would join the live run instead).
+    lines = [message(f"Capped, question {n}", mentions=["@bot_capped:localhost"],
+                     **{"m.relates_to": {"rel_type": "m.thread", "event_id": f"$root{n}"}}) for n in range(4)]
     await feed(ingest, db, "t1", lines)
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 3
     told = await db.pool.fetchrow("SELECT sender, content FROM outbox WHERE txn_id = $1",
@@ -98,4 +100,5 @@ async def test_a_person_over_the_ceiling_is_told_which_window_and_when_it_frees(
     assert told is not None and told["sender"] == "@bot_capped:localhost"
     body = told["content"]["body"]
     assert "Capped" in body and "minute" in body and "UTC" in body
-    assert told["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": lines[3]["event_id"]}}
+    assert told["content"]["m.relates_to"] == {"rel_type": "m.thread", "event_id": "$root3", "is_falling_back": False,
+                                               "m.in_reply_to": {"event_id": lines[3]["event_id"]}}

@@ -94,7 +94,7 @@ async def test_an_edit_replaces_the_text_and_a_redaction_drops_the_line(ingest: 
     redaction = {"event_id": "$red1", "room_id": ROOM, "sender": "@alice:localhost", "type": "m.room.redaction",
                  "redacts": gone["event_id"], "origin_server_ts": 1_800_000_000_000, "content": {}}
     await feed(ingest, db, "t1", [first, gone, edit, redaction])
-    rows = await db.fetch("context_timeline", ROOM, 2_000_000_000_000, 10)
+    rows = await db.fetch("context_timeline", ROOM, 2_000_000_000_000, "@alice:localhost", 10)
     assert [r["said"] for r in rows] == ["the answer"]
 
 

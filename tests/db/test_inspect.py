@@ -54,3 +54,28 @@ async def test_runs_shows_the_outcome_and_every_step(db: Database, dsn: str, pub
     both = runs("--bot", "helper")
     assert f"run {failed} · helper · failed (failed)" in both and "reason: The model is overloaded." in both
     assert runs("--bot", "nobody").strip() == "no runs"
+
+
+async def test_a_refused_summons_is_recorded_and_shown(db: Database, dsn: str, published: Registry, tmp_path: Path) -> None:
+    from engine.content.audience import AudienceFacts
+    from engine.summon import Refused, Summons, summon
+
+    facts = AudienceFacts(user_id="@mallory:localhost", local_server="localhost")
+    async with db.transaction("test") as conn:
+        result = await summon(conn, db.q, published, Summons(
+            bot="helper", surface="desk", prompt="hi", asked_by="@mallory:localhost", facts=facts,
+            room_id="!r:localhost", trigger_event="$refused1"))
+    assert isinstance(result, Refused) and result.reason == "not_on_surface"
+    assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 0
+    config = tmp_path / "summon.yaml"
+    config.write_text(yaml.safe_dump({
+        "homeserver": {"url": "http://127.0.0.1:9", "server_name": "localhost"},
+        "appservice": {"address": "http://127.0.0.1:9", "as_token": "a" * 20, "hs_token": "h" * 20},
+        "database": {"dsn": dsn},
+    }))
+    out = subprocess.run([sys.executable, "-m", "appservice", "-c", str(config), "runs", "--room", "!r:localhost"],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "refused (no run was started):"
+    assert "helper · not_on_surface · asked by @mallory:localhost in !r:localhost" in lines[1]

@@ -44,7 +44,8 @@ async def test_the_shipped_content_is_projected_into_every_table(db: Database) -
     assert [s["name"] for s in await rows(db, "published_skills")] == sorted([*HARM_SKILLS, "matrix-help"])
     assert await rows(db, "published_tools") == []
     commands = await rows(db, "published_commands")
-    assert [(c["name"], c["bot"], c["tool"], c["surfaces"]) for c in commands] == [("summarise", "helper", None, ["rooms"])]
+    assert [(c["name"], c["bot"], c["tool"], c["surfaces"]) for c in commands] == [
+        ("summarise", "helper", None, ["rooms"]), ("triage", "helper", None, ["rooms"])]
     shape = commands[0]["shape"]
     assert isinstance(shape, dict) and set(shape) == {"name", "hint", "args"}  # the prompt is not the client's
     assert "{since}" in str(commands[0]["prompt"])
@@ -59,6 +60,7 @@ async def test_publishing_again_withdraws_what_is_gone_and_relinks(db: Database,
     shutil.copytree(REPO / "content", content)
     (content / "skills" / "matrix-help.md").unlink()
     (content / "commands" / "summarise.md").unlink()
+    (content / "commands" / "triage.md").unlink()
     (content / "bots" / "echo.md").unlink()
     (content / "bots" / "helper.md").write_text(
         "---\nname: Helper\ntools: [search_site]\nskills: [privacy]\n---\nHelp.\n", encoding="utf-8"

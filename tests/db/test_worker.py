@@ -280,3 +280,31 @@ async def test_a_worker_says_on_its_heartbeat_whether_it_can_answer(db: Database
         await asyncio.wait_for(task, 10)
     # A worker that stops takes its word back.
     assert await db.pool.fetchval("SELECT count(*) FROM provider_status WHERE worker = 'beating'") == 0
+
+
+async def test_words_that_join_while_the_model_thinks_are_heard_before_the_answer_goes(
+    db: Database, published: Registry,
+) -> None:
+    """A line that joins the live run while its last model call is out makes that answer a draft: the
+    worker sees it under the finishing commit's row lock, records it, and asks the model again."""
+    surface = RecordingSurface()
+    run_id = await insert_run(db, script=[{"text": "The Air.", "delay": 1.0},
+                                          {"text": "The Air, and it is under 1000."}])
+    worker = make_worker(db, published, surface, worker_id="w")
+    holding = asyncio.ensure_future(worker.work_once())
+    await eventually(lambda: _running(db, run_id), timeout=10)
+    joined = await db.fetchval("join_live_run", "helper", "@alice:localhost", "!room:localhost", None,
+                               {"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"},
+                               "Said since:")
+    assert joined == run_id
+    await holding
+    kinds = [s["kind"] for s in await steps_of(db, run_id)]
+    assert kinds == ["model", "heard", "model", "answer"]
+    heard = (await steps_of(db, run_id))[1]["payload"]
+    assert heard == {"kind": "heard", "text": "Said since:\nalice: and under 1000?", "count": 1}
+    assert surface.delivered == [(run_id, Answered("The Air, and it is under 1000."))]
+
+
+async def _running(db: Database, run_id: int) -> bool:
+    row = await db.fetchrow("get_run", run_id)
+    return row is not None and row["status"] == "running"

@@ -89,7 +89,7 @@ def test_a_module_tool_needs_its_file(tmp_path: Path) -> None:
     root = write(tmp_path, {"tools/weather.md": "---\nmodule: tools/weather.py\n---\n"})
     errors = compile_content(root, server_name=SERVER, kit=None, fetch_spec=None)
     assert isinstance(errors, list) and "module: tools/weather.py does not load: there is no such file" in str(errors[0])
-    write(root, {"tools/weather.py": "def run(): ...\n"})
+    write(root, {"tools/weather.py": 'def run(run, arguments):\n    """The weather."""\n    return "sunny"\n'})
     registry = compile_content(root, server_name=SERVER, kit=None, fetch_spec=None)
     assert isinstance(registry, Registry) and registry.tools["weather"].kind == "module"
 

@@ -29,7 +29,7 @@ def test_entries_by_section_with_continued_lines() -> None:
 
 REFUSALS = [
     ("## site\n\n- failed: x\n", "strings.md:1: unknown scope '## site' (scopes: bots)"),
-    ("## bots\n### endngs\n- failed: x\n", "strings.md:2: unknown section '### endngs' under ## bots (sections: endings, words, context, progress, refusals)"),
+    ("## bots\n### endngs\n- failed: x\n", "strings.md:2: unknown section '### endngs' under ## bots (sections: " + ", ".join(CATALOGUE) + ")"),
     ("## bots\n### endings\n- broke: x\n", "strings.md:3: unknown key 'broke' in ### endings (keys: cancelled, out_of_money, out_of_steps, out_of_time, nothing_to_add, failed)"),
     ("## bots\n### endings\n- failed: x\n- failed: y\n", "strings.md:4: 'failed' is given twice in ### endings (first at line 3)"),
     ("## bots\n### endings\nfailed: x\n", "strings.md:3: a string is a '- key: text' line (or a line indented under one)"),

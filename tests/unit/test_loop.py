@@ -176,3 +176,13 @@ def test_spent_sums_model_costs() -> None:
     steps: list[Step] = [asks(LOOKUP, cost=0.25), *ran(LOOKUP), said("x", cost=0.5)]
     assert spent(steps) == pytest.approx(0.75)
     assert spent([]) == 0
+
+
+def test_words_heard_after_a_draft_answer_ask_the_model_again_within_the_limits() -> None:
+    from engine.loop import CallModel, End
+    from engine.messages import HeardStep
+
+    steps: list[Step] = [said("The Air."), HeardStep("Alice: and under 1000?", 1)]
+    assert decide(run(), steps, NOW) == CallModel()
+    assert decide(run(Limits(steps=1, spend=1.0, minutes=10)), steps, NOW) == End("out_of_steps")
+    assert decide(run(cancel=True), steps, NOW) == End("cancelled")

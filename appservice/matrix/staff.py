@@ -1,0 +1,37 @@
+"""Telling the staff in Matrix (SPEC §9): a ticket a bot raised becomes a notice in the deployment's staff
+room, queued in the ticket's own transaction, so a ticket nobody was told about cannot exist (and a notice
+about a ticket that was rolled back is never sent)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import asyncpg
+
+from appservice.matrix.outbox import Outbox
+
+TICKET_MARKER = "org.summon.ticket"
+
+
+def ticket_notice(ticket: Mapping[str, Any]) -> dict[str, Any]:
+    """The notice for one ticket: its number, subject and body, and whom it is for (an account, or the desk
+    contact of a guest). It pings nobody."""
+    who = ticket.get("user_id") or f"desk contact {ticket.get('contact_id')}"
+    parts = [f"🎫 #{ticket['id']} {ticket['subject']}", str(ticket.get("body") or "").strip(),
+             f"{who} · run {ticket.get('raised_by_run')}"]
+    return {
+        "msgtype": "m.notice",
+        "body": "\n\n".join(part for part in parts if part),
+        "m.mentions": {},
+        TICKET_MARKER: {key: ticket.get(key) for key in ("id", "contact_id", "user_id", "raised_by_run")},
+    }
+
+
+async def tell_staff(conn: asyncpg.Connection, q: Any, room_id: str, sender: str, ticket: Mapping[str, Any]) -> None:
+    """Queue the ticket's notice to the staff room as ``sender``, under a transaction id of the ticket's own
+    (a retried raise queues nothing new)."""
+    await Outbox.enqueue(
+        conn, q, txn_id=f"summon-ticket-{ticket['id']}", room_id=room_id, sender=sender,
+        event_type="m.room.message", content=ticket_notice(ticket), run_id=ticket.get("raised_by_run"),
+    )

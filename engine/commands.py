@@ -1,0 +1,455 @@
+"""``!name args`` read as fields, never as a syntax (SPEC §5). Pure: text and data in, values out.
+
+A line is a command when it starts with ``!name`` (or ``/name``: clients that do not know a slash
+command send it on as text). Its arguments are the command's fields, named (``since=2d``,
+``topic="a b"``) or positional in declared order, each read by its kind: a span (``2d``, ``48h``,
+``1 week``), a choice (one of its choices, any case), a person (a pill or matrix.to link, an
+``@user:server``, ``me``, or a display name of someone in the room — the caller hands the members
+in), a boolean, a number, text (the last text field takes the rest of the line). What is absent
+takes its default. What does not fit is a ``Problem`` naming the field — never a guess: no prefix
+of a choice, no nearest name, no first of two people who share one.
+
+The words a person reads (what a field accepts, the help) are the site's strings, section
+``commands``; with no words for something, nothing is said. The words a *model* reads when a prompt
+is resolved (a span as "2 days") are the prompt's own language and live here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import unquote
+
+from engine.content import Arg, Command, Strings
+from engine.content.audience import STATE_DEFAULT, facts_from_power_levels
+from engine.content.parts import PLACEHOLDER, parse_span
+
+SECTION = "commands"
+# MSC4332 state: the stable type, and the unstable one clients ship while the proposal is open.
+STATE_TYPES = ("m.bot.commands", "org.matrix.msc4332.commands")
+# The structured block an MSC4332 client sends with the line, under both names.
+COMMAND_BLOCKS = ("m.bot.command", "org.matrix.msc4332.command")
+
+_COMMAND = re.compile(r"[!/]([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?", re.DOTALL)
+_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
+_QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u201e": "\u201c"}
+_USER_ID = re.compile(r"@[^\s:]+:[^\s:][^\s]*")
+_MATRIX_TO = re.compile(r"https?://matrix\.to/#/([^/?\s]+)(?:\?\S*)?", re.IGNORECASE)
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_BOOLEANS = {"yes": True, "true": True, "on": True, "no": False, "false": False, "off": False}
+# How many words one value may run over: "1 day 12 hours", "Ann Marie Lee".
+_SPAN_WORDS = 6
+_NAME_WORDS = 5
+_UNITS = (("week", 7 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60))
+_SHORT = {"week": "w", "day": "d", "hour": "h", "minute": "m"}
+
+
+@dataclass(frozen=True)
+class Person:
+    """Someone a person argument named: their user id, and the name the room shows (if known)."""
+
+    user_id: str
+    name: str | None = None
+
+
+Value = dt.timedelta | bool | int | float | str | Person
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a command's arguments were not taken. ``field`` is the argument's name (or the unknown
+    name that was given); ``value`` what was written; ``matches`` the people a name could be."""
+
+    why: Literal["bad", "missing", "unknown", "twice", "too_many", "ambiguous"]
+    field: str | None = None
+    value: str | None = None
+    matches: tuple[Person, ...] = ()
+
+
+# --- the line ----------------------------------------------------------------------------------
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``!name rest`` or ``/name rest`` → (name in lower case, rest); None when it is not a command.
+    ``!!x`` and ``//x`` (a client's escape for a literal slash) are not commands."""
+    match = _COMMAND.fullmatch(text.strip())
+    if match is None:
+        return None
+    return match.group(1).lower(), (match.group(2) or "").strip()
+
+
+def strip_address(text: str, names: Iterable[str]) -> str:
+    """The line without a leading address to one of ``names`` ("Helper: !summarise", "@bot_x:hs !x"),
+    so a command said to a bot by name reads like one said to the room."""
+    stripped = text.strip()
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        match = re.match(rf"@?{re.escape(name)}(?![\w-])[:,]?\s+", stripped, re.IGNORECASE)
+        if match is not None:
+            return stripped[match.end():]
+    return stripped
+
+
+def from_block(block: object) -> tuple[str, dict[str, str]] | None:
+    """An MSC4332 ``m.bot.command`` block → (name, named values); the syntax's first word is the name."""
+    if not isinstance(block, Mapping):
+        return None
+    syntax, variables = block.get("syntax"), block.get("variables") or {}
+    if not isinstance(syntax, str) or not isinstance(variables, Mapping) or not syntax.split():
+        return None
+    name = syntax.split()[0].lstrip("!/").lower()
+    values = {str(k).lower(): v for k, v in variables.items() if isinstance(v, str)}
+    return (name, values) if name else None
+
+
+# --- the arguments -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Token:
+    start: int
+    end: int
+    key: str | None  # name= in front of it
+    value: str  # without the name= and the quotes
+    quoted: bool
+    value_start: int  # where the value begins in the line (after name= and the opening quote)
+
+
+def _tokens(raw: str) -> list[_Token]:
+    out: list[_Token] = []
+    i, n = 0, len(raw)
+    while i < n:
+        if raw[i].isspace():
+            i += 1
+            continue
+        start, key = i, None
+        named = _KEY.match(raw, i)
+        if named is not None:
+            key, i = named.group(1).lower(), named.end()
+        if i < n and raw[i] in _QUOTES:
+            close = raw.find(_QUOTES[raw[i]], i + 1)
+            if close != -1:
+                out.append(_Token(start, close + 1, key, raw[i + 1:close], True, i + 1))
+                i = close + 1
+                continue
+        j = i
+        while j < n and not raw[j].isspace():
+            j += 1
+        out.append(_Token(start, j, key, raw[i:j], False, i))
+        i = j
+    return out
+
+
+def parse_args(command: Command, raw: str | Mapping[str, str], *, members: Mapping[str, str | None],
+               asker: str) -> dict[str, Value] | Problem:
+    """The command's arguments from what followed its name (or from an MSC4332 block's named values),
+    in declared order, defaults applied — or the first ``Problem``. ``members`` maps the room's
+    people (user id → display name); ``asker`` is who ran it ("me")."""
+    by_name = {arg.name: arg for arg in command.args}
+    if isinstance(raw, Mapping):
+        # Named values a client sent apart from the text: each is one value, as if quoted.
+        tokens = [_Token(0, 0, name.lower(), value, True, 0) for name, value in raw.items()]
+        raw = ""
+    else:
+        tokens = _tokens(raw)
+    given: dict[str, Value] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.key is not None:
+            arg = by_name.get(token.key)
+            if arg is None:
+                return Problem("unknown", token.key, token.value)
+            if arg.name in given:
+                return Problem("twice", arg.name, token.value)
+            rest = True
+        else:
+            pending = [a for a in command.args if a.name not in given]
+            if not pending:
+                return Problem("too_many", None, token.value)
+            arg, rest = pending[0], len(pending) == 1
+        stop = next((k for k in range(i + 1, len(tokens)) if tokens[k].key in by_name), len(tokens))
+        taken = _take(arg, tokens, i, stop, raw, rest=rest, members=members, asker=asker)
+        if isinstance(taken, Problem):
+            return taken
+        given[arg.name], i = taken
+    out: dict[str, Value] = {}
+    for arg in command.args:
+        if arg.name in given:
+            out[arg.name] = given[arg.name]
+        elif arg.default is None:
+            return Problem("missing", arg.name)
+        else:
+            out[arg.name] = _default(arg, members, asker)
+    return out
+
+
+def _take(arg: Arg, tokens: Sequence[_Token], i: int, stop: int, raw: str, *, rest: bool,
+          members: Mapping[str, str | None], asker: str) -> tuple[Value, int] | Problem:
+    first = tokens[i]
+    if arg.kind == "text":
+        if first.quoted or not rest:
+            return first.value, i + 1
+        # The last text field takes the rest of the line, up to a field given by name.
+        return raw[first.value_start:tokens[stop - 1].end].strip(), stop
+    if arg.kind in ("boolean", "number") or first.quoted:
+        found = _read(arg, first.value, members, asker)
+        if found is None:
+            return Problem("bad", arg.name, first.value)
+        if isinstance(found, tuple):
+            return Problem("ambiguous", arg.name, first.value, found)
+        return found, i + 1
+    most = {"span": _SPAN_WORDS, "person": _NAME_WORDS}.get(arg.kind) or max(len(c.split()) for c in arg.choices)
+    # The longest run of words that reads as this kind: "1 week", "Ann Marie Lee", "very long".
+    for length in range(min(most, stop - i), 0, -1):
+        if any(t.quoted for t in tokens[i + 1:i + length]):
+            continue
+        words = " ".join([first.value, *(raw[t.start:t.end] for t in tokens[i + 1:i + length])])
+        found = _read(arg, words, members, asker)
+        if isinstance(found, tuple):
+            return Problem("ambiguous", arg.name, words, found)
+        if found is not None:
+            return found, i + length
+    return Problem("bad", arg.name, first.value)
+
+
+def _read(arg: Arg, text: str, members: Mapping[str, str | None],
+          asker: str) -> Value | tuple[Person, ...] | None:
+    text = text.strip()
+    match arg.kind:
+        case "span":
+            return parse_span(text.lower())
+        case "choice":
+            return next((c for c in arg.choices if c.casefold() == text.casefold()), None)
+        case "boolean":
+            return _BOOLEANS.get(text.lower())
+        case "number":
+            if not _NUMBER.fullmatch(text):
+                return None
+            number = float(text)
+            if not math.isfinite(number):
+                return None
+            return int(number) if number.is_integer() and "." not in text else number
+        case "person":
+            return read_person(text, members, asker)
+        case _:
+            return text
+
+
+def read_person(text: str, members: Mapping[str, str | None],
+                asker: str) -> Person | tuple[Person, ...] | None:
+    """A person as a line names them: ``me``, a matrix.to link, ``@user:server`` (a pill reads as
+    one), or the display name (or user name) of someone in the room. Two people of that name → both,
+    so the caller asks which; nobody → None."""
+    text = text.strip()
+    if text.lower() == "me":
+        return Person(asker, members.get(asker))
+    link = _MATRIX_TO.fullmatch(text)
+    if link is not None:
+        text = unquote(link.group(1))
+    if _USER_ID.fullmatch(text):
+        return Person(text, members.get(text))
+    name = (text[1:] if text.startswith("@") else text).casefold()
+    if not name:
+        return None
+    for same in (
+        [uid for uid, shown in members.items() if shown and shown.casefold() == name],
+        [uid for uid in members if uid[1:].split(":", 1)[0].casefold() == name],
+    ):
+        if len(same) == 1:
+            return Person(same[0], members.get(same[0]))
+        if same:
+            return tuple(Person(uid, members.get(uid)) for uid in sorted(same))
+    return None
+
+
+def _default(arg: Arg, members: Mapping[str, str | None], asker: str) -> Value:
+    value = arg.default
+    match arg.kind:
+        case "span":
+            span = parse_span(str(value))
+            assert span is not None  # the compile checked it
+            return span
+        case "person":
+            who = asker if value == "me" else str(value)
+            return Person(who, members.get(who))
+        case _:
+            return value  # type: ignore[no-any-return]
+
+
+# --- values as a model and a worker read them --------------------------------------------------
+
+
+def span_words(span: dt.timedelta) -> str:
+    """``2 days``, ``1 week``, ``1 day 12 hours``: a span as a prompt says it."""
+    seconds, parts = int(span.total_seconds()), []
+    for unit, size in _UNITS:
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count} {unit}{'s' if count != 1 else ''}")
+    return " ".join(parts) or "0 minutes"
+
+
+def span_text(span: dt.timedelta) -> str:
+    """``2d``, ``1d 12h``: a span as it is typed (and read back by ``parse_span``)."""
+    seconds, parts = int(span.total_seconds()), []
+    for unit, size in _UNITS:
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count}{_SHORT[unit]}")
+    return " ".join(parts) or "0m"
+
+
+def words(value: Value) -> str:
+    if isinstance(value, dt.timedelta):
+        return span_words(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Person):
+        return f"{value.name} ({value.user_id})" if value.name else value.user_id
+    return str(value)
+
+
+def resolve_prompt(command: Command, args: Mapping[str, Value]) -> str:
+    """The command's body with each ``{name}`` filled in as words (a span as "2 days")."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return words(args[name]) if name in args else match.group(0)
+
+    return PLACEHOLDER.sub(fill, command.prompt)
+
+
+def args_json(args: Mapping[str, Value]) -> dict[str, Any]:
+    """The arguments as a run's context keeps them: each as it could be typed again by name (a span
+    as ``2d``, a person as their user id), so a worker can resolve the prompt afresh."""
+    out: dict[str, Any] = {}
+    for name, value in args.items():
+        if isinstance(value, dt.timedelta):
+            out[name] = span_text(value)
+        elif isinstance(value, Person):
+            out[name] = value.user_id
+        else:
+            out[name] = value
+    return out
+
+
+# --- the words a person reads -------------------------------------------------------------------
+
+
+def accepts(arg: Arg, strings: Strings) -> str | None:
+    """What a field takes, in the site's words: "a span like 2d, 48h or 1 week"."""
+    text = strings.get(SECTION, arg.kind)
+    if text is None:
+        return None
+    return text.format(choices=", ".join(arg.choices)) if arg.kind == "choice" else text
+
+
+def fields(command: Command, strings: Strings) -> str:
+    """``since (How far back), length (How long)`` — or the site's word for none."""
+    if not command.args:
+        return strings.get(SECTION, "no_fields") or ""
+    shape = strings.get(SECTION, "field") or "{field}"
+    return ", ".join(shape.format(field=a.name, label=a.label) for a in command.args)
+
+
+def explain(problem: Problem, command: Command, strings: Strings) -> str | None:
+    """What a person is told when a command's arguments were not taken; None with no words for it."""
+    arg = next((a for a in command.args if a.name == problem.field), None)
+    key = {"bad": "bad_value", "missing": "missing", "unknown": "unknown_field", "twice": "twice",
+           "too_many": "too_many", "ambiguous": "ambiguous"}[problem.why]
+    text = strings.get(SECTION, key)
+    if text is None:
+        return None
+    what = accepts(arg, strings) if arg is not None else None
+    if arg is not None and what is None:
+        return None
+    people = ", ".join(f"{p.name} ({p.user_id})" if p.name else p.user_id for p in problem.matches)
+    return text.format(command=command.name, field=problem.field or "", label=arg.label if arg else "",
+                       accepts=what or "", value=problem.value or "", fields=fields(command, strings),
+                       matches=people)
+
+
+def default_text(arg: Arg) -> str | None:
+    """A field's default as its author wrote it (``1d``, ``short``, ``true``)."""
+    if arg.default is None:
+        return None
+    if isinstance(arg.default, bool):
+        return "true" if arg.default else "false"
+    return str(arg.default)
+
+
+def describe_field(arg: Arg, strings: Strings) -> str | None:
+    """One field for the help and for MSC4332: "since: How far back — a span like 2d (default 1d)"."""
+    shape, what = strings.get(SECTION, "help_field"), accepts(arg, strings)
+    if shape is None or what is None:
+        return None
+    text = shape.format(field=arg.name, label=arg.label, accepts=what)
+    default, with_default = default_text(arg), strings.get(SECTION, "help_default")
+    if default is not None and with_default is not None:
+        text += " " + with_default.format(default=default)
+    return text
+
+
+def syntax(command: Command) -> str:
+    """MSC4332 syntax: ``summarise {since} {length}``; a text field before the last is quoted, so a
+    client fills in a value with spaces that reads back as one."""
+    parts = [command.name]
+    for index, arg in enumerate(command.args):
+        last = index == len(command.args) - 1
+        parts.append(f'"{{{arg.name}}}"' if arg.kind == "text" and not last else f"{{{arg.name}}}")
+    return " ".join(parts)
+
+
+def command_state(commands: Iterable[Command], strings: Strings) -> dict[str, Any]:
+    """The content of a puppet's MSC4332 ``m.bot.commands`` state: each command's syntax, its
+    fields described, and its hint (``m.text`` blocks, as the proposal asks)."""
+    listed = []
+    for command in commands:
+        variables = {arg.name: {"m.text": [{"body": describe_field(arg, strings) or arg.label}]}
+                     for arg in command.args}
+        entry: dict[str, Any] = {"syntax": syntax(command), "variables": variables}
+        entry["description"] = {"m.text": [{"body": command.hint or f"!{command.name}"}]}
+        listed.append(entry)
+    return {"sigil": "!", "commands": listed}
+
+
+def may_send_state(user_id: str, event_type: str, power_levels: Mapping[str, Any] | None,
+                   create_content: Mapping[str, Any] | None, create_sender: str | None,
+                   room_version: str) -> bool:
+    """Whether ``user_id`` may set ``event_type`` state, by the room's own power levels. With none
+    known (not read yet, or no event), only a creator is taken to: we never send on a hope."""
+    facts = facts_from_power_levels(user_id, power_levels, create_content, room_version, True, "",
+                                    create_sender=create_sender)
+    if facts.is_creator:
+        return True
+    if power_levels is None:
+        return facts.power_level > 0
+    events = power_levels.get("events")
+    events = events if isinstance(events, Mapping) else {}
+    needed = _level(events.get(event_type), _level(power_levels.get("state_default"), STATE_DEFAULT))
+    return facts.power_level >= needed
+
+
+def _level(value: object, default: int) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return default
+    return default
+
+
+__all__ = [
+    "COMMAND_BLOCKS", "SECTION", "STATE_TYPES", "Person", "Problem", "Value", "accepts",
+    "args_json", "command_state", "default_text", "describe_field", "explain", "fields", "from_block",
+    "may_send_state", "parse_args", "parse_command", "read_person", "resolve_prompt", "span_text",
+    "span_words", "strip_address", "syntax", "words",
+]

@@ -1,0 +1,77 @@
+-- What a bot is given (appservice/matrix/context.py): the thread or the room's main timeline, only the lines
+-- the asker could see (summon_can_see_v1, migration 0013), newest first so a cap keeps the newest.
+
+-- name: context_thread
+-- A thread as the asker could see it: its root first, then its replies up to the asking line, newest first.
+SELECT e.event_id, e.sender, coalesce(m.display_name, e.sender) AS name, e.said, e.ts
+  FROM room_events e
+  LEFT JOIN room_members m ON m.room_id = e.room_id AND m.user_id = e.sender
+ WHERE e.room_id = $1 AND (e.event_id = $2 OR e.thread_root = $2) AND e.replaces IS NULL
+   AND NOT e.redacted AND e.said <> '' AND e.ts <= $3
+   AND summon_can_see_v1(e.room_id, $4, e.event_id, e.ts)
+ ORDER BY e.event_id = $2 DESC, e.ts DESC, e.event_id DESC
+ LIMIT $5;
+
+-- name: context_timeline
+-- The room's main timeline as the asker could see it, up to the asking line, newest first: what was said
+-- (thread replies are not folded in) and who came and went (a rename is not a coming).
+SELECT e.event_id, e.sender, coalesce(m.display_name, e.sender) AS name, e.said, e.ts,
+       e.content->>'membership' AS membership,
+       coalesce(nullif(e.content->>'displayname', ''), t.display_name, e.state_key) AS subject
+  FROM room_events e
+  LEFT JOIN room_members m ON m.room_id = e.room_id AND m.user_id = e.sender
+  LEFT JOIN room_members t ON e.event_type = 'm.room.member' AND t.room_id = e.room_id AND t.user_id = e.state_key
+  LEFT JOIN LATERAL (
+        SELECT p.content->>'membership' AS membership FROM room_events p
+         WHERE p.room_id = e.room_id AND p.event_type = 'm.room.member' AND p.state_key = e.state_key
+           AND (p.ts, p.event_id) < (e.ts, e.event_id)
+         ORDER BY p.ts DESC, p.event_id DESC LIMIT 1) was ON e.event_type = 'm.room.member'
+ WHERE e.room_id = $1 AND e.thread_root IS NULL AND e.replaces IS NULL AND NOT e.redacted AND e.ts <= $2
+   AND (e.said <> ''
+        OR (e.event_type = 'm.room.member' AND (
+               (e.content->>'membership' = 'join' AND was.membership IS DISTINCT FROM 'join')
+            OR (e.content->>'membership' IN ('leave', 'ban') AND was.membership = 'join'))))
+   AND summon_can_see_v1(e.room_id, $3, e.event_id, e.ts)
+ ORDER BY e.ts DESC, e.event_id DESC
+ LIMIT $4;
+
+-- name: context_stored
+-- Whether an event is stored (a thread whose root is not predates us: fetch it from the homeserver).
+SELECT EXISTS (SELECT 1 FROM room_events WHERE event_id = $1);
+
+-- name: context_store_fetched
+-- Keep a thread's event fetched from the homeserver as a line (once, by event_id); it summons nothing.
+INSERT INTO room_events (event_id, room_id, sender, event_type, state_key, ts, content, said,
+                         thread_root, reply_to, replaces)
+VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, NULL)
+ON CONFLICT (event_id) DO NOTHING;
+
+-- name: context_room_name
+-- What a person calls the room: its name, else its canonical alias, else its id.
+SELECT coalesce(
+    (SELECT nullif(content->>'name', '') FROM room_events
+      WHERE room_id = $1 AND event_type = 'm.room.name' AND state_key = '' AND NOT redacted
+      ORDER BY ts DESC, event_id DESC LIMIT 1),
+    (SELECT nullif(content->>'alias', '') FROM room_events
+      WHERE room_id = $1 AND event_type = 'm.room.canonical_alias' AND state_key = '' AND NOT redacted
+      ORDER BY ts DESC, event_id DESC LIMIT 1),
+    $1);
+
+-- name: join_live_run
+-- A second mention by the same person to the same bot in the same thread (or main timeline) while its run
+-- is still queued or running joins that run: the line is added to its context's `later`, no new run.
+UPDATE agent_runs r
+   SET context = r.context
+                 || jsonb_build_object('later', coalesce(r.context->'later', '[]'::jsonb) || jsonb_build_array($5::jsonb))
+                 || CASE WHEN $6::text IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('later_header', $6::text) END,
+       updated_at = now()
+ WHERE r.id = (SELECT l.id FROM agent_runs l
+                WHERE l.bot = $1 AND l.asked_by = $2 AND l.room_id = $3 AND l.thread_root IS NOT DISTINCT FROM $4
+                  AND l.status IN ('queued', 'running') AND NOT l.cancel_requested
+                ORDER BY l.id DESC LIMIT 1)
+   AND r.status IN ('queued', 'running') AND NOT r.cancel_requested
+RETURNING r.id;
+
+-- name: run_context
+-- A run's context as it stands now (lines said while it works join it): read before each model call.
+SELECT context FROM agent_runs WHERE id = $1;

@@ -1,0 +1,169 @@
+"""What a run may use (SPEC §3): the offered set, worked out from the run, its steps, the content and
+the asker. Withheld is absent — from the tools and from the prompt — never refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.content import Registry, compile_sources
+from engine.content.audience import AudienceFacts
+from engine.content.parts import BUILTIN_TOOLS
+from engine.messages import Step, ToolCall, ToolCallStep, ToolResultStep
+from engine.tools.base import BUILTIN_SPECS, RunRef, offered, opened_skills
+
+SERVER = "example.org"
+SPEC = """\
+openapi: 3.0.0
+info: {title: Shop, version: '1'}
+servers: [{url: 'https://shop.example.org/api'}]
+paths:
+  /orders/{id}:
+    get:
+      operationId: getOrder
+      summary: One order by its number
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+  /refunds:
+    post:
+      operationId: issueRefund
+      summary: Give money back for an order
+"""
+
+SOURCES = {
+    "bots/clerk.md": "---\nname: Clerk\nfor: anyone\ntools: [search_site, about_me, shop, staffonly]\n"
+                     "skills: all\n---\nBe helpful.\n",
+    "bots/plain.md": "---\nname: Plain\n---\nBe brief.\n",
+    "tools/shop.md": "---\nopenapi: tools/shop.yaml\noperations: [getOrder]\n---\n",
+    "tools/staffonly.md": "---\nopenapi: tools/shop.yaml\noperations: [getOrder]\nfor: moderator\n---\n",
+    "tools/refunds.md": "---\nopenapi: tools/shop.yaml\noperations: [issueRefund]\n---\n",
+    "tools/deskonly.md": "---\nopenapi: tools/shop.yaml\noperations: [getOrder]\nneeds: desk\n---\n",
+    "skills/refunds-and-returns.md": "---\ndescription: Open this before saying anything about money going back.\n"
+                                     "tools: [refunds]\n---\nNever promise a refund; raise a ticket.\n",
+    "skills/for-mods.md": "---\ndescription: How moderators close a thread.\nfor: moderator\n---\nClose it.\n",
+}
+
+
+def registry(extra: dict[str, str] | None = None) -> Registry:
+    result = compile_sources({**SOURCES, **(extra or {})}, server_name=SERVER, referenced={"tools/shop.yaml": SPEC})
+    assert isinstance(result, Registry), "\n".join(map(str, result))
+    return result
+
+
+def member(power: int = 0) -> AudienceFacts:
+    return AudienceFacts(user_id="@ann:example.org", local_server=SERVER, is_member=True, power_level=power)
+
+
+RUN = RunRef(id=1, bot="clerk", surface="rooms", room_id="!r:example.org")
+OPENED = [ToolCallStep(ToolCall("c1", "open_skill", {"name": "refunds-and-returns"})),
+          ToolResultStep("c1", "Never promise a refund; raise a ticket.")]
+FAILED_OPEN = [ToolCallStep(ToolCall("c1", "open_skill", {"name": "refunds-and-returns"})),
+               ToolResultStep("c1", "There is no skill named 'x'.", is_error=True)]
+
+
+def names(steps: list[Step], facts: AudienceFacts | None, run: RunRef = RUN, extra: dict[str, str] | None = None
+          ) -> tuple[set[str], set[str]]:
+    offer = offered(run, steps, registry(extra), facts)
+    return offer.names, {s.name for s in offer.skills}
+
+
+@pytest.mark.parametrize(
+    ("who", "steps", "tools", "skills"),
+    [
+        ("member", [], {"open_skill", "search_site", "about_me", "shop_getOrder"}, {"refunds-and-returns"}),
+        ("moderator", [], {"open_skill", "search_site", "about_me", "shop_getOrder", "staffonly_getOrder"},
+         {"refunds-and-returns", "for-mods"}),
+        # A skill's own tools come only once it was opened — read off the steps.
+        ("member", OPENED, {"open_skill", "search_site", "about_me", "shop_getOrder", "refunds_issueRefund"},
+         {"refunds-and-returns"}),
+        # An open_skill that failed opened nothing.
+        ("member", FAILED_OPEN, {"open_skill", "search_site", "about_me", "shop_getOrder"}, {"refunds-and-returns"}),
+        # Nobody asked (a schedule, an event): anything with an audience is withheld.
+        ("nobody", [], {"open_skill", "search_site", "about_me", "shop_getOrder"}, {"refunds-and-returns"}),
+    ],
+    ids=["member", "moderator", "skill_opened", "failed_open", "no_asker"],
+)
+def test_offered_table(who: str, steps: list[Step], tools: set[str], skills: set[str]) -> None:
+    facts = {"member": member(), "moderator": member(100), "nobody": None}[who]
+    assert names(steps, facts) == (tools, skills)
+
+
+def test_a_skill_withheld_keeps_its_tools_withheld_even_if_the_model_opens_it() -> None:
+    opened_mods = [ToolCallStep(ToolCall("c1", "open_skill", {"name": "for-mods"})), ToolResultStep("c1", "Close it.")]
+    extra = {"skills/for-mods.md": "---\ndescription: How moderators close a thread.\nfor: moderator\n"
+                                   "tools: [refunds]\n---\nClose it.\n"}
+    tools, skills = names(opened_mods, member(), extra=extra)
+    assert "for-mods" not in skills
+    assert "refunds_issueRefund" not in tools
+
+
+def test_a_tool_that_needs_the_desk_is_offered_only_there() -> None:
+    extra = {"bots/clerk.md": "---\nname: Clerk\nsurfaces: [rooms, desk]\nlimits: {per: {day: 1}}\n"
+                              "tools: [deskonly]\n---\nBe helpful.\n"}
+    on_rooms, _ = names([], member(), extra=extra)
+    on_desk, _ = names([], member(), run=RunRef(1, "clerk", "desk"), extra=extra)
+    assert "deskonly_getOrder" not in on_rooms
+    assert "deskonly_getOrder" in on_desk
+
+
+def test_a_bot_without_skills_or_tools_is_offered_nothing() -> None:
+    offer = offered(RunRef(1, "plain", "rooms"), [], registry(), member())
+    assert offer.tools == () and offer.skills == ()
+
+
+def test_an_unknown_bot_is_offered_nothing() -> None:
+    assert offered(RunRef(1, "ghost", "rooms"), [], registry(), member()).names == frozenset()
+
+
+def test_a_tool_the_model_names_that_was_not_offered_is_not_in_the_set() -> None:
+    """The worker answers a name outside ``names`` exactly as an unknown tool (tests/db/test_tools.py)."""
+    offer = offered(RUN, [], registry(), member())
+    assert "staffonly_getOrder" not in offer.names
+    assert "refunds_issueRefund" not in offer.names
+    assert "no_such_tool" not in offer.names
+
+
+def test_content_tools_map_back_to_their_file_and_operation() -> None:
+    offer = offered(RUN, OPENED, registry(), member())
+    assert offer.targets["shop_getOrder"] == ("shop", "getOrder")
+    assert offer.targets["refunds_issueRefund"] == ("refunds", "issueRefund")
+    assert "search_site" not in offer.targets  # built-ins run by name
+
+
+def test_harness_tools_are_offered_to_every_run() -> None:
+    from engine.messages import ToolSpec
+
+    offer = offered(RunRef(1, "plain", "rooms"), [], registry(), None, harness={"noop": ToolSpec("noop")})
+    assert offer.names == {"noop"}
+
+
+def test_twenty_skills_are_twenty_lines_not_twenty_bodies() -> None:
+    body = "A long body that must stay behind open_skill. " * 40
+    extra = {f"skills/skill-{n:02d}.md": f"---\ndescription: Open this for question kind {n}.\n---\n{body}\n"
+             for n in range(20)}
+    extra["bots/clerk.md"] = "---\nname: Clerk\nskills: [" + ", ".join(f"skill-{n:02d}" for n in range(20)) + "]\n---\nHi.\n"
+    offer = offered(RUN, [], registry(extra), member())
+    section = offer.skills_section("Your skills:")
+    assert len(offer.skills) == 20
+    assert section.count("\n") == 20  # the header and one line per skill
+    assert "A long body" not in section
+    assert all(f"skill-{n:02d}: Open this for question kind {n}." in section for n in range(20))
+
+
+def test_opened_skills_are_read_off_the_steps_in_order() -> None:
+    steps: list[Step] = [
+        *OPENED,
+        ToolCallStep(ToolCall("c2", "open_skill", {"name": "for-mods"})), ToolResultStep("c2", "Close it."),
+        ToolCallStep(ToolCall("c3", "open_skill", {"name": "refunds-and-returns"})), ToolResultStep("c3", "again"),
+    ]
+    assert opened_skills(steps) == ("refunds-and-returns", "for-mods")
+
+
+def test_the_builtins_are_exactly_five_each_saying_when_to_reach_for_it() -> None:
+    assert set(BUILTIN_SPECS) == set(BUILTIN_TOOLS) == {"open_skill", "search_site", "about_me", "raise_ticket", "fetch"}
+    for name, spec in BUILTIN_SPECS.items():
+        assert spec.name == name
+        assert len(spec.description) > 60, f"{name}: a tool's description is prompt; say when to use it"
+        assert spec.parameters["type"] == "object"
+    # Personal tools take no person: there is nowhere to put one.
+    for personal in ("about_me", "raise_ticket"):
+        properties = BUILTIN_SPECS[personal].parameters["properties"]
+        assert not {"user", "user_id", "person", "who", "contact", "email"} & set(properties)

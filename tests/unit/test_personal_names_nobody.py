@@ -1,0 +1,95 @@
+"""A personal tool never mentions the asker (SPEC §8): not in engine/tools/personal.py, not in the named
+queries it runs, not in the SQL functions the tools role may call. The obvious fix for "the tool filtered on
+the asker" was to pass the subject instead, and the next personal tool anybody wrote would have reached for
+whatever was in scope; this fails the moment one does."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from engine.store.queries import SQL_DIR, Queries
+
+ROOT = Path(__file__).resolve().parents[2]
+PERSONAL = ROOT / "engine" / "tools" / "personal.py"
+# The audience reader lives in the same module but is not a personal tool: the engine hands it an account.
+NOT_PERSONAL = {"site_classes"}
+# Who asked, who sent, or any person's id at all: a personal tool holds none of them.
+FORBIDDEN = re.compile(r"asked_?by|asker|sender|user_?id|mxid", re.IGNORECASE)
+# The one SQL function that reads the run's asker (for a rooms run, the person being answered).
+RESOLVER = "agent_subject_v1"
+
+
+def mentions(tree: ast.AST) -> list[str]:
+    """Every identifier and string in ``tree`` that names the asker or a person."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        words: list[str] = []
+        if isinstance(node, ast.Name):
+            words = [node.id]
+        elif isinstance(node, ast.arg):
+            words = [node.arg]
+        elif isinstance(node, ast.Attribute):
+            words = [node.attr]
+        elif isinstance(node, ast.keyword) and node.arg:
+            words = [node.arg]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            words = [node.value]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            words = [node.name]
+        found.extend(word for word in words if FORBIDDEN.search(word))
+    return found
+
+
+def personal_functions(source: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [node for node in ast.parse(source).body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name not in NOT_PERSONAL]
+
+
+def used_queries(functions: list[ast.FunctionDef | ast.AsyncFunctionDef], names: set[str]) -> set[str]:
+    return {node.value for function in functions for node in ast.walk(function)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names}
+
+
+def test_the_detector_finds_an_asker_wherever_it_hides() -> None:
+    for line in ("who = run.asked_by", "who = asker", "f(sender=x)", 'q = "SELECT asked_by FROM agent_runs"',
+                 "def tool(run, args, user_id): ...", "async def for_the_asker(): ..."):
+        source = f"async def tool(run, args):\n    {line}\n" if not line.startswith(("def", "async")) else line
+        assert mentions(ast.parse(source)), line
+    assert not mentions(ast.parse("async def tool(run, args):\n    return run.id\n"))
+
+
+def test_no_personal_tool_mentions_the_asker() -> None:
+    functions = personal_functions(PERSONAL.read_text(encoding="utf-8"))
+    assert {"make_about_me", "make_raise_ticket"} <= {f.name for f in functions}
+    for function in functions:
+        assert mentions(function) == [], f"{function.name} mentions a person: {mentions(function)}"
+
+
+def test_the_queries_a_personal_tool_runs_name_nobody() -> None:
+    queries = Queries()
+    used = used_queries(personal_functions(PERSONAL.read_text(encoding="utf-8")), set(queries))
+    assert {"personal_as_tools", "personal_become", "personal_about_me", "personal_raise_ticket"} <= used
+    for name in used:
+        assert not FORBIDDEN.search(queries[name]), f"query {name} mentions a person"
+
+
+_FUNCTION = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(\w+)\s*\((.*?)\)(.*?)\$\$(.*?)\$\$", re.S | re.I)
+_GRANTED = re.compile(r"GRANT\s+EXECUTE\s+ON\s+FUNCTION\s+(.*?)\s+TO\s+summon_tools", re.S | re.I)
+
+
+def test_the_sql_the_tools_role_may_call_names_nobody() -> None:
+    """Every function a migration grants the tools role: its body never reads the asker (nor a sender),
+    and its arguments are the run and a ticket's words at most — never a person."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted((SQL_DIR / "migrations").glob("*.sql")))
+    bodies = {name: (args, body) for name, args, _, body in _FUNCTION.findall(text)}
+    granted = {re.sub(r"\(.*", "", item).strip()
+               for grant in _GRANTED.findall(text) for item in re.split(r",\s*(?![^()]*\))", grant)}
+    assert {"agent_become_v1", "about_me_v1", "agent_raise_ticket_v1"} <= granted
+    assert RESOLVER not in granted
+    for name in granted:
+        args, body = bodies[name]
+        assert not re.search(r"asked_?by|asker|sender", body, re.I), f"{name} reads the asker"
+        names = {part.split()[0] for part in args.split(",") if part.strip()}
+        assert names <= {"run", "subject", "body"}, f"{name} takes {args!r}: a personal function takes no person"
