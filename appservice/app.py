@@ -137,7 +137,8 @@ class Service:
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
-                               self.republish, self.content_errors), name="content-watch")
+                               self.republish, self.content_errors,
+                               encrypted_rooms=lambda: encrypted_rooms(self.db)), name="content-watch")
         if not self.http:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")

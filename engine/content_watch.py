@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 
 from engine.content import Registry
@@ -50,8 +50,10 @@ async def watch(
     interval: float = 0.5,
     *,
     fetch_spec: FetchSpec | None = fetch_url,
+    encrypted_rooms: Callable[[], Awaitable[Collection[str]]] | None = None,
 ) -> None:
-    """Run until cancelled. The files as they are when it starts count as already published (the
+    """Run until cancelled. ``encrypted_rooms`` (read before each compile) names the rooms a schedule
+    may not speak in, so an edit that aims one at an encrypted room is refused like any bad edit. The files as they are when it starts count as already published (the
     service compiled them on its way up); each change after that is compiled once, and
     ``on_registry`` is awaited with a registry that compiled — if it raises (the database is down),
     the same change is tried again, backing off to ``RETRY_MAX`` seconds. ``on_errors`` is given
@@ -65,8 +67,15 @@ async def watch(
         if current == applied or current == failed:
             delay = interval
             continue
+        try:
+            sealed = await encrypted_rooms() if encrypted_rooms is not None else ()
+        except Exception:  # the database is away: try the same change again shortly
+            log.warning("could not read the encrypted rooms before compiling; will try again", exc_info=True)
+            delay = min(delay * 2, RETRY_MAX)
+            continue
         compiled = await asyncio.to_thread(
-            compile_content, root, server_name=server_name, kit=kit, fetch_spec=fetch_spec
+            compile_content, root, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
+            encrypted_rooms=sealed,
         )
         if isinstance(compiled, list):
             lines = [where(root, error, kit) if kit is not None else where(root, error) for error in compiled]

@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 import asyncpg
 
 from engine.clock import Clock
-from engine.content import Registry, facts_from_power_levels
+from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.errors import LeaseLost
 from engine.loop import (
@@ -46,7 +46,6 @@ from engine.messages import (
     Step,
     ToolCallStep,
     ToolResultStep,
-    ToolSpec,
     conversation,
     dump_step,
     heard,
@@ -57,18 +56,14 @@ from engine.providers.base import Answerer, ProviderStatus
 from engine.store.db import Database
 from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
 from engine.tasks import TaskGroup
-from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolError, ToolFn, offered
+from engine.tools.base import ContentTools, Offered, RunRef, ToolFn
+from engine.tools.runner import SiteClasses, ToolRunner
 
 log = logging.getLogger(__name__)
 
-# The site's classes of a person (customer, tier:gold, …), read from its people tables.
-SiteClasses = Callable[[str], Awaitable[frozenset[str]]]
 
 # What the model is told about a tool call that never reported back. Tools run at most once.
 INTERRUPTED = "This tool call was interrupted before its result was recorded; it may or may not have taken effect."
-UNKNOWN_TOOL = "There is no tool named {name!r}."
-UNKNOWN_SKILL = "There is no skill named {name!r}."
-UNAVAILABLE_TOOL = "The tool {name!r} is not available right now."
 
 
 @dataclass(frozen=True)
@@ -102,9 +97,7 @@ class Worker:
         worker_id: str | None = None,
         status: ProviderStatus | None = None,
     ) -> None:
-        """``tools`` are implementations by name: the built-ins a bot may list (offered per its file), and
-        any other name is a harness tool (a test's or a bench's) offered to every run. ``content_tools``
-        runs the site's OpenAPI and code tools."""
+        """``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``)."""
         self.db = db
         self.q = db.q
         self._registry = registry
@@ -112,9 +105,7 @@ class Worker:
         self.surfaces = surfaces
         self.clock = clock
         self.settings = settings
-        self.tools = dict(tools or {})
-        self.content_tools = content_tools
-        self.site_classes = site_classes
+        self.toolbox = ToolRunner(db, registry, tools=tools, content_tools=content_tools, site_classes=site_classes)
         self.id = worker_id or new_worker_id()
         self.status = status or ProviderStatus(usable=True, mode="stand-in")
         self._wake = asyncio.Event()
@@ -205,7 +196,7 @@ class Worker:
         surface = self.surfaces.get(run.surface)
         started = self.clock.monotonic()
         steps = await self._steps(run.id)
-        facts = await self._asker(row)
+        facts = await self.toolbox.asker(row)
         log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.id})
         if surface is not None:
             await surface.working(run, True)
@@ -243,7 +234,7 @@ class Worker:
                 text, count = said_since(context, heard(steps))
                 cancelled = bool(count) and await self._record(run.id, steps, HeardStep(text, count))
                 if not cancelled:
-                    cancelled, last = await self._call_model(row, context, steps, self._offer(ref, steps, facts))
+                    cancelled, last = await self._call_model(row, context, steps, self.toolbox.offer(ref, steps, facts))
                 if not cancelled:
                     then = decide(view, [*steps, last], self.clock.now())
                     if isinstance(then, Say | End):
@@ -256,8 +247,8 @@ class Worker:
             elif isinstance(action, RunTool):
                 cancelled = await self._record(run.id, steps, ToolCallStep(action.call))
                 if not cancelled:
-                    result = await self._run_tool(ref, self._offer(ref, steps, facts), action.call.name,
-                                                  action.call.arguments)
+                    result = await self.toolbox.run(ref, self.toolbox.offer(ref, steps, facts), action.call.name,
+                                                    action.call.arguments)
                     cancelled = await self._record(
                         run.id, steps, ToolResultStep(action.call.id, result[0], is_error=result[1]),
                     )
@@ -273,27 +264,6 @@ class Worker:
             if self.clock.monotonic() - started >= self.settings.budget_seconds:
                 await self._hand_back(run)
                 return
-
-    def _offer(self, ref: RunRef, steps: list[Step], facts: AudienceFacts | None) -> Offered:
-        harness = {name: ToolSpec(name, f"The {name} tool.") for name in self.tools if name not in BUILTIN_SPECS}
-        return offered(ref, steps, self._registry(), facts, harness=harness)
-
-    async def _asker(self, row: asyncpg.Record) -> AudienceFacts | None:
-        """What is known about whoever asked, for the tools' and skills' ``for:`` (None: nobody asked)."""
-        asker: str | None = row["asked_by"]
-        if asker is None:
-            return None
-        registry = self._registry()
-        classes = await self.site_classes(asker) if self.site_classes is not None else frozenset()
-        room = await self.db.fetchrow("get_room", row["room_id"]) if row["room_id"] else None
-        if room is None:
-            return AudienceFacts(user_id=asker, local_server=registry.server_name, site_classes=classes)
-        member = await self.db.fetchrow("get_member", row["room_id"], asker)
-        return facts_from_power_levels(
-            asker, room["power_levels"], room["create_content"], room["room_version"] or "1",
-            member is not None and member["membership"] == "join", registry.server_name, classes,
-            create_sender=room["create_sender"],
-        )
 
     async def _call_model(self, row: asyncpg.Record, context: dict[str, Any], steps: list[Step],
                           offer: Offered) -> tuple[bool, ModelStep]:
@@ -318,35 +288,6 @@ class Worker:
         for attempt in earlier:
             cancelled = await self._record(row["id"], steps, attempt) or cancelled
         return cancelled, last
-
-    async def _run_tool(self, run: RunRef, offer: Offered, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
-        """Run a tool the model asked for. One that was not offered is answered exactly as one that does
-        not exist: withheld, never refused."""
-        if name not in offer.names:
-            return UNKNOWN_TOOL.format(name=name), True
-        try:
-            if name == "open_skill":
-                skill = offer.skill(str(arguments.get("name", "")))
-                if skill is None:
-                    return UNKNOWN_SKILL.format(name=arguments.get("name")), True
-                return skill.text, False
-            target = offer.targets.get(name)
-            if target is not None:
-                tool = self._registry().tools.get(target[0])
-                if tool is None or self.content_tools is None:
-                    return UNKNOWN_TOOL.format(name=name), True
-                return await self.content_tools.call(tool, target[1], run, arguments), False
-            fn = self.tools.get(name)
-            if fn is None:
-                log.error("tool %s is offered but this worker has no implementation of it", name,
-                          extra={"run": run.id})
-                return UNAVAILABLE_TOOL.format(name=name), True
-            return await fn(run, arguments), False
-        except ToolError as exc:
-            return str(exc), True
-        except Exception as exc:  # a tool's failure goes back to the model, which can act on it
-            log.warning("tool %s failed: %s", name, exc, extra={"run": run.id})
-            return f"The tool failed: {exc}", True
 
     # --- fenced writes ------------------------------------------------------------------------------
 

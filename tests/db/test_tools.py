@@ -18,7 +18,8 @@ from engine.providers.mock import MockModel
 from engine.publish import publish
 from engine.store.db import Database
 from engine.tools.base import RunRef
-from engine.worker import UNKNOWN_TOOL, Worker, WorkerSettings
+from engine.tools.runner import UNKNOWN_TOOL
+from engine.worker import Worker, WorkerSettings
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_worker import RecordingSurface
 

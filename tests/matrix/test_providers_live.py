@@ -50,12 +50,12 @@ async def live(service: Service) -> AsyncIterator[tuple[FakeProvider, list[dict[
 
     before = service.worker.answerer
     service.worker.answerer = answerer
-    service.worker.tools["lookup"] = lookup
+    service.worker.toolbox.tools["lookup"] = lookup
     try:
         yield fake, looked_up
     finally:
         service.worker.answerer = before
-        del service.worker.tools["lookup"]
+        del service.worker.toolbox.tools["lookup"]
         await answerer.aclose()
         await fake.close()
 

@@ -110,3 +110,29 @@ def test_snapshot_skips_hidden_files(tmp_path: Path) -> None:
     (tmp_path / ".swp").write_text("x")
     (tmp_path / "strings.md").write_text("x")
     assert list(snapshot(tmp_path, None, tmp_path / "missing")) == [(tmp_path / "strings.md").as_posix()]
+
+
+async def test_an_edit_that_schedules_into_an_encrypted_room_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "bots").mkdir()
+    touch(tmp_path / "bots" / "helper.md", bot("Helper"))
+    seen = Seen()
+
+    async def sealed() -> list[str]:
+        return ["!sealed:example.org"]
+
+    task = asyncio.create_task(watch(tmp_path, None, SERVER, seen.on_registry, seen.on_errors, INTERVAL,
+                                     fetch_spec=None, encrypted_rooms=sealed))
+    await asyncio.sleep(INTERVAL * 3)
+    try:
+        morning = ("---\nname: Helper\nhears:\n  - schedule: {every: day, at: '08:00'}\n"
+                   "    in: '!sealed:example.org'\n    ask: Say good morning.\n---\nx\n")
+        touch(tmp_path / "bots" / "helper.md", morning)
+        await until(lambda: bool(seen.errors))
+        assert seen.registries == []
+        assert any("!sealed:example.org" in line and "encrypted" in line for line in seen.errors[0])
+        touch(tmp_path / "bots" / "helper.md", morning.replace("!sealed", "!open"))
+        await until(lambda: bool(seen.registries))
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

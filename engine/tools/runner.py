@@ -1,0 +1,93 @@
+"""The worker's hands: what a run may use (``offered``, pure), who asked (read from the room, for the
+``for:`` of tools and skills), and running a tool the model named. An adapter: it reads the database.
+
+A tool is handed a ``RunRef`` — never a person. One that was not offered is answered exactly as one that
+does not exist. A tool's failure goes back to the model as an error result it can act on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import asyncpg
+
+from engine.content import Registry, facts_from_power_levels
+from engine.content.audience import AudienceFacts
+from engine.messages import Step, ToolSpec
+from engine.store.db import Database
+from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolError, ToolFn, offered
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_TOOL = "There is no tool named {name!r}."
+UNKNOWN_SKILL = "There is no skill named {name!r}."
+UNAVAILABLE_TOOL = "The tool {name!r} is not available right now."
+
+# The site's classes of a person (customer, tier:gold, …), read from its people tables.
+SiteClasses = Callable[[str], Awaitable[frozenset[str]]]
+
+
+class ToolRunner:
+    def __init__(
+        self, db: Database, registry: Callable[[], Registry], *, tools: Mapping[str, ToolFn] | None = None,
+        content_tools: ContentTools | None = None, site_classes: SiteClasses | None = None,
+    ) -> None:
+        """``tools`` are implementations by name: the built-ins a bot may list (offered per its file), and
+        any other name is a harness tool (a test's or a bench's) offered to every run. ``content_tools``
+        runs the site's OpenAPI and code tools."""
+        self.db = db
+        self._registry = registry
+        self.tools = dict(tools or {})
+        self.content_tools = content_tools
+        self.site_classes = site_classes
+
+    def offer(self, run: RunRef, steps: list[Step], facts: AudienceFacts | None) -> Offered:
+        harness = {name: ToolSpec(name, f"The {name} tool.") for name in self.tools if name not in BUILTIN_SPECS}
+        return offered(run, steps, self._registry(), facts, harness=harness)
+
+    async def asker(self, row: asyncpg.Record) -> AudienceFacts | None:
+        """What is known about whoever asked the run, now (None: nobody asked — a schedule, an event)."""
+        asker: str | None = row["asked_by"]
+        if asker is None:
+            return None
+        registry = self._registry()
+        classes = await self.site_classes(asker) if self.site_classes is not None else frozenset()
+        room = await self.db.fetchrow("get_room", row["room_id"]) if row["room_id"] else None
+        if room is None:
+            return AudienceFacts(user_id=asker, local_server=registry.server_name, site_classes=classes)
+        member = await self.db.fetchrow("get_member", row["room_id"], asker)
+        return facts_from_power_levels(
+            asker, room["power_levels"], room["create_content"], room["room_version"] or "1",
+            member is not None and member["membership"] == "join", registry.server_name, classes,
+            create_sender=room["create_sender"],
+        )
+
+    async def run(self, run: RunRef, offer: Offered, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """The tool's result and whether it is an error. Withheld is absent, never refused."""
+        if name not in offer.names:
+            return UNKNOWN_TOOL.format(name=name), True
+        try:
+            if name == "open_skill":
+                skill = offer.skill(str(arguments.get("name", "")))
+                if skill is None:
+                    return UNKNOWN_SKILL.format(name=arguments.get("name")), True
+                return skill.text, False
+            target = offer.targets.get(name)
+            if target is not None:
+                tool = self._registry().tools.get(target[0])
+                if tool is None or self.content_tools is None:
+                    return UNKNOWN_TOOL.format(name=name), True
+                return await self.content_tools.call(tool, target[1], run, arguments), False
+            fn = self.tools.get(name)
+            if fn is None:
+                log.error("tool %s is offered but this worker has no implementation of it", name,
+                          extra={"run": run.id})
+                return UNAVAILABLE_TOOL.format(name=name), True
+            return await fn(run, arguments), False
+        except ToolError as exc:
+            return str(exc), True
+        except Exception as exc:  # a tool's failure goes back to the model, which can act on it
+            log.warning("tool %s failed: %s", name, exc, extra={"run": run.id})
+            return f"The tool failed: {exc}", True
