@@ -22,7 +22,7 @@ from mautrix.errors import MNotFound
 from mautrix.types import RoomAlias, UserID
 from mautrix.util.logging import TraceLogger
 
-from appservice.config import Config
+from appservice.config import Config, openapi_headers
 from appservice.hooks import EventHooks
 from appservice.matrix.commands import publish_command_state, publish_in_room
 from appservice.matrix.context import HomeserverThreads
@@ -127,7 +127,8 @@ class Service:
         w = c.worker
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
-        self.site_tools = SiteTools(OpenAPITools(), CodeTools(Path(c.content.dir)))
+        self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
+                                    CodeTools(Path(c.content.dir)))
         self.worker = Worker(
             self.db, self.registry, self.answerer, {"rooms": self.surface}, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,

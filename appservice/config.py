@@ -94,6 +94,9 @@ class Tools(_Strict):
     staff_room: str | None = Field(default=None, pattern=r"^![^:]+:.+$")
     # The url prefixes the `fetch` tool may read (HTTPS only), e.g. https://example.org/docs/. Empty: none.
     fetch_allow: list[str] = Field(default_factory=list)
+    # Secret headers for OpenAPI tools, by tool file name: {header: the environment variable holding its
+    # value}. Secrets never live in content files or here; a variable that is not set stops the service.
+    openapi_headers: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 
 class Config(_Strict):
@@ -109,11 +112,26 @@ class Config(_Strict):
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     data = _with_env(raw, env)
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
         raise ConfigError(f"config: {key}: {err['msg']}") from None
+    openapi_headers(config, env)  # every secret a tool needs is there, or the service does not start
+    return config
+
+
+def openapi_headers(config: Config, env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """The OpenAPI tools' secret headers, read from the environment variables the config names."""
+    out: dict[str, dict[str, str]] = {}
+    for tool, headers in config.tools.openapi_headers.items():
+        for header, variable in headers.items():
+            value = env.get(variable)
+            if not value:
+                raise ConfigError(f"config: tools.openapi_headers.{tool}.{header}: the environment variable "
+                                  f"{variable} is not set")
+            out.setdefault(tool, {})[header] = value
+    return out
 
 
 def load_config(path: Path, env: Mapping[str, str]) -> Config:

@@ -169,7 +169,7 @@ def parse(text: str, bots: Mapping[str, str]) -> BotsCommand:
         case "unschedule" | "cancel":
             field = "n" if sub == "unschedule" else "run"
             number = args[0].lstrip("#") if len(args) == 1 else ""
-            if not number.isdigit() or int(number) < 1:
+            if not number.isdecimal() or int(number) < 1:
                 return Bad(field, " ".join(args), "a number, as listed" if sub == "unschedule" else "a run's number")
             return Unschedule(int(number)) if sub == "unschedule" else Cancel(int(number))
     return Bad("sub-command", words[1], ", ".join(SUBCOMMANDS))
@@ -227,7 +227,7 @@ def parse_quiet(text: str) -> Quiet | Bad:
 
 def _clock_time(word: str) -> str | None:
     """``8:00``, ``08:00`` or ``8`` → ``08:00``; None when it is no time of day."""
-    if word.isdigit() and int(word) < 24:
+    if word.isdecimal() and int(word) < 24:
         return f"{int(word):02d}:00"
     match = _TIME.fullmatch(word)
     return f"{int(match.group(1)):02d}:{match.group(2)}" if match else None
@@ -352,7 +352,7 @@ def _every(values: list[str]) -> dict[str, Any] | str:
         if unit in ("minute", "hour"):
             return {"every": f"1 {unit}s"}
         return f"'every {values[0]}' is not how often"
-    if len(values) == 2 and first.isdigit() and int(first) > 0:
+    if len(values) == 2 and first.isdecimal() and int(first) > 0:
         unit = values[1].lower().rstrip("s")
         if unit in ("minute", "hour"):
             return {"every": f"{int(first)} {unit}s"}

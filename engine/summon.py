@@ -117,7 +117,7 @@ async def summon(
     limits = {"steps": bot.limits.steps, "spend": bot.limits.spend, "minutes": bot.limits.minutes}
     run_id = await conn.fetchval(
         q["insert_run"], bot.slug, s.surface, s.room_id, s.thread_root, s.trigger_event, s.asked_by,
-        s.subject or s.asked_by, s.prompt, s.context, s.script, limits, max_attempts,
+        s.subject, s.prompt, s.context, s.script, limits, max_attempts,
     )
     if run_id is None:
         return Refused("duplicate")

@@ -30,7 +30,8 @@ from datetime import datetime
 import asyncpg
 
 from engine.clock import Clock
-from engine.content import AudienceFacts, Registry, Schedule, ScheduleTrigger
+from engine.content import AudienceFacts, Registry, Schedule, ScheduleTrigger, facts_from_power_levels
+from engine.content.audience import admits
 from engine.schedule import last_between
 from engine.store.db import Database
 from engine.store.queries import Queries
@@ -92,6 +93,7 @@ class RoomSchedule:
     schedule: Schedule
     in_: str
     ask: str
+    made_by: str  # it asks on their behalf: their standing gates it, their ceilings count it
 
 
 async def _room_schedules(db: Database, registry: Registry) -> list[tuple[str, str, ScheduleTrigger | RoomSchedule]]:
@@ -104,7 +106,7 @@ async def _room_schedules(db: Database, registry: Registry) -> list[tuple[str, s
         except ValueError:
             log.exception("room schedule %s no longer reads; skipped", row["id"], extra={"room": row["room_id"]})
             continue
-        owed.append((row["bot"], row["trigger"], RoomSchedule(schedule, row["room_id"], row["ask"])))
+        owed.append((row["bot"], row["trigger"], RoomSchedule(schedule, row["room_id"], row["ask"], row["made_by"])))
     return owed
 
 
@@ -139,12 +141,24 @@ async def _fire(
             )
             return None
         room = await conn.fetchrow(q["get_room"], room_id)
+        facts = AudienceFacts(user_id=None, local_server=registry.server_name, is_member=False)
+        subject = None
+        if isinstance(trigger, RoomSchedule):
+            # On its maker's behalf, as they stand now: a maker the bot no longer admits wakes nothing.
+            subject = trigger.made_by
+            facts = await _standing(conn, q, registry, room, room_id, trigger.made_by)
+            found = registry.get(bot)
+            if found is None or not admits(found.audience, facts):
+                log.warning("room schedule %s of %s: its maker %s may no longer ask %s; it counts as fired",
+                            key, bot, trigger.made_by, bot, extra={"bot": bot, "room": room_id})
+                return None
         summons = Summons(
             bot=bot,
             surface="rooms",
             prompt=trigger.ask,
             asked_by=None,
-            facts=AudienceFacts(user_id=None, local_server=registry.server_name, is_member=False),
+            subject=subject,
+            facts=facts,
             room_id=room_id,
             trigger_event=f"schedule:{bot}:{key}:{when}",
             context={"kind": "schedule", "occurrence": when, "lines": []},
@@ -160,6 +174,17 @@ async def _fire(
     log.info("schedule %s of %s woke run %s for %s", key, bot, outcome.run_id, when,
              extra={"bot": bot, "room": room_id, "run": outcome.run_id})
     return outcome.run_id
+
+
+async def _standing(conn: asyncpg.Connection, q: Queries, registry: Registry, room: asyncpg.Record | None,
+                    room_id: str, user_id: str) -> AudienceFacts:
+    member = await conn.fetchrow(q["get_member"], room_id, user_id)
+    joined = member is not None and member["membership"] == "join"
+    if room is None:
+        return AudienceFacts(user_id=user_id, local_server=registry.server_name, is_member=joined)
+    return facts_from_power_levels(user_id, room["power_levels"], room["create_content"],
+                                   room["room_version"] or "1", joined, registry.server_name,
+                                   create_sender=room["create_sender"])
 
 
 async def _room(room: str, resolve_room: ResolveRoom, bot: str) -> str | None:

@@ -226,7 +226,7 @@ class Worker:
             if isinstance(action, Finished):
                 return
             if isinstance(action, Say | End):
-                if await self._finish(run, steps, [], action, surface):
+                if await self._finish(run, view, steps, [], action, surface):
                     return
                 continue
             if isinstance(action, CallModel):
@@ -240,15 +240,17 @@ class Worker:
                     if isinstance(then, Say | End):
                         # The model's last word ends the run: record it, the answer (or ending) and the
                         # delivery in one commit rather than two — unless the asker said more meanwhile.
-                        if await self._finish(run, steps, [last], then, surface):
+                        if await self._finish(run, view, steps, [last], then, surface):
                             return
                         continue
                     cancelled = await self._record(run.id, steps, last)
             elif isinstance(action, RunTool):
                 cancelled = await self._record(run.id, steps, ToolCallStep(action.call))
                 if not cancelled:
-                    result = await self.toolbox.run(ref, self.toolbox.offer(ref, steps, facts), action.call.name,
-                                                    action.call.arguments)
+                    # Checked against what the model was offered when it asked (the steps before its turn),
+                    # so a skill opened in the same turn does not hand over that skill's tools.
+                    offer = self.toolbox.offer(ref, _before_last_turn(steps), facts)
+                    result = await self.toolbox.run(ref, offer, action.call.name, action.call.arguments)
                     cancelled = await self._record(
                         run.id, steps, ToolResultStep(action.call.id, result[0], is_error=result[1]),
                     )
@@ -318,19 +320,26 @@ class Worker:
             raise LeaseLost(run_id, self.id) from exc
 
     async def _finish(
-        self, run: RunInfo, steps: list[Step], pending: list[Step], action: Say | End, surface: Surface | None,
+        self, run: RunInfo, view: RunView, steps: list[Step], pending: list[Step], action: Say | End,
+        surface: Surface | None,
     ) -> bool:
         """Record ``pending`` steps and the final one, finish the run and hand the outcome to the surface,
         in one commit. A cancel that arrived meanwhile wins over an answer: the person said stop. Words
         the asker added meanwhile (read under the fence's row lock, so a joining line either is seen here
-        or starts a run of its own) make the answer a draft: they are recorded and False is returned, so
-        the model is asked again."""
+        or starts a run of its own) make the answer a draft when the run may still ask the model: they are
+        recorded and False is returned, so the model is asked again."""
         async with self.db.transaction("finish_run") as conn:
             if await self._fence(conn, run.id) and not (isinstance(action, End) and action.ending == "cancelled"):
                 action = End("cancelled")
             if isinstance(action, Say):
                 context = await conn.fetchval(self.q["run_context"], run.id) or {}
                 text, count = said_since(context, heard([*steps, *pending]))
+                more = [*steps, *pending, HeardStep(text, count)]
+                if count and not isinstance(decide(view, more, self.clock.now()), CallModel):
+                    # Out of steps, money or time: the answer it has is said rather than thrown away.
+                    log.info("run %s: the asker said more, but the run may not ask the model again; answering",
+                             run.id, extra={"run": run.id, "bot": run.bot})
+                    count = 0
                 if count:
                     for n, step in enumerate([*pending, HeardStep(text, count)], start=len(steps) + 1):
                         await self._insert_step(conn, run.id, n, step)
@@ -398,3 +407,12 @@ def _view(row: asyncpg.Record) -> RunView:
         started_at=started,
         cancel_requested=bool(row["cancel_requested"]),
     )
+
+
+def _before_last_turn(steps: list[Step]) -> list[Step]:
+    """The steps before the model's latest answered turn: what its offer was worked out from."""
+    for n in range(len(steps) - 1, -1, -1):
+        step = steps[n]
+        if isinstance(step, ModelStep) and step.error is None:
+            return steps[:n]
+    return steps

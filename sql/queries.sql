@@ -75,8 +75,24 @@ UPDATE room_events SET said = $3, edited_ts = $4
  WHERE event_id = $1 AND sender = $2 AND replaces IS NULL AND coalesce(edited_ts, ts) <= $4;
 
 -- name: redact_event
--- A redaction drops the line: no text, no content, never in a context again.
-UPDATE room_events SET redacted = true, said = '', content = '{}'::jsonb WHERE event_id = $1 AND room_id = $2;
+-- A redaction drops the line: no text, never in a context again. Its content goes, except what the Matrix
+-- redaction algorithm keeps of state (a membership, a history visibility), which still governs the room.
+UPDATE room_events
+   SET redacted = true, said = '',
+       content = CASE
+           WHEN state_key IS NULL THEN '{}'::jsonb
+           WHEN event_type = 'm.room.member' THEN jsonb_strip_nulls(jsonb_build_object(
+               'membership', content->'membership', 'join_authorised_via_users_server',
+               content->'join_authorised_via_users_server'))
+           WHEN event_type = 'm.room.history_visibility' THEN jsonb_strip_nulls(jsonb_build_object(
+               'history_visibility', content->'history_visibility'))
+           ELSE '{}'::jsonb
+       END
+ WHERE event_id = $1 AND room_id = $2;
+
+-- name: event_sender
+-- Who sent event $1 in room $2 (a redaction is applied only by its sender or a room's redactor).
+SELECT sender FROM room_events WHERE event_id = $1 AND room_id = $2;
 
 -- name: upsert_bot
 -- Publish one compiled bot (the projection of its file).
@@ -297,11 +313,12 @@ UPDATE agent_runs SET cancel_requested = true, updated_at = now()
 RETURNING id;
 
 -- name: request_cancel_by_event
--- Ask the unfinished run summoned by line $1 (or whose progress line is $1) to stop; only when asked by
--- $2, unless $2 is NULL (a moderator).
+-- Ask the unfinished run in room $3 summoned by line $1 (or whose progress line is $1) to stop; only when
+-- asked by $2, unless $2 is NULL (a moderator of that room).
 UPDATE agent_runs r SET cancel_requested = true, updated_at = now()
  WHERE (r.trigger_event = $1
         OR r.id = (SELECT o.run_id FROM outbox o WHERE o.event_id = $1 AND o.run_id IS NOT NULL LIMIT 1))
+   AND r.room_id = $3
    AND ($2::text IS NULL OR r.asked_by = $2)
    AND r.status IN ('queued', 'running') AND NOT r.cancel_requested
 RETURNING r.id;

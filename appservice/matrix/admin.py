@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from appservice.matrix.surface import answer_content
 from engine import admin_words as words
 from engine import room_settings
 from engine.content import Bot, Registry, Schedule, facts_from_power_levels
-from engine.content.audience import NO_POWER_LEVELS_CREATOR, STATE_DEFAULT
+from engine.content.audience import NO_POWER_LEVELS_CREATOR, STATE_DEFAULT, AudienceFacts, admits
 from engine.schedule import next_after
 from engine.store.db import Database
 
@@ -68,7 +69,7 @@ def level_needed(power_levels: Mapping[str, Any] | None) -> int:
         return STATE_DEFAULT
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isdecimal():
         return int(value.strip())
     return STATE_DEFAULT
 
@@ -160,6 +161,16 @@ class RoomAdmin:
                 return say("setting", field="quiet", value=str(hours) if hours else "off",
                            allowed=words.QUIET_FORM)
             case words.AddSchedule(slug, schedule, ask):
+                # A room schedule asks on its maker's behalf: the bot's `for:` must admit them (and their
+                # spend ceilings count it), it may not come round faster than MIN_PERIOD, and a room keeps
+                # at most MAX_SCHEDULES.
+                maker = facts_from_power_levels(
+                    line.sender, room["power_levels"], room["create_content"], room["room_version"] or "1", True,
+                    self.server_name, create_sender=room["create_sender"])
+                why = schedule_refusal(offered[slug], schedule, maker,
+                                       await conn.fetchval(self.q["count_room_schedules"], line.room_id))
+                if why is not None:
+                    return say("bad", field="schedule", value=slug, allowed=words.WHEN_FORM, why=why)
                 return await self._schedule(conn, line, slug, schedule, ask, offered, say)
             case words.ListSchedules():
                 return await self._schedules(conn, line.room_id, offered, say)
@@ -323,3 +334,19 @@ def _about(bot: Bot) -> str:
 
 def _when(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+MIN_PERIOD = dt.timedelta(minutes=15)
+MAX_SCHEDULES = 20
+
+
+def schedule_refusal(bot: Bot, schedule: Schedule, maker: AudienceFacts, existing: int) -> str | None:
+    """Why a room admin may not set this schedule (None: they may)."""
+    if not admits(bot.audience, maker):
+        return f"{bot.name} is not yours to ask, so it cannot be asked on a timetable either"
+    count, unit = schedule.period
+    if unit in ("minute", "hour") and dt.timedelta(**{f"{unit}s": count}) < MIN_PERIOD:
+        return f"a room schedule comes round at most every {int(MIN_PERIOD.total_seconds() // 60)} minutes"
+    if existing >= MAX_SCHEDULES:
+        return f"this room has {existing} schedules already (at most {MAX_SCHEDULES}); unschedule one first"
+    return None

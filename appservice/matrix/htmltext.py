@@ -90,7 +90,7 @@ class _TextParser(HTMLParser):
             self._pre += 1
         elif tag == "ol":
             start = values.get("start") or "1"
-            self._lists.append([int(start) if start.isdigit() else 1])
+            self._lists.append([int(start) if start.isdecimal() else 1])
         elif tag == "ul":
             self._lists.append([])
         elif tag == "li":

@@ -24,12 +24,18 @@ from appservice.matrix.presses import POLL_RESPONSES, Presses
 from appservice.matrix.said import Line, read_event
 from appservice.matrix.surface import answer_content
 from engine.content import Bot, Registry, facts_from_power_levels
+from engine.content.audience import redact_level
 from engine.events import wake
 from engine.limits import Breach
 from engine.store.db import Database
-from engine.summon import Refused, Summoned, Summons, summon
+from engine.summon import Refused, Summoned, Summons, refusal, summon
 
 log = logging.getLogger(__name__)
+
+# Errors that are not this event's fault: the whole appservice transaction fails (500) and Synapse sends it
+# again, rather than skipping the event. Anything else is the event's (or a handler's) own, logged and skipped.
+RETRY_WHOLE = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncpg.TransactionRollbackError,
+               asyncpg.InternalClientError, OSError)
 CANCEL_WORDS = frozenset({"!cancel", "/cancel"})
 STOP_KEYS = frozenset({"🛑", "\N{OCTAGONAL SIGN}\N{VARIATION SELECTOR-16}"})
 SCRIPT_KEY = "org.summon.script"  # a scripted model's turns, honoured only where the config allows
@@ -107,12 +113,17 @@ class Ingest:
             try:
                 async with conn.transaction():  # a savepoint: one bad event never loses the others
                     await self.event(conn, event, followups)
-            except (asyncpg.DataError, ValueError, TypeError, KeyError):
+            except RETRY_WHOLE:
+                raise  # the database went away or asked for a retry: Synapse sends the transaction again
+            except Exception:
                 log.exception("event %s could not be stored; skipped", event.get("event_id"),
                               extra={"room": event.get("room_id")})
         return followups
 
-    async def event(self, conn: asyncpg.Connection, event: Mapping[str, Any], followups: list[Followup]) -> None:
+    async def event(self, conn: asyncpg.Connection, event: Mapping[str, Any], followups: list[Followup], *,
+                    backfill: bool = False) -> None:
+        """Store one event. ``backfill`` (a room's state read after a join) only records: nothing in it is
+        news, so nobody is woken, summoned or answered."""
         event_type = event.get("type")
         room_id = event.get("room_id")
         if not isinstance(room_id, str) or not isinstance(event_type, str):
@@ -131,7 +142,7 @@ class Ingest:
             await self.presses.poll_response(conn, room_id, event)
             return
         if "state_key" in event:
-            await self._state(conn, room_id, event, followups)
+            await self._state(conn, room_id, event, followups, backfill=backfill)
         line = read_event(event)
         if line is None:
             return
@@ -144,10 +155,23 @@ class Ingest:
             return  # seen before: only a newly stored line may summon
         if line.replaces:
             await conn.execute(self.q["apply_edit"], line.replaces, line.sender, line.text, line.ts)
-        if line.redacts:
+        if line.redacts and await self._may_redact(conn, room_id, line.sender, line.redacts):
             await conn.execute(self.q["redact_event"], line.redacts, room_id)
-        if not self._may_summon(line):
+        if backfill or not self._may_summon(line):
             return
+        try:
+            async with conn.transaction():  # the line stays stored whatever acting on it does
+                await self._act(conn, line, event, followups)
+        except RETRY_WHOLE:
+            raise
+        except Exception:
+            log.exception("line %s was stored, but acting on it failed", line.event_id,
+                          extra={"room": room_id, "asker": line.sender})
+
+    async def _act(self, conn: asyncpg.Connection, line: Line, event: Mapping[str, Any],
+                   followups: list[Followup]) -> None:
+        """A newly stored line someone said: a cancel, a room admin's `!bots`, a press, a command, or a
+        mention — the first that claims it."""
         if line.text.strip() in CANCEL_WORDS:
             await self._cancel(conn, line)
             return
@@ -162,7 +186,7 @@ class Ingest:
     # --- state -------------------------------------------------------------------------------------
 
     async def _state(self, conn: asyncpg.Connection, room_id: str, event: Mapping[str, Any],
-                     followups: list[Followup]) -> None:
+                     followups: list[Followup], *, backfill: bool = False) -> None:
         event_type = event["type"]
         content = event.get("content")
         content = content if isinstance(content, dict) else {}
@@ -177,7 +201,7 @@ class Ingest:
                                name if isinstance(name, str) else None)
             if self.ours(state_key):
                 await self._our_membership(conn, room_id, state_key, membership, event, followups)
-            else:
+            elif not backfill:
                 await self._came_or_went(conn, room_id, state_key, membership, before, event)
         elif event_type == "m.room.encryption" and state_key == "":
             if await conn.fetchval(self.q["mark_room_encrypted"], room_id) is not None:
@@ -240,6 +264,25 @@ class Ingest:
     def _offered_in_rooms(self, user_id: str) -> bool:
         return any(b.user_id == user_id and "rooms" in b.surfaces for b in self._registry().bots.values())
 
+    async def _may_redact(self, conn: asyncpg.Connection, room_id: str, redactor: str, target: str) -> bool:
+        """A redaction counts when its sender sent the event or holds the room's redact level (what the
+        homeserver itself checks before it applies one; a redaction it only forwards is not applied)."""
+        sender = await conn.fetchval(self.q["event_sender"], target, room_id)
+        if sender is None or sender == redactor:
+            return True  # an event we never stored has nothing to redact here; one's own, always
+        room = await conn.fetchrow(self.q["get_room"], room_id)
+        if room is None:
+            return False
+        facts = facts_from_power_levels(redactor, room["power_levels"], room["create_content"],
+                                        room["room_version"] or "1", True, self.server_name,
+                                        create_sender=room["create_sender"])
+        needed = redact_level(room["power_levels"])
+        if facts.is_creator or facts.power_level >= needed:
+            return True
+        log.warning("%s may not redact %s (power %s < %s); not applied", redactor, target, facts.power_level,
+                    needed, extra={"room": room_id})
+        return False
+
     # --- cancelling --------------------------------------------------------------------------------
 
     async def _is_moderator(self, conn: asyncpg.Connection, room_id: str, user_id: str) -> bool:
@@ -269,7 +312,7 @@ class Ingest:
         if rel.get("key") not in STOP_KEYS or not isinstance(rel.get("event_id"), str) or self.ours(sender):
             return
         asker = None if await self._is_moderator(conn, room_id, sender) else sender
-        ids = await conn.fetch(self.q["request_cancel_by_event"], rel["event_id"], asker)
+        ids = await conn.fetch(self.q["request_cancel_by_event"], rel["event_id"], asker, room_id)
         log.info("%s reacted 🛑; %d run(s) told to stop", sender, len(ids), extra={"room": room_id})
 
     # --- summoning ---------------------------------------------------------------------------------
@@ -311,7 +354,12 @@ class Ingest:
             line.sender, room["power_levels"], room["create_content"], room["room_version"] or "1",
             True, self.server_name, create_sender=room["create_sender"],
         )
-        context = await self.context.read(conn, line, registry.strings, as_user=bot.user_id)
+        bare = Summons(bot=bot.slug, surface="rooms", prompt="", asked_by=line.sender, facts=facts,
+                       room_id=line.room_id, encrypted=bool(room["encrypted"]))
+        # The context (perhaps a thread fetched from the homeserver) is read only for a summons that can
+        # stand; one refused on its face is refused with none.
+        context = ({} if refusal(registry, bare) is not None
+                   else await self.context.read(conn, line, registry.strings, as_user=bot.user_id))
         if extra_context:
             context = {**context, **extra_context}
         # A plain mention while this person's run with this bot here still works joins that run (SPEC §4):

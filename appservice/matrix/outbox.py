@@ -96,7 +96,7 @@ class MatrixSender:
                 if resp.status == 200 and isinstance(body.get("event_id"), str):
                     return str(body["event_id"])
                 retry_ms = body.get("retry_after_ms")
-                if retry_ms is None and resp.headers.get("Retry-After", "").isdigit():
+                if retry_ms is None and resp.headers.get("Retry-After", "").isdecimal():
                     retry_ms = int(resp.headers["Retry-After"]) * 1000
                 raise MatrixError(
                     f"{resp.status} {body.get('errcode', '')}: {body.get('error', '')}".strip(),

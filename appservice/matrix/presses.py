@@ -91,7 +91,7 @@ class Presses:
         offer = await conn.fetchrow(self.q["offer_by_poll"], poll, room_id)
         if offer is None:
             return False
-        n = int(answers[0]) if answers and answers[0].isdigit() else 0
+        n = int(answers[0]) if answers and answers[0].isdecimal() else 0
         if not 1 <= n <= len(offer["choices"]):
             return True  # a spoiled vote (an answer the poll does not have), or a vote taken back
         return await self._press(conn, offer, n, "vote", line)

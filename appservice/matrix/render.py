@@ -73,7 +73,7 @@ def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:
         kept = [name for name in value.split() if _LANGUAGE_CLASS.match(name)]
         return " ".join(kept) if kept else None
     if tag == "ol" and attribute == "start":
-        return value if value.isdigit() else None
+        return value if value.isdecimal() else None
     return value
 
 

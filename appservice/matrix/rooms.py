@@ -21,7 +21,7 @@ from mautrix.errors import MatrixError as MautrixError
 from mautrix.types import PresenceState, RoomID, UserID
 
 from appservice.matrix.admin import InvitePuppet, PuppetLeaves
-from appservice.matrix.ingest import Decline, Followup, Ingest, Join, LeaveEncrypted
+from appservice.matrix.ingest import RETRY_WHOLE, Decline, Followup, Ingest, Join, LeaveEncrypted
 from engine.content import Registry
 from engine.store.db import Database
 
@@ -103,8 +103,14 @@ class Rooms:
         followups: list[Followup] = []
         async with self.db.transaction("store_room_state") as conn:
             for raw in events:
-                async with conn.transaction():
-                    await self.ingest.event(conn, raw, followups)
+                try:
+                    async with conn.transaction():  # one bad state event never loses the rest
+                        await self.ingest.event(conn, raw, followups, backfill=True)
+                except RETRY_WHOLE:
+                    raise
+                except Exception:
+                    log.exception("state event %s of %s could not be stored; skipped", raw.get("event_id"),
+                                  join.room_id, extra={"room": join.room_id})
         for f in followups:
             if not isinstance(f, Join):  # we are already in; only an encryption found now matters
                 await self.carry_out(f)

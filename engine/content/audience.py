@@ -255,6 +255,11 @@ def facts_from_power_levels(
     )
 
 
+def redact_level(power_levels_content: Mapping[str, Any] | None) -> int:
+    """The level a room asks of whoever removes somebody else's event (``redact``, 50 by default)."""
+    return _level((power_levels_content or {}).get("redact"), MODERATION_DEFAULT)
+
+
 def _level(value: object, default: int) -> int:
     """A power level as rooms store it: an integer, or (in old room versions) a string of one."""
     if isinstance(value, bool):

@@ -150,6 +150,13 @@ def _tool(name: str, file: File, settings: Settings, errors: list[CompileError])
     base_url = spec.base_url
     if front.openapi.startswith(("http://", "https://")):  # a server url is relative to the spec's own
         base_url = urljoin(front.openapi, base_url or "/")
+    if base_url is None or not base_url.startswith(("http://", "https://")) or "{" in base_url:
+        # Every call would fail: refused now, not discovered by a run.
+        said = ("names no server (servers: [{url: https://…}])" if base_url is None
+                else f"names a server the tool cannot call ({base_url!r}: an absolute http(s) url, its"
+                     " variables given defaults)")
+        errors.append(CompileError(file.path, file.line("openapi"), f"openapi: the spec {front.openapi} {said}"))
+        return None
     return Tool(**base, kind="openapi", base_url=base_url, allowed=tuple(allowed))
 
 

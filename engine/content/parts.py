@@ -34,6 +34,10 @@ _USER_ID = re.compile(r"@[^\s:]+:\S+")
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
+# Longer than any conversation a room keeps, and far from timedelta's own limit.
+MAX_SPAN = dt.timedelta(days=3660)
+
+
 def parse_span(text: str) -> dt.timedelta | None:
     """``2d``, ``48h``, ``1 week``, ``1d 12h`` → a timedelta; None if it is not a span."""
     position, total = 0, dt.timedelta()
@@ -42,9 +46,11 @@ def parse_span(text: str) -> dt.timedelta | None:
         return None
     while position < len(text):
         match = _SPAN_PART.match(text, position)
-        if match is None or match.end() == position:
+        if match is None or match.end() == position or len(match.group(1)) > 6:
             return None
         total += dt.timedelta(**{_SPAN_UNIT[match.group(2)[0]]: int(match.group(1))})
+        if total > MAX_SPAN:
+            return None
         position = match.end()
     return total if total > dt.timedelta() else None
 

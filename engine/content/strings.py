@@ -22,6 +22,7 @@ import re
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from string import Formatter
 
 from engine.content.base import CompileError
 from engine.messages import ENDINGS
@@ -200,12 +201,29 @@ def parse_strings(path: str, text: str) -> Strings | list[CompileError]:
         if not words:
             errors.append(CompileError(path, number, f"'{key}' in ### {section} has no words: leave it out to say nothing"))
         allowed = CATALOGUE[section][key]
-        for name in PLACEHOLDER.findall(words):
-            if name not in allowed:
-                offered = ", ".join("{" + a + "}" for a in allowed) or "none"
-                errors.append(
-                    CompileError(path, number, f"'{key}' in ### {section}: unknown placeholder {{{name}}} (it is given: {offered})")
-                )
+        offered = ", ".join("{" + a + "}" for a in allowed) or "none"
+        for why in _placeholder_problems(words, allowed):
+            errors.append(CompileError(path, number, f"'{key}' in ### {section}: {why} (it is given: {offered})"))
     if errors:
         return sorted(errors, key=lambda error: error.line)
     return Strings(types.MappingProxyType({name: _frozen(entries) for name, entries in found.items()}))
+
+
+def _placeholder_problems(words: str, allowed: tuple[str, ...]) -> list[str]:
+    """Read the words as ``str.format`` will: only the given names, bare (``{room}``, never ``{}``,
+    ``{room.x}``, ``{room!r}`` or ``{room:>9}``); a literal brace is written ``{{`` or ``}}``. What
+    would fail when the words are said fails the compile instead."""
+    try:
+        parsed = list(Formatter().parse(words))
+    except ValueError as exc:
+        return [f"a stray brace ({exc}); write a literal one as {{{{ or }}}}"]
+    problems: list[str] = []
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if name not in allowed:
+            shown = "{" + name + "}" if name else "{}"
+            problems.append(f"unknown placeholder {shown}")
+        elif spec or conversion:
+            problems.append(f"placeholder {{{name}}} takes no format or conversion")
+    return problems

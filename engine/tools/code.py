@@ -21,7 +21,8 @@ import inspect
 import logging
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -99,10 +100,16 @@ def _line_in(trace: TracebackType | None, file: Path) -> int | None:
 class CodeTools:
     """Runs code tools. ``root`` is the content folder the tools' ``module:`` paths are inside."""
 
-    def __init__(self, root: Path, *, timeout: float = CODE_TIMEOUT) -> None:
+    def __init__(self, root: Path, *, timeout: float = CODE_TIMEOUT, threads: int = 4) -> None:
         self.root = root.resolve()
         self.timeout = timeout
         self._loaded: dict[Path, tuple[tuple[int, int], RunFn]] = {}
+        # A pool of their own: a sync tool that overruns its timeout keeps its thread, and must not starve
+        # the loop's default executor (DNS lookups, asyncpg reconnects run there).
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="code-tool")
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
     async def call(self, tool: Tool, run: RunRef, arguments: dict[str, Any]) -> str:
         """The text ``run`` returned, or a ``ToolError`` in words the model can act on."""
@@ -112,13 +119,19 @@ class CodeTools:
         fn = self._run_of(tool)
         try:
             if inspect.iscoroutinefunction(fn):
-                result = await asyncio.wait_for(fn(run, arguments), self.timeout)
+                result = await asyncio.wait_for(_contained(fn(run, arguments)), self.timeout)
             else:
-                result = await asyncio.wait_for(asyncio.to_thread(fn, run, arguments), self.timeout)
+                loop = asyncio.get_running_loop()
+                result = await asyncio.wait_for(
+                    loop.run_in_executor(self._threads, _contained_sync, fn, run, arguments), self.timeout)
                 if inspect.isawaitable(result):
-                    result = await asyncio.wait_for(result, self.timeout)
+                    result = await asyncio.wait_for(_contained(result), self.timeout)
         except ToolError:
             raise
+        except _Exited as exc:
+            log.warning("code tool %s tried to exit the process (%r); refused", tool.name, exc.args[0],
+                        extra={"run": run.id, "bot": run.bot})
+            raise ToolError(f"{tool.name} failed (it tried to exit); tell the person it did not work") from exc
         except TimeoutError as exc:
             raise ToolError(f"{tool.name} did not finish within {self.timeout:g}s; try again later") from exc
         except Exception as exc:
@@ -160,3 +173,22 @@ def _check_arguments(tool: Tool, arguments: object) -> None:
         unknown = [name for name in arguments if name not in declared]
         if unknown:
             raise ToolError(f"{tool.name} takes no {', '.join(unknown)} (it takes: {', '.join(declared) or 'nothing'})")
+
+
+class _Exited(Exception):
+    """A code tool raised SystemExit or KeyboardInterrupt: contained, never let out into the event loop
+    (asyncio re-raises those two out of ``run``, which would stop the whole service)."""
+
+
+async def _contained(awaitable: Awaitable[Any]) -> Any:
+    try:
+        return await awaitable
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _Exited(exc) from None
+
+
+def _contained_sync(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _Exited(exc) from None

@@ -146,9 +146,7 @@ def address_allowed(ip: str | Address) -> str | None:
             why = address_allowed(v4)
             if why is not None:
                 return f"{address} is the {form} form of {v4}, {why}"
-            if form != "IPv4-mapped":
-                return f"{address} is a {form} address (tunnelled to {v4}); ask for a plain public address"
-            return None
+            return f"{address} is a {form} address (of {v4}); ask for a plain public address"
     for network, why in DENIED:
         if address.version == network.version and address in network:
             return f"{address} is {why}"

@@ -17,6 +17,7 @@ to every request of that tool and win over a header parameter of the same name.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping
@@ -100,8 +101,11 @@ class OpenAPITools:
         request.headers.update(self.headers.get(tool.name, {}))
         host = urlsplit(request.url).netloc
         try:
-            return await self._send(name, request)
-        except httpx.TimeoutException as exc:
+            # The client's timeout is per read; this bounds the whole call (a trickling server must not
+            # hold a run past its lease).
+            async with asyncio.timeout(self.timeout * 2):
+                return await self._send(name, request)
+        except (httpx.TimeoutException, TimeoutError) as exc:
             raise ToolError(f"{name}: the API at {host} did not answer within {self.timeout:g}s; try again later") from exc
         except httpx.ConnectError as exc:
             raise ToolError(f"{name}: could not reach the API at {host}; try again later, or tell the person") from exc

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 UNKNOWN_TOOL = "There is no tool named {name!r}."
 UNKNOWN_SKILL = "There is no skill named {name!r}."
 UNAVAILABLE_TOOL = "The tool {name!r} is not available right now."
+FAILED_TOOL = ("The tool {name!r} failed because of a problem on this site's side (it has been logged). Tell the "
+               "person it did not work; do not say it was done.")
 
 # The site's classes of a person (customer, tier:gold, …), read from its people tables.
 SiteClasses = Callable[[str], Awaitable[frozenset[str]]]
@@ -88,6 +90,6 @@ class ToolRunner:
             return await fn(run, arguments), False
         except ToolError as exc:
             return str(exc), True
-        except Exception as exc:  # a tool's failure goes back to the model, which can act on it
-            log.warning("tool %s failed: %s", name, exc, extra={"run": run.id})
-            return f"The tool failed: {exc}", True
+        except Exception:  # the model is told it failed, in words; the details are the operator's (logged)
+            log.warning("tool %s failed", name, exc_info=True, extra={"run": run.id, "bot": run.bot})
+            return FAILED_TOOL.format(name=name), True

@@ -26,3 +26,4 @@ class SiteTools:
 
     async def aclose(self) -> None:
         await self.openapi.aclose()
+        self.code.close()

@@ -29,6 +29,10 @@ WITH made AS (
 )
 SELECT id, now() AS now FROM made;
 
+-- name: count_room_schedules
+-- How many schedules room $1 keeps.
+SELECT count(*) FROM room_schedules WHERE room_id = $1;
+
 -- name: room_schedules_here
 -- The schedules set in room $1, oldest first.
 SELECT id, bot, schedule, ask, made_by, created_at FROM room_schedules WHERE room_id = $1 ORDER BY id;
@@ -44,7 +48,7 @@ SELECT id, bot FROM gone;
 
 -- name: all_room_schedules
 -- Every room schedule for the tick, with the key its clock is kept under in bot_clock.
-SELECT id, room_id, bot, schedule, ask, 'room:' || id AS trigger FROM room_schedules ORDER BY id;
+SELECT id, room_id, bot, schedule, ask, made_by, 'room:' || id AS trigger FROM room_schedules ORDER BY id;
 
 -- name: room_runs
 -- The latest $2 runs in room $1, newest first, with what each cost.

@@ -359,3 +359,32 @@ async def test_a_second_mention_joins_the_run_still_working(ingest: Ingest, db: 
     for line in (bobs, elsewhere, after):
         await context_of(db, line["event_id"])
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 4
+
+
+def redaction(target: dict[str, Any], sender: str) -> dict[str, Any]:
+    return {"event_id": f"$red{next(_n)}", "room_id": ROOM, "sender": sender, "type": "m.room.redaction",
+            "redacts": target["event_id"], "origin_server_ts": _ts(), "content": {}}
+
+
+async def test_redacting_the_visibility_event_does_not_open_the_history(ingest: Ingest, db: Database) -> None:
+    """Matrix keeps `history_visibility` when its event is redacted; so do we."""
+    room = opened("joined")
+    await feed(ingest, db, [*room, say("secret before bob"), member(BOB, "join", "Bob"), redaction(room[1], ALICE)])
+    asked = say("Helper, what did I miss?", BOB, ask=True)
+    await feed(ingest, db, [asked])
+    assert "secret before bob" not in said(await context_of(db, asked["event_id"]))
+
+
+async def test_a_redaction_by_someone_without_the_power_is_not_applied(ingest: Ingest, db: Database) -> None:
+    line = say("alice's own words")
+    await feed(ingest, db, [*opened(), member(BOB, "join", "Bob"), line, redaction(line, BOB)])
+    assert await db.pool.fetchval("SELECT redacted FROM room_events WHERE event_id = $1", line["event_id"]) is False
+    await feed(ingest, db, [redaction(line, ALICE)])  # her own: applied
+    assert await db.pool.fetchval("SELECT redacted FROM room_events WHERE event_id = $1", line["event_id"]) is True
+
+
+async def test_an_unknown_visibility_value_hides_what_came_before(ingest: Ingest, db: Database) -> None:
+    await feed(ingest, db, [*opened("members_only_please"), say("before bob"), member(BOB, "join", "Bob")])
+    asked = say("Helper, what did I miss?", BOB, ask=True)
+    await feed(ingest, db, [asked])
+    assert "before bob" not in said(await context_of(db, asked["event_id"]))

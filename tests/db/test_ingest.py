@@ -187,3 +187,49 @@ async def test_a_person_joining_wakes_the_bots_in_the_room_that_hear_it(db: Data
     assert run["prompt"] == "Welcome the person who just joined."
     assert run["context"]["event"] == "member.joined"
     assert run["context"]["facts"]["display_name"] == "Dana"
+
+
+async def test_a_rooms_state_read_after_a_join_wakes_and_summons_nobody(db: Database) -> None:
+    """The state a puppet reads when it joins is a record of who is there, not news: nobody already in the
+    room is greeted as if they just joined, and no old line summons."""
+    from engine.content import compile_sources
+    from engine.publish import publish
+
+    registry = compile_sources({"bots/greeter.md": GREETER}, server_name="localhost")
+    assert isinstance(registry, Registry), registry
+    await publish(db, registry)
+    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    ingest = Ingest(db, lambda: registry, server_name="localhost", service_user="@summon:localhost")
+    await feed(ingest, db, "t1", [state("m.room.member", "@bot_greeter:localhost", {"membership": "join"})])
+    there = state("m.room.member", "@erin:localhost", {"membership": "join", "displayname": "Erin"},
+                  sender="@erin:localhost")
+    followups: list[Followup] = []
+    async with db.transaction("test_backfill") as conn:
+        await ingest.event(conn, there, followups, backfill=True)
+    assert await count(db, "SELECT count(*) FROM agent_runs") == 0
+    assert await db.pool.fetchval("SELECT display_name FROM room_members WHERE user_id = '@erin:localhost'") == "Erin"
+
+
+async def test_a_handler_that_fails_loses_neither_its_line_nor_the_other_events(
+    db: Database, published: Registry, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ingest = Ingest(db, lambda: published, server_name="localhost", service_user="@summon:localhost")
+
+    async def broken(*args: Any, **kwargs: Any) -> bool:
+        raise OverflowError("a number too big for a handler")
+
+    monkeypatch.setattr(ingest.commands, "heard", broken)
+    bad = message("!summarise since=99999999999d")
+    fine = message("Helper, hello", mentions=[HELPER])
+    await feed(ingest, db, "t1", [bad, fine])
+    stored = {r["event_id"] for r in await db.pool.fetch("SELECT event_id FROM room_events")}
+    assert {bad["event_id"], fine["event_id"]} <= stored
+    assert await count(db, "SELECT count(*) FROM agent_runs") == 0  # the commands handler broke for both
+
+
+def test_a_span_too_long_to_mean_anything_is_not_a_span() -> None:
+    from engine.content.parts import parse_span
+
+    assert parse_span("99999999999d") is None
+    assert parse_span("4000 days") is None
+    assert parse_span("3650 days") is not None

@@ -13,6 +13,7 @@ import pytest
 from appservice.matrix.admin import InvitePuppet, PuppetLeaves
 from appservice.matrix.ingest import Followup, Ingest
 from engine.content import AudienceFacts, Registry
+from engine.content.audience import parse_audience
 from engine.store.db import Database
 from engine.summon import Refused, Summons, summon
 from engine.ticks import schedule_tick
@@ -285,12 +286,39 @@ async def test_a_room_schedule_fires_once_through_the_tick(here: Room, db: Datab
     later = now + dt.timedelta(days=3)
     started = await schedule_tick(db, published, later, resolve_room=no_alias)
     assert len(started) == 1
-    run = await db.pool.fetchrow("SELECT bot, room_id, prompt, asked_by, trigger_event FROM agent_runs WHERE id = $1",
-                                 started[0])
+    run = await db.pool.fetchrow(
+        "SELECT bot, room_id, prompt, asked_by, subject, trigger_event FROM agent_runs WHERE id = $1", started[0])
     assert (run["bot"], run["room_id"], run["prompt"], run["asked_by"]) == ("helper", ROOM, "Say good morning.", None)
+    assert run["subject"] == ALICE  # on its maker's behalf: their ceilings count it
     assert run["trigger_event"].startswith(f"schedule:helper:room:{n}:")
     assert await schedule_tick(db, published, later + dt.timedelta(minutes=1), resolve_room=no_alias) == []
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 1
+
+
+async def test_a_room_schedule_may_not_come_round_too_often_nor_pile_up(here: Room, db: Database) -> None:
+    body = await here.ask('!bots schedule helper every 5 minutes ask "ping"')
+    assert "at most every 15 minutes" in body
+    assert await db.pool.fetchval("SELECT count(*) FROM room_schedules") == 0
+    for n in range(20):
+        await here.ask(f'!bots schedule helper every {15 + n} minutes ask "ping {n}"')
+    assert await db.pool.fetchval("SELECT count(*) FROM room_schedules") == 20
+    assert "at most 20" in await here.ask('!bots schedule helper every day ask "one more"')
+    assert await db.pool.fetchval("SELECT count(*) FROM room_schedules") == 20
+
+
+async def test_a_room_schedule_asks_only_a_bot_its_maker_may_ask(here: Room, db: Database, published: Registry) -> None:
+    # The maker loses their standing after setting it: it wakes nothing, and counts as fired.
+    await here.ask('!bots schedule helper every day at 08:00 ask "Say good morning."')
+    now = (await db.pool.fetchval("SELECT now()")).astimezone(dt.UTC)
+    capped = published.bots["helper"].model_copy(update={"audience": parse_audience("user:@someone-else:localhost")})
+    registry = Registry.of(published.server_name, [capped], skills=published.skills.values(),
+                           strings=published.strings)
+
+    async def no_alias(alias: str) -> str | None:
+        raise AssertionError(alias)
+
+    assert await schedule_tick(db, registry, now + dt.timedelta(days=1), resolve_room=no_alias) == []
+    assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 0
 
 
 async def test_runs_spend_and_cancel(here: Room, db: Database) -> None:

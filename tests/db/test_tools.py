@@ -166,3 +166,22 @@ async def test_a_tool_that_fails_with_words_for_the_model_is_an_error_result(db:
     await worker(db, clerk, RecordingModel(), {"search_site": search_site}).work_once()
     results = [s["payload"] for s in await steps_of(db, run_id) if s["kind"] == "tool_result"]
     assert results[1] == {**results[1], "content": "Nothing on this site matches 'zebra'.", "is_error": True}
+
+
+async def test_a_skills_tool_named_in_the_same_turn_as_opening_it_was_not_offered(db: Database, clerk: Registry) -> None:
+    searched: list[dict[str, Any]] = []
+
+    async def search_site(run: RunRef, arguments: dict[str, Any]) -> str:
+        searched.append(arguments)
+        return "found"
+
+    run_id = await insert_run(db, bot="clerk", script=[
+        {"tool_calls": [{"id": "c1", "name": "open_skill", "arguments": {"name": "refunds-and-returns"}},
+                        {"id": "c2", "name": "search_site", "arguments": {"query": "refunds"}}]},
+        {"text": "ok"},
+    ])
+    await worker(db, clerk, RecordingModel(), {"search_site": search_site}).work_once()
+    results = [s["payload"] for s in await steps_of(db, run_id) if s["kind"] == "tool_result"]
+    assert not results[0]["is_error"]
+    assert results[1]["is_error"] and results[1]["content"] == UNKNOWN_TOOL.format(name="search_site")
+    assert searched == []

@@ -306,6 +306,15 @@ async def test_raise_ticket_for_a_guest_belongs_to_the_contact_carries_no_accoun
     assert subjects(seen) == {"guest-ticket", "Refund"}
 
 
+async def test_raise_ticket_for_a_matrix_user_the_site_has_no_row_for(db: Database, site: dict[str, Any]) -> None:
+    """A room asker is somebody even with no `people` row: their ticket is raised, on their account."""
+    run = await new_run(db, surface="rooms", asked_by="@stranger:localhost", subject=None)
+    answer = await make_raise_ticket(db, lambda: WORDS)(run, {"subject": "Broken link", "body": "The docs 404."})
+    ticket = await db.pool.fetchrow("SELECT * FROM tickets WHERE raised_by_run = $1", run.id)
+    assert ticket is not None and (ticket["contact_id"], ticket["user_id"]) == (None, "@stranger:localhost")
+    assert answer == said("ticket_raised").format(ticket=f"#{ticket['id']}")
+
+
 async def test_raise_ticket_on_the_desk_is_the_customers_not_the_agents(db: Database, site: dict[str, Any]) -> None:
     run = await new_run(db, surface="desk", asked_by=AGENT, subject=f"contact:{site['x_contact']}")
     await make_raise_ticket(db, lambda: WORDS)(run, {"subject": "Late parcel", "body": "Where is it?"})
@@ -434,3 +443,16 @@ async def test_an_engine_that_is_not_a_superuser_keeps_its_tables_and_its_tools_
     finally:
         await admin.execute(f'DROP ROLE IF EXISTS "{owner}"')
         await admin.close()
+
+
+async def test_an_encrypted_staff_room_is_never_sent_the_ticket(db: Database, site: dict[str, Any]) -> None:
+    await db.execute("ensure_room", STAFF_ROOM)
+    await db.execute("mark_room_encrypted", STAFF_ROOM)
+    run = await new_run(db, surface="desk", asked_by=None, subject=f"contact:{site['guest']}")
+
+    async def notify(conn: asyncpg.Connection, ticket: Mapping[str, Any]) -> None:
+        await tell_staff(conn, db.q, STAFF_ROOM, SERVICE, ticket)
+
+    await make_raise_ticket(db, lambda: WORDS, notify)(run, {"subject": "Refund", "body": "Wants money back."})
+    assert await db.pool.fetchval("SELECT count(*) FROM tickets WHERE raised_by_run = $1", run.id) == 1
+    assert await db.pool.fetchval("SELECT count(*) FROM outbox WHERE room_id = $1", STAFF_ROOM) == 0

@@ -308,3 +308,19 @@ async def test_words_that_join_while_the_model_thinks_are_heard_before_the_answe
 async def _running(db: Database, run_id: int) -> bool:
     row = await db.fetchrow("get_run", run_id)
     return row is not None and row["status"] == "running"
+
+
+async def test_an_answer_is_said_when_words_join_but_the_run_may_not_ask_again(
+    db: Database, published: Registry,
+) -> None:
+    surface = RecordingSurface()
+    run_id = await insert_run(db, limits={"steps": 1, "spend": 0.25, "minutes": 5},
+                              script=[{"text": "The Air.", "delay": 1.0}, {"text": "never asked"}])
+    worker = make_worker(db, published, surface, worker_id="w")
+    holding = asyncio.ensure_future(worker.work_once())
+    await eventually(lambda: _running(db, run_id), timeout=10)
+    await db.fetchval("join_live_run", "helper", "@alice:localhost", "!room:localhost", None,
+                      {"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"}, None)
+    await holding
+    assert [s["kind"] for s in await steps_of(db, run_id)] == ["model", "answer"]
+    assert surface.delivered == [(run_id, Answered("The Air."))]

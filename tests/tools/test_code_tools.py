@@ -55,8 +55,17 @@ async def test_a_sync_run_runs_in_a_thread(tmp_path: Path) -> None:
          "def run(run, arguments):\n    return ''\n", {"user": "@a:b"}, "w takes no user (it takes: city)"),
         ("import asyncio\nasync def run(run, arguments):\n    await asyncio.sleep(5)\n    return ''\n", {},
          "w did not finish within 0.2s; try again later"),
+        # A tool that exits (argparse on bad input, sys.exit) is contained: asyncio would otherwise let
+        # SystemExit out of the event loop and stop the whole service.
+        ("import sys\ndef run(run, arguments):\n    sys.exit(2)\n", {},
+         "w failed (it tried to exit); tell the person it did not work"),
+        ("async def run(run, arguments):\n    raise SystemExit(1)\n", {},
+         "w failed (it tried to exit); tell the person it did not work"),
+        ("def run(run, arguments):\n    raise KeyboardInterrupt\n", {},
+         "w failed (it tried to exit); tell the person it did not work"),
     ],
-    ids=["tool-error-passes-through", "exception", "not-text", "missing-argument", "unknown-argument", "timeout"],
+    ids=["tool-error-passes-through", "exception", "not-text", "missing-argument", "unknown-argument", "timeout",
+         "sys-exit-sync", "system-exit-async", "keyboard-interrupt"],
 )
 async def test_failures_are_tool_errors(tmp_path: Path, module: str, arguments: dict[str, object], said: str) -> None:
     broken = tool(tmp_path, module)

@@ -228,3 +228,17 @@ def test_registration_regex_escapes_the_server_name() -> None:
 def test_registration_is_valid_yaml_round_trip() -> None:
     reg = registration(parse_config(minimal(), {}))
     assert yaml.safe_load(yaml.safe_dump(reg)) == reg
+
+
+def test_an_openapi_tools_secret_header_comes_from_the_environment_or_the_service_does_not_start() -> None:
+    from appservice.config import openapi_headers
+
+    raw = copy.deepcopy(MINIMAL)
+    raw["tools"] = {"openapi_headers": {"shop": {"Authorization": "SHOP_API_TOKEN"}}}
+    with pytest.raises(ConfigError, match=r"tools\.openapi_headers\.shop\.Authorization: the environment "
+                                          r"variable SHOP_API_TOKEN is not set"):
+        parse_config(raw, {})
+    env = {"SHOP_API_TOKEN": "Bearer s3cret"}
+    config = parse_config(raw, env)
+    assert openapi_headers(config, env) == {"shop": {"Authorization": "Bearer s3cret"}}
+    assert "s3cret" not in config.model_dump_json()  # the config holds the variable's name, never the secret

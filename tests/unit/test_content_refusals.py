@@ -408,3 +408,22 @@ def test_a_file_with_errors_is_not_also_reported_as_missing_where_it_is_named() 
         }
     )
     assert [line.split(": ")[0] for line in found] == ["bots/scribe.md:3", "skills/s.md:3", "tools/t.md:2"]
+
+
+@pytest.mark.parametrize(
+    ("servers", "said"),
+    [
+        ("", "names no server"),
+        ("servers: [{url: /api}]\n", "names a server the tool cannot call ('/api'"),
+        ("servers: [{url: 'https://{region}.example.org'}]\n", "names a server the tool cannot call"),
+    ],
+    ids=["none", "relative", "unfilled-variable"],
+)
+def test_an_openapi_tool_whose_spec_names_no_callable_server_is_refused(servers: str, said: str) -> None:
+    from engine.content import CompileError, compile_sources
+
+    spec = f"openapi: 3.0.0\ninfo: {{title: P, version: '1'}}\n{servers}paths:\n  /p:\n    get: {{operationId: listP}}\n"
+    result = compile_sources({"tools/p.md": "---\nopenapi: tools/p.yaml\noperations: [listP]\n---\n"},
+                             server_name="example.org", referenced={"tools/p.yaml": spec})
+    assert isinstance(result, list) and all(isinstance(e, CompileError) for e in result)
+    assert len(result) == 1 and said in str(result[0]) and str(result[0]).startswith("tools/p.md:2: openapi:")

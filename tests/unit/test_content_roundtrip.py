@@ -19,6 +19,7 @@ CONTENT = Path(__file__).resolve().parents[2] / "content"
 SPEC = """\
 openapi: 3.0.0
 info: {title: Pets, version: '1'}
+servers: [{url: 'https://pets.example.org/v1'}]
 paths:
   /pets:
     get: {operationId: listPets}

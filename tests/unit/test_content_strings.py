@@ -66,3 +66,27 @@ def test_the_catalogue_has_every_ending() -> None:
     from engine.messages import ENDINGS
 
     assert tuple(CATALOGUE["endings"]) == ENDINGS
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        ("Stopped {}.", "unknown placeholder {}"),
+        ("In {Room}.", "unknown placeholder {Room}"),
+        ("In {room.name}.", "unknown placeholder {room.name}"),
+        ("In {room!r}.", "placeholder {room} takes no format or conversion"),
+        ("In {room:>9}.", "placeholder {room} takes no format or conversion"),
+        ("In {room", "a stray brace"),
+        ("In room}", "a stray brace"),
+    ],
+)
+def test_a_placeholder_format_would_choke_on_fails_the_compile(words: str, said: str) -> None:
+    result = parse_strings("strings.md", f"## bots\n### context\n- room: {words}\n")
+    assert isinstance(result, list) and len(result) == 1
+    assert said in str(result[0]) and str(result[0]).startswith("strings.md:3: 'room' in ### context:")
+
+
+def test_literal_braces_are_written_doubled() -> None:
+    result = parse_strings("strings.md", "## bots\n### context\n- room: In {room} {{not a field}}.\n")
+    assert not isinstance(result, list)
+    assert (result.get("context", "room") or "").format(room="Lobby") == "In Lobby {not a field}."

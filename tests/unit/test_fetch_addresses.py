@@ -64,15 +64,17 @@ DENIED = [
     ("2002:7f00:0001::", "6to4 form of 127.0.0.1"),
     ("2002:0a00:0001::1", "6to4 form of 10.0.0.1"),
     ("2002:a9fe:a9fe::", "metadata"),
-    ("2002:0808:0808::1", "6to4 address (tunnelled to 8.8.8.8)"),
+    ("2002:0808:0808::1", "6to4 address (of 8.8.8.8)"),
     # Teredo: the client address is stored inverted
     ("2001:0:4136:e378:8000:63bf:80ff:fffe", "Teredo form of 127.0.0.1"),
     ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "Teredo form of 10.0.0.1"),
-    ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", "Teredo address (tunnelled to 8.8.8.8)"),
+    ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", "Teredo address (of 8.8.8.8)"),
     # NAT64
     ("64:ff9b::7f00:1", "NAT64 form of 127.0.0.1"),
     ("64:ff9b::a9fe:a9fe", "metadata"),
-    ("64:ff9b::808:808", "NAT64 address (tunnelled to 8.8.8.8)"),
+    ("64:ff9b::808:808", "NAT64 address (of 8.8.8.8)"),
+    # Even a mapped public address: SPEC refuses the wrapped forms; ask for the plain one.
+    ("::ffff:8.8.8.8", "IPv4-mapped address (of 8.8.8.8)"),
     ("64:ff9b:1::808:808", "NAT64"),
     # with a zone
     ("fe80::1%eth0", "link-local"),
@@ -94,7 +96,6 @@ ALLOWED = [
     "2606:4700:4700::1111",
     "2001:4860:4860::8888",
     "2a00:1450:4001:80b::200e",
-    "::ffff:8.8.8.8",  # a mapped public address is that public address
 ]
 
 
