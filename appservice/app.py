@@ -232,6 +232,9 @@ class Service:
         c = self.config
         service_user = f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"
         staff_room = c.tools.staff_room
+        if staff_room is None and self._reaches("raise_ticket"):
+            log.warning("raise_ticket is offered but no tools.staff_room is configured: tickets are raised and "
+                        "nobody is told in Matrix")
 
         async def notify(conn: asyncpg.Connection, ticket: Mapping[str, Any]) -> None:
             if staff_room is not None:
@@ -246,6 +249,12 @@ class Service:
             "raise_ticket": make_raise_ticket(self.db, words, notify),
             "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow))),
         }
+
+    def _reaches(self, tool: str) -> bool:
+        """Whether any bot may be offered ``tool``, directly or through one of its skills."""
+        registry = self.registry()
+        return any(tool in bot.tools or any(tool in skill.tools for skill in registry.skills_of(bot))
+                   for bot in registry.bots.values())
 
     async def _site_classes(self, user_id: str) -> frozenset[str]:
         async with self.db.pool.acquire() as conn:

@@ -221,6 +221,7 @@ class Worker:
         surface: Surface | None, started: float, facts: AudienceFacts | None,
     ) -> None:
         ref = RunRef(run.id, run.bot, run.surface, run.room_id, run.thread_root)
+        first_call = True
         while True:
             action = decide(view, steps, self.clock.now())
             if isinstance(action, Finished):
@@ -230,7 +231,10 @@ class Worker:
                     return
                 continue
             if isinstance(action, CallModel):
-                context = await self.db.fetchval("run_context", run.id) or {}
+                # The context as claimed serves the first call of this hold (a line joining after it is
+                # caught when the run finishes); later calls read it again for words said meanwhile.
+                context = (row["context"] or {}) if first_call else (await self.db.fetchval("run_context", run.id) or {})
+                first_call = False
                 text, count = said_since(context, heard(steps))
                 cancelled = bool(count) and await self._record(run.id, steps, HeardStep(text, count))
                 if not cancelled:

@@ -55,6 +55,9 @@ class ToolRunner:
         if asker is None:
             return None
         registry = self._registry()
+        if not _gated(registry, row["bot"]):
+            # Nothing this bot may use has an audience: who asked changes nothing, so nothing is read.
+            return AudienceFacts(user_id=asker, local_server=registry.server_name)
         classes = await self.site_classes(asker) if self.site_classes is not None else frozenset()
         room = await self.db.fetchrow("get_room", row["room_id"]) if row["room_id"] else None
         if room is None:
@@ -93,3 +96,14 @@ class ToolRunner:
         except Exception:  # the model is told it failed, in words; the details are the operator's (logged)
             log.warning("tool %s failed", name, exc_info=True, extra={"run": run.id, "bot": run.bot})
             return FAILED_TOOL.format(name=name), True
+
+
+def _gated(registry: Registry, slug: str) -> bool:
+    """Whether any skill or tool the bot may be offered has an audience (``for:``)."""
+    bot = registry.get(slug) or registry.kit_bots.get(slug)
+    if bot is None:
+        return False
+    skills = registry.skills_of(bot)
+    names = {*bot.tools, *(t for skill in skills for t in skill.tools)}
+    return any(s.audience is not None for s in skills) or any(
+        (tool := registry.tools.get(name)) is not None and tool.audience is not None for name in names)

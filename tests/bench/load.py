@@ -1,5 +1,8 @@
 """Load: 200 mentions across 50 rooms with a 500 ms scripted model latency, on a real Synapse.
 
+Each room holds ``PER_ROOM`` people and each mentions the bot once: one person's second mention while
+their run works would join that run (one answer to both), which is not what this measures.
+
 Prints p50/p95/max from each mention to its answer (found by the answer's own timestamp, so one client
 reading all rooms after the fact is enough), against the issue's yardstick: 1.5 × (model latency +
 echo floor). Asserts nothing about speed. Run: ``python -m tests.bench.load``.
@@ -32,6 +35,7 @@ async def main() -> int:
     stack = bench.up()
     service: Service | None = None
     client: AsyncClient | None = None
+    people: list[AsyncClient] = []
     try:
         config = load_config(Path(stack["SUMMON_CONFIG"]), os.environ)
         config = config.model_copy(update={
@@ -40,10 +44,15 @@ async def main() -> int:
         })
         service = Service(config, accept_scripts=True)
         await service.start()
-        client = AsyncClient(stack["SUMMON_HS_URL"], f"load{uuid.uuid4().hex[:8]}")
-        assert isinstance(await client.register(client.user, "pw-" + uuid.uuid4().hex), RegisterResponse)
+        for _ in range(PER_ROOM):
+            person = AsyncClient(stack["SUMMON_HS_URL"], f"load{uuid.uuid4().hex[:8]}")
+            assert isinstance(await person.register(person.user, "pw-" + uuid.uuid4().hex), RegisterResponse)
+            people.append(person)
+        client = people[0]
         puppet = f"@bot_helper:{stack['SUMMON_SERVER_NAME']}"
-        rooms = [str((await client.room_create(invite=[puppet])).room_id) for _ in range(ROOMS)]  # type: ignore[union-attr]
+        others = [str(p.user_id) for p in people[1:]]
+        rooms = [str((await client.room_create(invite=[puppet, *others])).room_id) for _ in range(ROOMS)]  # type: ignore[union-attr]
+        await asyncio.gather(*(p.join(room) for p in people[1:] for room in rooms))
         while await service.db.pool.fetchval(
                 "SELECT count(*) FROM room_members WHERE user_id = $1 AND membership = 'join'", puppet) < ROOMS:
             await asyncio.sleep(0.1)
@@ -55,7 +64,7 @@ async def main() -> int:
                                        "m.mentions": {"user_ids": [puppet]},
                                        "org.summon.script": [{"text": f"done {n}", "delay": str(LATENCY)}]}  # no floats in events
             at = time.time()
-            resp = await client.room_send(room, "m.room.message", content)  # type: ignore[union-attr]
+            resp = await people[n].room_send(room, "m.room.message", content)
             assert isinstance(resp, RoomSendResponse), resp
             sent[str(resp.event_id)] = at
 
@@ -85,8 +94,8 @@ async def main() -> int:
                   f"within it: {sum(v <= yardstick for v in values)}/{len(values)}")
         return 0 if len(values) == len(sent) else 1
     finally:
-        if client is not None:
-            await client.close()
+        for person in people:
+            await person.close()
         if service is not None:
             await service.stop()
         bench.down()
