@@ -352,6 +352,8 @@ def _every(values: list[str]) -> dict[str, Any] | str:
         if unit in ("minute", "hour"):
             return {"every": f"1 {unit}s"}
         return f"'every {values[0]}' is not how often"
+    if len(values) == 2 and first.isdecimal() and len(first) > 4:
+        return f"'every {' '.join(values)}' is further apart than a schedule goes (at most 9999)"
     if len(values) == 2 and first.isdecimal() and int(first) > 0:
         unit = values[1].lower().rstrip("s")
         if unit in ("minute", "hour"):

@@ -76,6 +76,9 @@ def test_lines_that_read(line: str, expected: w.BotsCommand) -> None:
     ('!bots schedule helper every day zone Mars/Olympus ask "hi"', "when", "every day zone Mars/Olympus"),
     ('!bots schedule helper every month on monday ask "hi"', "when", "every month on monday"),
     ('!bots schedule helper every day sometimes ask "hi"', "when", "every day sometimes"),
+    ('!bots schedule helper every 99999999999 days ask "hi"', "when", "every 99999999999 days"),
+    ("!bots cancel ²", "run", "²"),
+    ("!bots unschedule ²", "n", "²"),
 ])
 def test_bad_fields_name_the_field_and_what_was_given(line: str, field: str, given: str) -> None:
     bad = w.parse(line, BOTS)
