@@ -17,6 +17,7 @@ is resolved (a span as "2 days") are the prompt's own language and live here.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -325,7 +326,8 @@ def resolve_prompt(command: Command, args: Mapping[str, Value]) -> str:
 
 def args_json(args: Mapping[str, Value]) -> dict[str, Any]:
     """The arguments as a run's context keeps them: each as it could be typed again by name (a span
-    as ``2d``, a person as their user id), so a worker can resolve the prompt afresh."""
+    as ``2d``, a person as their user id), so the worker resolves the prompt itself
+    (``command_prompt``)."""
     out: dict[str, Any] = {}
     for name, value in args.items():
         if isinstance(value, dt.timedelta):
@@ -335,6 +337,46 @@ def args_json(args: Mapping[str, Value]) -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def args_from_json(command: Command, stored: Mapping[str, Any]) -> dict[str, Value]:
+    """``args_json`` read back, by each field's kind (what does not read is left out, and its
+    placeholder stays as written)."""
+    out: dict[str, Value] = {}
+    for arg in command.args:
+        value = stored.get(arg.name)
+        if arg.kind == "span" and isinstance(value, str):
+            span = parse_span(value)
+            if span is not None:
+                out[arg.name] = span
+        elif arg.kind == "person" and isinstance(value, str):
+            out[arg.name] = Person(value)
+        elif arg.kind == "person" and isinstance(value, Mapping) and isinstance(value.get("user_id"), str):
+            name = value.get("name")
+            out[arg.name] = Person(value["user_id"], name if isinstance(name, str) else None)
+        elif isinstance(value, bool | int | float | str):
+            out[arg.name] = value
+    return out
+
+
+def command_prompt(commands: Mapping[str, Command], strings: Strings, context: Mapping[str, Any]) -> str | None:
+    """What a command's run asks its bot, resolved by the worker from the command as published and the
+    arguments the run keeps (a client sends only the name and the arguments). None: the run is no
+    command's, or its command is gone."""
+    asked = context.get("command")
+    if not isinstance(asked, Mapping) or not isinstance(asked.get("name"), str):
+        return None
+    command = commands.get(asked["name"])
+    if command is None:
+        return None
+    stored = asked.get("args")
+    args = args_from_json(command, stored if isinstance(stored, Mapping) else {})
+    if command.bot is not None:
+        return resolve_prompt(command, args)
+    template = strings.get(SECTION, "tool_prompt")
+    if template is None:
+        return None
+    return template.format(command=command.name, tool=command.tool, args=json.dumps(args_json(args), ensure_ascii=False))
 
 
 # --- the words a person reads -------------------------------------------------------------------

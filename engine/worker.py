@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 
 from engine.clock import Clock
+from engine.commands import command_prompt
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.errors import LeaseLost
@@ -271,6 +272,18 @@ class Worker:
                 await self._hand_back(run)
                 return
 
+    def _asked(self, registry: Registry, context: dict[str, Any], row: asyncpg.Record) -> str:
+        """What the run asks: a command's prompt, resolved here from the command as published; otherwise
+        what the person said."""
+        if "command" not in context:
+            return str(row["prompt"])
+        resolved = command_prompt(registry.commands, registry.strings, context)
+        if resolved is None:
+            log.warning("run %s was a command that is gone; it asks what the person said", row["id"],
+                        extra={"run": row["id"], "bot": row["bot"]})
+            return str(row["prompt"])
+        return resolved
+
     async def _call_model(self, row: asyncpg.Record, context: dict[str, Any], steps: list[Step],
                           offer: Offered) -> tuple[bool, ModelStep]:
         """Call the model with what this run may use; record every failed attempt before the last, and
@@ -284,7 +297,7 @@ class Worker:
         model = bot.model if bot is not None else None
         request = ModelRequest(
             system=system,
-            messages=conversation(opening(context, row["prompt"]), steps),
+            messages=conversation(opening(context, self._asked(registry, context, row)), steps),
             model=model,
             tools=offer.tools,
         )

@@ -26,7 +26,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -57,7 +56,6 @@ from engine.commands import (
     may_send_state,
     parse_args,
     parse_command,
-    resolve_prompt,
     strip_address,
 )
 from engine.content import AudienceFacts, Bot, Command, Registry, admits, facts_from_power_levels
@@ -117,21 +115,17 @@ class Commands:
             if words:
                 await self._reply(conn, line, bot.user_id, words)
             return True
-        stored = args_json(args)
-        context: dict[str, Any] = {"name": command.name, "args": stored}
-        if command.bot is not None:
-            prompt = resolve_prompt(command, args)
-        else:
-            template = registry.strings.get(SECTION, "tool_prompt")
-            if template is None:
+        # The run keeps the name and the arguments; the worker resolves what it asks (command_prompt). The
+        # run's prompt stays what the person said.
+        context: dict[str, Any] = {"name": command.name, "args": args_json(args)}
+        if command.bot is None:
+            if registry.strings.get(SECTION, "tool_prompt") is None:
                 log.warning("!%s runs a tool, and the strings have no tool_prompt; not run", name,
                             extra={"room": line.room_id})
                 return True
-            prompt = template.format(command=command.name, tool=command.tool,
-                                     args=json.dumps(stored, ensure_ascii=False))
             context["tool"] = command.tool
         script = self.scripts(event) if self.scripts is not None else None
-        await self.ask(conn, line, bot, prompt=prompt, extra_context={"command": context}, script=script)
+        await self.ask(conn, line, bot, extra_context={"command": context}, script=script)
         return True
 
     # --- reading the line --------------------------------------------------------------------------

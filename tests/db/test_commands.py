@@ -12,6 +12,7 @@ import pytest
 
 from appservice.matrix.commands import help_text
 from appservice.matrix.ingest import Ingest
+from engine.commands import command_prompt
 from engine.content import Registry, facts_from_power_levels
 from engine.store.db import Database
 
@@ -75,7 +76,10 @@ async def test_a_command_asks_its_bot_with_the_resolved_prompt_and_keeps_its_arg
     await feed(ingest, db, [message("we talked about the budget"), said])
     [run] = await runs(db)
     assert (run["bot"], run["asked_by"], run["trigger_event"]) == ("helper", BOB, said["event_id"])
-    assert run["prompt"].startswith("Read what was said in this room over the last 2 days and write a short catch-up")
+    assert run["prompt"] == "!summarise since=2d"  # what the person said; the worker resolves what it asks
+    asks = command_prompt(ingest._registry().commands, ingest._registry().strings, run["context"])
+    assert asks is not None
+    assert asks.startswith("Read what was said in this room over the last 2 days and write a short catch-up")
     assert run["context"]["command"] == {"name": "summarise", "args": {"since": "2d", "length": "short"}}
     assert run["context"]["kind"] == "timeline"  # the conversation rides along as for a mention
     assert run["script"] == [{"text": "catch-up"}]
@@ -137,7 +141,8 @@ async def test_a_moderators_command_is_withheld_from_a_member(ingest: Ingest, db
     await feed(ingest, db, [message("!triage 2d", sender=MOD)])
     [run] = await runs(db)
     assert (run["bot"], run["asked_by"]) == ("helper", MOD)
-    assert "over the last 2 days" in run["prompt"]
+    assert "over the last 2 days" in (command_prompt(ingest._registry().commands, ingest._registry().strings,
+                                                      run["context"]) or "")
 
 
 async def test_a_word_that_is_no_command_is_just_a_line(ingest: Ingest, db: Database) -> None:

@@ -185,3 +185,23 @@ async def test_a_skills_tool_named_in_the_same_turn_as_opening_it_was_not_offere
     assert not results[0]["is_error"]
     assert results[1]["is_error"] and results[1]["content"] == UNKNOWN_TOOL.format(name="search_site")
     assert searched == []
+
+
+@pytest.mark.parametrize(("name", "asked"), [
+    ("summarise", "Read what was said in this room over the last 2 days and write a short catch-up"),
+    ("withdrawn", "!withdrawn since=2d"),  # a command gone since: it asks what the person said
+])
+async def test_the_worker_resolves_a_commands_prompt_from_the_name_and_the_arguments(
+    db: Database, published: Registry, name: str, asked: str,
+) -> None:
+    model = RecordingModel()
+    context = {"kind": "timeline", "lines": [{"name": "alice", "said": f"!{name} since=2d"}],
+               "command": {"name": name, "args": {"since": "2d", "length": "short"}}}
+    run_id = await db.fetchval(
+        "insert_run", "helper", "rooms", "!room:localhost", None, None, "@alice:localhost", None,
+        f"!{name} since=2d", context, [{"text": "catch-up"}], {"steps": 8, "spend": 0.25, "minutes": 5}, 3)
+    await worker(db, published, model, {}).work_once()
+    assert run_id is not None and len(model.requests) == 1
+    opening = model.requests[0].messages[0].text
+    assert asked in opening
+    assert opening.startswith(f"alice: !{name} since=2d")

@@ -13,6 +13,7 @@ from nio import RoomCreateResponse, RoomGetStateEventResponse
 
 from appservice.app import Service
 from appservice.matrix.commands import publish_in_room
+from engine.commands import command_prompt
 from tests.matrix.people import Person
 from tests.support import eventually
 
@@ -35,7 +36,10 @@ async def test_a_command_asks_its_bot_and_the_answer_arrives(people: People, ser
     assert answer["sender"] == alice.puppet("helper")
     assert answer["content"]["body"] == "Nothing much happened."
     run = await service.db.pool.fetchrow("SELECT prompt, context FROM agent_runs WHERE trigger_event = $1", asked)
-    assert run["prompt"].startswith("Read what was said in this room over the last 2 days")
+    assert run["prompt"] == "!summarise since=2d"  # the person's words; the worker resolved what it asked
+    registry = service.registry()
+    assert (command_prompt(registry.commands, registry.strings, run["context"]) or "").startswith(
+        "Read what was said in this room over the last 2 days")
     assert run["context"]["command"] == {"name": "summarise", "args": {"since": "2d", "length": "short"}}
 
 

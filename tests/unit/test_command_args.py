@@ -328,3 +328,13 @@ PL = {"users": {"@bot:hs": 50, "@mod:hs": 50, "@admin:hs": 100}, "users_default"
 def test_may_send_state(user: str, event_type: str, levels: dict[str, Any] | None, version: str, expected: bool) -> None:
     create = {"creator": "@creator:hs"} if version != "12" else {}
     assert may_send_state(user, event_type, levels, create, "@creator:hs", version) is expected
+
+
+def test_args_read_back_resolve_the_same_prompt() -> None:
+    from engine.commands import args_from_json
+
+    args = parse_args(EVERYTHING, "36h detailed Bob on 2 the budget", members=MEMBERS, asker=ASKER)
+    assert not isinstance(args, Problem)
+    back = args_from_json(EVERYTHING, args_json(args))
+    assert {k: v for k, v in back.items() if k != "who"} == {k: v for k, v in args.items() if k != "who"}
+    assert back["who"] == Person("@bob:hs")  # the id is kept; the name is the room's to show
