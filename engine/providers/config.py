@@ -29,11 +29,9 @@ from typing import Any, Literal
 from engine.clock import Clock
 from engine.errors import ConfigError
 from engine.messages import ModelRequest, ModelStep
-from engine.providers.anthropic import AnthropicAdapter
 from engine.providers.base import ProviderStatus
 from engine.providers.chain import PATIENCE, Adapter, Chain, RetryPolicy
 from engine.providers.mock import MockModel, StandIn
-from engine.providers.openai import OpenAIAdapter
 from engine.providers.prices import PriceTable, load_prices
 
 log = logging.getLogger(__name__)
@@ -108,7 +106,13 @@ def _yes(value: str | None) -> bool:
 
 def adapter_for(config: ProviderConfig, clock: Clock) -> Adapter:
     if config.kind == "anthropic":
+        # The SDKs are imported only when a provider is configured: each takes a second or more to import,
+        # and a worker started to take over from a dead one (or on the mock) should not wait for them.
+        from engine.providers.anthropic import AnthropicAdapter
+
         return AnthropicAdapter(config, clock)
+    from engine.providers.openai import OpenAIAdapter
+
     return OpenAIAdapter(config, clock)
 
 
