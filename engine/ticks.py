@@ -198,6 +198,22 @@ async def _room(room: str, resolve_room: ResolveRoom, bot: str) -> str | None:
         return None
 
 
+# How long what only grows is kept.
+KEEP_HOOK_DELIVERIES = 86_400.0
+KEEP_REFUSALS = 30 * 86_400.0
+
+
+async def prune(db: Database, *, deliveries: float = KEEP_HOOK_DELIVERIES, refusals: float = KEEP_REFUSALS) -> int:
+    """Forget old hook deliveries and refused summonses; how many rows went."""
+    gone = 0
+    for query, keep in (("prune_hook_deliveries", deliveries), ("prune_refusals", refusals)):
+        status = await db.execute(query, keep)
+        gone += int(status.split()[-1]) if status.split()[-1].isdecimal() else 0
+    if gone:
+        log.info("pruned %d old row(s)", gone)
+    return gone
+
+
 async def run_ticks(
     db: Database,
     registry_fn: Callable[[], Registry],
@@ -213,6 +229,10 @@ async def run_ticks(
             await schedule_tick(db, registry_fn(), clock.now(), resolve_room=resolve_room)
         except (OSError, asyncpg.PostgresError):
             log.exception("schedule tick failed; will try again")
+        try:
+            await prune(db)
+        except (OSError, asyncpg.PostgresError):
+            log.exception("pruning failed; will try again")
         try:
             await asyncio.wait_for(stop.wait(), timeout=every)
         except TimeoutError:

@@ -231,3 +231,18 @@ async def test_run_ticks_ticks_until_stopped(db: Database, morning: Registry) ->
     stop.set()
     await asyncio.wait_for(task, 5)
     assert len(await runs(db)) == 1
+
+
+async def test_prune_forgets_old_deliveries_and_refusals_and_keeps_recent_ones(db: Database) -> None:
+    from engine.ticks import prune
+
+    await db.pool.execute(
+        "INSERT INTO hook_deliveries (delivery, signature, key_id, event, received_at) VALUES "
+        "('old', 's1', 'k', 'site.x', now() - interval '2 days'), ('new', 's2', 'k', 'site.x', now())")
+    await db.pool.execute(
+        "INSERT INTO summon_refusals (bot, surface, reason, created_at) VALUES "
+        "('helper', 'rooms', 'audience', now() - interval '31 days'), ('helper', 'rooms', 'audience', now())")
+    assert await prune(db) == 2
+    assert [r["delivery"] for r in await db.pool.fetch("SELECT delivery FROM hook_deliveries")] == ["new"]
+    assert await db.pool.fetchval("SELECT count(*) FROM summon_refusals") == 1
+    assert await prune(db) == 0
