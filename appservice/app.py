@@ -145,6 +145,7 @@ class Service:
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
         await self.rooms.register_puppets()
         self.tasks.spawn(publish_command_state(self.api, self.db, self.registry()), name="command-state")
+        self.tasks.spawn(self.rooms.resume(self.stop_event), name="room-actions")
         app = web.Application(client_max_size=c.appservice.max_body_size)
         TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
         EventHooks(self.db, self.registry, c.hooks.keys, self.clock).routes(app)
@@ -211,15 +212,17 @@ class Service:
     async def on_transaction(self, txn_id: str, events: list[dict[str, Any]], ephemeral: list[dict[str, Any]]) -> bool:
         async with self.db.transaction("store_transaction") as conn:
             followups = await self.ingest.transaction(conn, txn_id, events)
+            # Remembered with the events: a crash before the homeserver hears them loses nothing.
+            remembered = await self.rooms.remember(conn, followups) if followups else []
         if followups is None:
             return False
-        for f in followups:
-            self.tasks.spawn(self._carry_out(f), name=f"room-{type(f).__name__}")
+        for action_id, f in remembered:
+            self.tasks.spawn(self._carry_out(action_id, f), name=f"room-{type(f).__name__}")
         return True
 
-    async def _carry_out(self, followup: Followup) -> None:
-        await self.rooms.carry_out(followup)
-        if isinstance(followup, Join) and followup.user_id != self.ingest.service_user:
+    async def _carry_out(self, action_id: int, followup: Followup) -> None:
+        done = await self.rooms.carry_out_remembered(action_id, followup)
+        if done and isinstance(followup, Join) and followup.user_id != self.ingest.service_user:
             # A puppet that joined shows its commands there (MSC4332), where it has the power to.
             await publish_in_room(self.api, self.db, self.registry(), followup.room_id, followup.user_id)
 

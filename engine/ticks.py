@@ -204,9 +204,10 @@ KEEP_REFUSALS = 30 * 86_400.0
 
 
 async def prune(db: Database, *, deliveries: float = KEEP_HOOK_DELIVERIES, refusals: float = KEEP_REFUSALS) -> int:
-    """Forget old hook deliveries and refused summonses; how many rows went."""
+    """Forget old hook deliveries, refused summonses and finished room actions; how many rows went."""
     gone = 0
-    for query, keep in (("prune_hook_deliveries", deliveries), ("prune_refusals", refusals)):
+    for query, keep in (("prune_hook_deliveries", deliveries), ("prune_refusals", refusals),
+                        ("prune_room_actions", refusals)):
         status = await db.execute(query, keep)
         gone += int(status.split()[-1]) if status.split()[-1].isdecimal() else 0
     if gone:

@@ -12,10 +12,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
+import asyncpg
 from mautrix.appservice import AppServiceAPI
 from mautrix.errors import MatrixError as MautrixError
 from mautrix.types import PresenceState, RoomID, UserID
@@ -26,6 +30,29 @@ from engine.content import Registry
 from engine.store.db import Database
 
 log = logging.getLogger(__name__)
+
+FIRST_TRY_SECONDS = 60.0  # how long an action is left to its first attempt before a resume takes it up
+RETRY_SECONDS = 15.0  # then 60 s, 4 min, 16 min, …
+MAX_ATTEMPTS = 6
+RESUME_SECONDS = 30.0
+# What the homeserver says when it never will (the invite was withdrawn, the room is gone).
+PERMANENT = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "M_INVALID_PARAM", "M_UNKNOWN_TOKEN"})
+FOLLOWUPS: dict[str, type[Any]] = {cls.__name__: cls for cls in (Join, Decline, LeaveEncrypted, InvitePuppet,
+                                                                 PuppetLeaves)}
+
+
+def followup_of(action: Any) -> Followup | None:
+    """A remembered action read back (None: a kind or a shape this version does not know)."""
+    if not isinstance(action, dict):
+        return None
+    cls = FOLLOWUPS.get(str(action.get("kind")))
+    if cls is None:
+        return None
+    try:
+        made: Followup = cls(**{k: v for k, v in action.items() if k != "kind"})
+    except TypeError:
+        return None
+    return made
 
 # Leave reasons are shown by clients on the membership event; they are the operator-facing words of the
 # service itself, not a bot's (a bot's words are strings).
@@ -64,7 +91,57 @@ class Rooms:
             except MautrixError as exc:
                 log.warning("could not set %s's presence: %s", bot.user_id, exc, extra={"bot": bot.slug})
 
-    async def carry_out(self, followup: Followup) -> None:
+    # --- remembered until done ------------------------------------------------------------------------
+
+    async def remember(self, conn: asyncpg.Connection, followups: list[Followup]) -> list[tuple[int, Followup]]:
+        """Record each action in the caller's transaction, so it outlives a crash before it is carried out."""
+        remembered = []
+        for f in followups:
+            action = {"kind": type(f).__name__, **dataclasses.asdict(f)}
+            action_id = await conn.fetchval(self.db.q["remember_room_action"], f.room_id, action, FIRST_TRY_SECONDS)
+            remembered.append((int(action_id), f))
+        return remembered
+
+    async def carry_out_remembered(self, action_id: int, followup: Followup) -> bool:
+        """Carry out a remembered action and write down how it went; True when it is done."""
+        why = await self.carry_out(followup)
+        if why is None:
+            await self.db.execute("room_action_done", action_id)
+            return True
+        error, permanent = why
+        status = await self.db.fetchval("room_action_failed", action_id, error, RETRY_SECONDS, permanent,
+                                        MAX_ATTEMPTS)
+        log.log(logging.ERROR if status == "failed" else logging.WARNING, "%s: %s (%s)", followup, error,
+                "given up" if status == "failed" else "will try again", extra={"room": followup.room_id})
+        return False
+
+    async def resume_once(self, limit: int = 50) -> int:
+        """Carry out what is due: remembered before a crash, or failing and due again. How many were done."""
+        done = 0
+        for row in await self.db.fetch("claim_room_actions", limit, FIRST_TRY_SECONDS):
+            followup = followup_of(row["action"])
+            if followup is None:
+                await self.db.fetchval("room_action_failed", row["id"], "an action this version cannot read",
+                                       RETRY_SECONDS, True, MAX_ATTEMPTS)
+                continue
+            done += await self.carry_out_remembered(row["id"], followup)
+        return done
+
+    async def resume(self, stop: asyncio.Event, every: float = RESUME_SECONDS) -> None:
+        while not stop.is_set():
+            try:
+                await self.resume_once()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                log.warning("could not resume room actions (the database is unavailable); will try again")
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=every)
+            except TimeoutError:
+                pass
+
+    # --- carrying out ---------------------------------------------------------------------------------
+
+    async def carry_out(self, followup: Followup) -> tuple[str, bool] | None:
+        """Say it to the homeserver. None when done; else why not, and whether it never will be."""
         try:
             if isinstance(followup, Join):
                 await self._join(followup)
@@ -87,7 +164,11 @@ class Rooms:
                                                                           reason=followup.reason)
                 log.info("%s left %s", followup.user_id, followup.room_id, extra={"room": followup.room_id})
         except MautrixError as exc:
-            log.error("could not carry out %s: %s", followup, exc, extra={"room": followup.room_id})
+            code = getattr(exc, "errcode", None)
+            return f"{code or type(exc).__name__}: {exc}", code in PERMANENT
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return f"the homeserver is unreachable ({type(exc).__name__}: {exc})", False
+        return None
 
     async def _join(self, join: Join) -> None:
         intent = self.api.intent(UserID(join.user_id))
