@@ -43,17 +43,13 @@ from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.said import Line
 from appservice.matrix.surface import answer_content
+from engine.command_words import STATE_TYPES, command_state, describe_field, explain, may_send_state
 from engine.commands import (
     COMMAND_BLOCKS,
     SECTION,
-    STATE_TYPES,
     Problem,
     args_json,
-    command_state,
-    describe_field,
-    explain,
     from_block,
-    may_send_state,
     parse_args,
     parse_command,
     strip_address,

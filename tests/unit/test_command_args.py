@@ -9,14 +9,12 @@ from typing import Any
 
 import pytest
 
+from engine.command_words import command_state, explain, may_send_state
 from engine.commands import (
     Person,
     Problem,
     args_json,
-    command_state,
-    explain,
     from_block,
-    may_send_state,
     parse_args,
     parse_command,
     read_person,

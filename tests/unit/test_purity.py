@@ -20,7 +20,7 @@ FORBIDDEN = frozenset({
 # Pure now, and the modules planned to be (checked from the day they exist).
 PURE_NOW = ("loop.py", "messages.py", "prompt.py")
 PURE_LATER = ("choices.py", "schedule.py", "limits.py", "providers/translate.py", "tools/base.py",
-              "tools/schemas.py", "commands.py")
+              "tools/schemas.py", "tools/fenced.py", "commands.py", "command_words.py", "admin_words.py", "room_settings.py")
 PURE = [ENGINE / name for name in PURE_NOW] + [ENGINE / name for name in PURE_LATER if (ENGINE / name).exists()]
 
 
