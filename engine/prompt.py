@@ -51,11 +51,16 @@ def opening(context: dict[str, Any], prompt: str) -> tuple[Message, ...]:
     return (Message(role="user", text="\n\n".join(parts)),)
 
 
+def later_of(context: dict[str, Any]) -> list[dict[str, Any]]:
+    """The lines that joined the run after it was asked (a second mention while it worked)."""
+    return [line for line in (context.get("later") or []) if isinstance(line, dict)]
+
+
 def said_since(context: dict[str, Any], already: int) -> tuple[str, int]:
     """The ``later`` lines after the first ``already`` (what the asker added while the run worked), framed
     by their words, and how many there are. They reach the model as a step of their own (``HeardStep``),
     in the order they were heard."""
-    later = [line for line in (context.get("later") or []) if isinstance(line, dict)][already:]
+    later = later_of(context)[already:]
     if not later:
         return "", 0
     text = transcript({"later": later}, "later")

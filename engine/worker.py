@@ -52,7 +52,7 @@ from engine.messages import (
     heard,
     load_step,
 )
-from engine.prompt import opening, said_since
+from engine.prompt import later_of, opening, said_since
 from engine.providers.base import Answerer, ProviderStatus
 from engine.store.db import Database
 from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
@@ -110,6 +110,8 @@ class Worker:
         self.id = worker_id or new_worker_id()
         self.status = status or ProviderStatus(usable=True, mode="stand-in")
         self._wake = asyncio.Event()
+        # Per held run: how many lines had joined it at its last fenced write (read in the same commit).
+        self._joined: dict[int, int] = {}
         self._generation = 0
 
     # --- the long-running parts --------------------------------------------------------------------
@@ -197,6 +199,7 @@ class Worker:
         surface = self.surfaces.get(run.surface)
         started = self.clock.monotonic()
         steps = await self._steps(run.id)
+        self._joined[run.id] = len(later_of(row["context"] or {}))
         facts = await self.toolbox.asker(row)
         log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.id})
         if surface is not None:
@@ -208,6 +211,7 @@ class Worker:
             await asyncio.shield(self._release_quietly(run))
             raise
         finally:
+            self._joined.pop(run.id, None)
             if surface is not None:
                 await surface.working(run, False)
 
@@ -222,7 +226,7 @@ class Worker:
         surface: Surface | None, started: float, facts: AudienceFacts | None,
     ) -> None:
         ref = RunRef(run.id, run.bot, run.surface, run.room_id, run.thread_root)
-        first_call = True
+        context: dict[str, Any] = row["context"] or {}
         while True:
             action = decide(view, steps, self.clock.now())
             if isinstance(action, Finished):
@@ -232,10 +236,10 @@ class Worker:
                     return
                 continue
             if isinstance(action, CallModel):
-                # The context as claimed serves the first call of this hold (a line joining after it is
-                # caught when the run finishes); later calls read it again for words said meanwhile.
-                context = (row["context"] or {}) if first_call else (await self.db.fetchval("run_context", run.id) or {})
-                first_call = False
+                # The context is read again only when the last fenced write saw more joined lines than the
+                # run has heard (a line joining after that is caught when the run finishes).
+                if self._joined.get(run.id, 0) > len(later_of(context)):
+                    context = await self.db.fetchval("run_context", run.id) or {}
                 text, count = said_since(context, heard(steps))
                 cancelled = bool(count) and await self._record(run.id, steps, HeardStep(text, count))
                 if not cancelled:
@@ -322,6 +326,7 @@ class Worker:
         flag = await conn.fetchrow(self.q["fence_run"], run_id, self.id, self.settings.lease_seconds)
         if flag is None:
             raise LeaseLost(run_id, self.id)
+        self._joined[run_id] = int(flag["later"])
         return bool(flag["cancel_requested"])
 
     async def _insert_step(self, conn: asyncpg.Connection, run_id: int, seq: int, step: Step) -> None:
@@ -348,7 +353,7 @@ class Worker:
         async with self.db.transaction("finish_run") as conn:
             if await self._fence(conn, run.id) and not (isinstance(action, End) and action.ending == "cancelled"):
                 action = End("cancelled")
-            if isinstance(action, Say):
+            if isinstance(action, Say) and self._joined.get(run.id, 0) > heard([*steps, *pending]):
                 context = await conn.fetchval(self.q["run_context"], run.id) or {}
                 text, count = said_since(context, heard([*steps, *pending]))
                 more = [*steps, *pending, HeardStep(text, count)]

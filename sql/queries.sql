@@ -143,11 +143,12 @@ RETURNING r.*;
 
 -- name: fence_run
 -- Every write is fenced: extend the lease of run $1 only while worker $2 holds it, and read the
--- cancel flag in the same commit. No row = the lease was lost: stop at once.
+-- cancel flag (and how many lines have joined the run) in the same commit. No row = the lease was lost:
+-- stop at once.
 UPDATE agent_runs
    SET lease_expires_at = clock_timestamp() + make_interval(secs => $3), updated_at = clock_timestamp()
  WHERE id = $1 AND status = 'running' AND lease_owner = $2
-RETURNING cancel_requested;
+RETURNING cancel_requested, coalesce(jsonb_array_length(context->'later'), 0) AS later;
 
 -- name: insert_step
 -- Record step $2 of run $1; the (run_id, seq) key refuses a second writer.
