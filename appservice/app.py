@@ -121,7 +121,7 @@ class Service:
             accept_scripts=self.accept_scripts, max_attempts=c.worker.max_attempts,
             fetch_thread=HomeserverThreads(self.api),
         )
-        self.rooms = Rooms(self.db, self.api, self.ingest, self.registry)
+        self.rooms = Rooms(self.db, self.api, self.ingest, self.registry, on_done=self._room_action_done)
         self.surface = MatrixSurface(self.db, self.api, self.registry, self.tasks)
         self.outbox = Outbox(self.db, MatrixSender(self._session, c.homeserver.url, c.appservice.as_token))
         w = c.worker
@@ -221,9 +221,11 @@ class Service:
         return True
 
     async def _carry_out(self, action_id: int, followup: Followup) -> None:
-        done = await self.rooms.carry_out_remembered(action_id, followup)
-        if done and isinstance(followup, Join) and followup.user_id != self.ingest.service_user:
-            # A puppet that joined shows its commands there (MSC4332), where it has the power to.
+        await self.rooms.carry_out_remembered(action_id, followup)
+
+    async def _room_action_done(self, followup: Followup) -> None:
+        if isinstance(followup, Join) and followup.user_id != self.ingest.service_user:
+            # A puppet that joined (at once, or on a retry) shows its commands there (MSC4332), where it may.
             await publish_in_room(self.api, self.db, self.registry(), followup.room_id, followup.user_id)
 
     async def query_user(self, user_id: str) -> bool:

@@ -199,11 +199,11 @@ class Worker:
         surface = self.surfaces.get(run.surface)
         started = self.clock.monotonic()
         steps = await self._steps(run.id)
-        self._joined[run.id] = len(later_of(row["context"] or {}))
         facts = await self.toolbox.asker(row)
         log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.id})
         if surface is not None:
             await surface.working(run, True)
+        self._joined[run.id] = len(later_of(row["context"] or {}))
         try:
             await self._step_until_done(run, row, view, steps, surface, started, facts)
         except asyncio.CancelledError:

@@ -110,14 +110,18 @@ class Ingest:
             return None
         followups: list[Followup] = []
         for event in events:
+            # What an event decides for the homeserver counts only if its savepoint stands.
+            decided: list[Followup] = []
             try:
                 async with conn.transaction():  # a savepoint: one bad event never loses the others
-                    await self.event(conn, event, followups)
+                    await self.event(conn, event, decided)
             except RETRY_WHOLE:
                 raise  # the database went away or asked for a retry: Synapse sends the transaction again
             except Exception:
                 log.exception("event %s could not be stored; skipped", event.get("event_id"),
                               extra={"room": event.get("room_id")})
+                continue
+            followups.extend(decided)
         return followups
 
     async def event(self, conn: asyncpg.Connection, event: Mapping[str, Any], followups: list[Followup], *,
@@ -159,14 +163,17 @@ class Ingest:
             await conn.execute(self.q["redact_event"], line.redacts, room_id)
         if backfill or not self._may_summon(line):
             return
+        acted: list[Followup] = []
         try:
             async with conn.transaction():  # the line stays stored whatever acting on it does
-                await self._act(conn, line, event, followups)
+                await self._act(conn, line, event, acted)
         except RETRY_WHOLE:
             raise
         except Exception:
             log.exception("line %s was stored, but acting on it failed", line.event_id,
                           extra={"room": room_id, "asker": line.sender})
+            return
+        followups.extend(acted)
 
     async def _act(self, conn: asyncpg.Connection, line: Line, event: Mapping[str, Any],
                    followups: list[Followup]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -31,7 +31,8 @@ from engine.store.db import Database
 
 log = logging.getLogger(__name__)
 
-FIRST_TRY_SECONDS = 60.0  # how long an action is left to its first attempt before a resume takes it up
+FIRST_TRY_SECONDS = 60.0  # how long an attempt holds its action's row before another may take it up
+ATTEMPT_SECONDS = 45.0  # an attempt gives up before its hold runs out, so no action runs twice at once
 RETRY_SECONDS = 15.0  # then 60 s, 4 min, 16 min, …
 MAX_ATTEMPTS = 6
 RESUME_SECONDS = 30.0
@@ -39,6 +40,10 @@ RESUME_SECONDS = 30.0
 PERMANENT = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "M_INVALID_PARAM", "M_UNKNOWN_TOKEN"})
 FOLLOWUPS: dict[str, type[Any]] = {cls.__name__: cls for cls in (Join, Decline, LeaveEncrypted, InvitePuppet,
                                                                  PuppetLeaves)}
+
+
+class NotLeft(MautrixError):
+    """Some of our users are still in a room they must leave."""
 
 
 def followup_of(action: Any) -> Followup | None:
@@ -65,11 +70,13 @@ REASONS = {
 
 
 class Rooms:
-    def __init__(self, db: Database, api: AppServiceAPI, ingest: Ingest, registry: Callable[[], Registry]) -> None:
+    def __init__(self, db: Database, api: AppServiceAPI, ingest: Ingest, registry: Callable[[], Registry], *,
+                 on_done: Callable[[Followup], Awaitable[None]] | None = None) -> None:
         self.db = db
         self.api = api
         self.ingest = ingest
         self._registry = registry
+        self.on_done = on_done  # told of each action done, however it got done (a puppet's join: its commands)
 
     async def register_puppets(self) -> None:
         for bot in self._registry().bots.values():
@@ -103,10 +110,22 @@ class Rooms:
         return remembered
 
     async def carry_out_remembered(self, action_id: int, followup: Followup) -> bool:
-        """Carry out a remembered action and write down how it went; True when it is done."""
-        why = await self.carry_out(followup)
+        """Carry out a remembered action (within ATTEMPT_SECONDS, inside the time its row is held) and
+        write down how it went; True when it is done."""
+        try:
+            async with asyncio.timeout(ATTEMPT_SECONDS):
+                why = await self.carry_out(followup)
+        except TimeoutError:
+            why = (f"the homeserver did not finish within {ATTEMPT_SECONDS:g}s", False)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            why = (f"storing what it said failed ({type(exc).__name__}: {exc})", False)
+        except Exception as exc:  # a bug or a shape we did not expect: counted, so it is given up in the end
+            log.exception("carrying out %s failed", followup, extra={"room": followup.room_id})
+            why = (f"{type(exc).__name__}: {exc}", False)
         if why is None:
             await self.db.execute("room_action_done", action_id)
+            if self.on_done is not None:
+                await self.on_done(followup)
             return True
         error, permanent = why
         status = await self.db.fetchval("room_action_failed", action_id, error, RETRY_SECONDS, permanent,
@@ -116,9 +135,13 @@ class Rooms:
         return False
 
     async def resume_once(self, limit: int = 50) -> int:
-        """Carry out what is due: remembered before a crash, or failing and due again. How many were done."""
+        """Carry out what is due — remembered before a crash, or failing and due again — one at a time, each
+        held for FIRST_TRY_SECONDS. How many were done."""
         done = 0
-        for row in await self.db.fetch("claim_room_actions", limit, FIRST_TRY_SECONDS):
+        for _ in range(limit):
+            row = await self.db.fetchrow("claim_room_action", FIRST_TRY_SECONDS)
+            if row is None:
+                break
             followup = followup_of(row["action"])
             if followup is None:
                 await self.db.fetchval("room_action_failed", row["id"], "an action this version cannot read",
@@ -184,25 +207,36 @@ class Rooms:
         followups: list[Followup] = []
         async with self.db.transaction("store_room_state") as conn:
             for raw in events:
+                mine: list[Followup] = []
                 try:
                     async with conn.transaction():  # one bad state event never loses the rest
-                        await self.ingest.event(conn, raw, followups, backfill=True)
+                        await self.ingest.event(conn, raw, mine, backfill=True)
                 except RETRY_WHOLE:
                     raise
                 except Exception:
                     log.exception("state event %s of %s could not be stored; skipped", raw.get("event_id"),
                                   join.room_id, extra={"room": join.room_id})
-        for f in followups:
-            if not isinstance(f, Join):  # we are already in; only an encryption found now matters
-                await self.carry_out(f)
+                    continue
+                followups.extend(mine)
+            # We are already in; only what the state says now (it is encrypted) matters, remembered like any.
+            remembered = await self.remember(conn, [f for f in followups if not isinstance(f, Join)])
+        for action_id, f in remembered:
+            await self.carry_out_remembered(action_id, f)
 
     async def _leave_all(self, room_id: str, reason: str) -> None:
         ours = [b.user_id for b in self._registry().bots.values()] + [self.ingest.service_user]
         rows = await self.db.fetch("our_members", room_id, ours)
+        stayed = []
         for r in rows:
             try:
                 await self.api.intent(UserID(r["user_id"])).leave_room(RoomID(room_id), reason=reason)
             except MautrixError as exc:
+                if getattr(exc, "errcode", None) in PERMANENT:
+                    continue  # not in it (any more): nothing to leave
                 log.error("could not leave %s as %s: %s", room_id, r["user_id"], exc, extra={"room": room_id})
+                stayed.append(r["user_id"])
+        if stayed:
+            # Raised, so the action is tried again (it is remembered) until every one of ours is out.
+            raise NotLeft(f"still in the room: {', '.join(stayed)}")
         await self.db.execute("mark_room_left", room_id)
         log.warning("left the encrypted room %s", room_id, extra={"room": room_id})

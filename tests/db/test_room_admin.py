@@ -341,3 +341,18 @@ async def test_runs_spend_and_cancel(here: Room, db: Database) -> None:
     await db.pool.execute("UPDATE agent_runs SET room_id = '!elsewhere:localhost', cancel_requested = false")
     assert "none" in await here.ask(f"!bots cancel {run_id}")
     assert await db.pool.fetchval("SELECT cancel_requested FROM agent_runs WHERE id = $1", run_id) is False
+
+
+async def test_an_add_whose_reply_fails_invites_nobody_and_changes_nothing(
+    here: Room, ingest: Ingest, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a line decides for the homeserver counts only if acting on the line stood: the settings roll
+    back with the failure, and so does the invite."""
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the reply could not be queued")
+
+    monkeypatch.setattr(ingest.admin, "_reply", broken)
+    before = await here.settings()
+    _, followups = await here.say("!bots add helper")
+    assert followups == []
+    assert await here.settings() == before
