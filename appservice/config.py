@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.errors import ConfigError
+from engine.tools.fetch import FetchSettings, make_fetch
 
 PUPPET_PREFIX = "bot_"  # every bot's puppet is @bot_<slug>:<server> (engine.content compiles it so)
 
@@ -118,6 +119,13 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
         key = ".".join(str(p) for p in err["loc"])
         raise ConfigError(f"config: {key}: {err['msg']}") from None
     openapi_headers(config, env)  # every secret a tool needs is there, or the service does not start
+    plain = [prefix for prefix in config.tools.fetch_allow if not prefix.lower().startswith("https://")]
+    if plain:
+        raise ConfigError(f"config: tools.fetch_allow: fetch reads HTTPS only, not {plain[0]!r}")
+    try:
+        make_fetch(FetchSettings(allow=tuple(config.tools.fetch_allow)))
+    except ValueError as exc:
+        raise ConfigError(f"config: tools.fetch_allow: {exc}") from None
     return config
 
 

@@ -242,3 +242,13 @@ def test_an_openapi_tools_secret_header_comes_from_the_environment_or_the_servic
     config = parse_config(raw, env)
     assert openapi_headers(config, env) == {"shop": {"Authorization": "Bearer s3cret"}}
     assert "s3cret" not in config.model_dump_json()  # the config holds the variable's name, never the secret
+
+
+@pytest.mark.parametrize("prefix", ["http://example.org/docs/", "https://user@example.org/", "example.org/docs"])
+def test_a_fetch_prefix_that_is_not_a_plain_https_url_is_a_config_error(prefix: str) -> None:
+    raw = copy.deepcopy(MINIMAL)
+    raw["tools"] = {"fetch_allow": ["https://example.org/docs/", prefix]}
+    with pytest.raises(ConfigError, match=r"^config: tools\.fetch_allow: "):
+        parse_config(raw, {})
+    raw["tools"] = {"fetch_allow": ["https://example.org/docs/"]}
+    assert parse_config(raw, {}).tools.fetch_allow == ["https://example.org/docs/"]
