@@ -26,7 +26,8 @@ from appservice.config import Config, openapi_headers
 from appservice.hooks import EventHooks
 from appservice.matrix.commands import publish_command_state, publish_in_room
 from appservice.matrix.context import HomeserverThreads
-from appservice.matrix.ingest import Followup, Ingest, Join
+from appservice.matrix.followups import Followup, Join
+from appservice.matrix.ingest import Ingest
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.rooms import Rooms
 from appservice.matrix.staff import tell_staff

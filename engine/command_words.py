@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.commands import SECTION, Problem
 from engine.content import Arg, Command, Strings
-from engine.content.audience import STATE_DEFAULT, facts_from_power_levels
+from engine.content.audience import facts_in_room, state_level
 
 # MSC4332 state: the stable type, and the unstable one clients ship while the proposal is open.
 STATE_TYPES = ("m.bot.commands", "org.matrix.msc4332.commands")
@@ -95,31 +95,8 @@ def command_state(commands: Iterable[Command], strings: Strings) -> dict[str, An
     return {"sigil": "!", "commands": listed}
 
 
-def may_send_state(user_id: str, event_type: str, power_levels: Mapping[str, Any] | None,
-                   create_content: Mapping[str, Any] | None, create_sender: str | None,
-                   room_version: str) -> bool:
-    """Whether ``user_id`` may set ``event_type`` state, by the room's own power levels. With none
+def may_send_state(user_id: str, event_type: str, room: Mapping[str, Any]) -> bool:
+    """Whether ``user_id`` may set ``event_type`` state, by the stored room's own power levels. With none
     known (not read yet, or no event), only a creator is taken to: we never send on a hope."""
-    facts = facts_from_power_levels(user_id, power_levels, create_content, room_version, True, "",
-                                    create_sender=create_sender)
-    if facts.is_creator:
-        return True
-    if power_levels is None:
-        return facts.power_level > 0
-    events = power_levels.get("events")
-    events = events if isinstance(events, Mapping) else {}
-    needed = _level(events.get(event_type), _level(power_levels.get("state_default"), STATE_DEFAULT))
-    return facts.power_level >= needed
-
-
-def _level(value: object, default: int) -> int:
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            return default
-    return default
+    facts = facts_in_room(user_id, room, "")
+    return facts.is_creator or facts.power_level >= state_level(room["power_levels"], event_type)

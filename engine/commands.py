@@ -281,24 +281,24 @@ def _default(arg: Arg, members: Mapping[str, str | None], asker: str) -> Value:
 # --- values as a model and a worker read them --------------------------------------------------
 
 
-def span_words(span: dt.timedelta) -> str:
-    """``2 days``, ``1 week``, ``1 day 12 hours``: a span as a prompt says it."""
+def _span_parts(span: dt.timedelta) -> list[tuple[int, str]]:
+    """A span as whole units, largest first: 36 hours → [(1, "day"), (12, "hour")]."""
     seconds, parts = int(span.total_seconds()), []
     for unit, size in _UNITS:
         count, seconds = divmod(seconds, size)
         if count:
-            parts.append(f"{count} {unit}{'s' if count != 1 else ''}")
-    return " ".join(parts) or "0 minutes"
+            parts.append((count, unit))
+    return parts
+
+
+def span_words(span: dt.timedelta) -> str:
+    """``2 days``, ``1 week``, ``1 day 12 hours``: a span as a prompt says it."""
+    return " ".join(f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in _span_parts(span)) or "0 minutes"
 
 
 def span_text(span: dt.timedelta) -> str:
     """``2d``, ``1d 12h``: a span as it is typed (and read back by ``parse_span``)."""
-    seconds, parts = int(span.total_seconds()), []
-    for unit, size in _UNITS:
-        count, seconds = divmod(seconds, size)
-        if count:
-            parts.append(f"{count}{_SHORT[unit]}")
-    return " ".join(parts) or "0m"
+    return " ".join(f"{n}{_SHORT[unit]}" for n, unit in _span_parts(span)) or "0m"
 
 
 def words(value: Value) -> str:

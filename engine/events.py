@@ -20,7 +20,8 @@ from typing import Any
 
 import asyncpg
 
-from engine.content import AudienceFacts, Bot, EventTrigger, Registry, admits, facts_from_power_levels
+from engine.content import AudienceFacts, Bot, EventTrigger, Registry, admits
+from engine.content.audience import facts_in_room
 from engine.store.queries import Queries
 from engine.summon import Refused, Summoned, Summons, summon
 
@@ -105,14 +106,12 @@ async def wake(
 
 async def subject_facts(
     conn: asyncpg.Connection, q: Queries, server_name: str, room: asyncpg.Record | None, subject: str | None,
+    site_classes: frozenset[str] = frozenset(),
 ) -> AudienceFacts:
-    """What ``serves:`` is checked against: the subject as the room knows them (membership, power), or
-    just who they are when there is no room, or nobody."""
+    """A person as the room knows them now (membership, power) — what ``serves:``, a room schedule's maker
+    or a tool's ``for:`` is checked against — or just who they are when there is no room, or nobody."""
     if subject is None or room is None:
-        return AudienceFacts(user_id=subject, local_server=server_name)
+        return AudienceFacts(user_id=subject, local_server=server_name, site_classes=site_classes)
     member = await conn.fetchrow(q["get_member"], room["room_id"], subject)
     is_member = member is not None and member["membership"] == "join"
-    return facts_from_power_levels(
-        subject, room["power_levels"], room["create_content"], room["room_version"] or "1", is_member,
-        server_name, create_sender=room["create_sender"],
-    )
+    return facts_in_room(subject, room, server_name, is_member=is_member, site_classes=site_classes)

@@ -30,8 +30,9 @@ from datetime import datetime
 import asyncpg
 
 from engine.clock import Clock
-from engine.content import AudienceFacts, Registry, Schedule, ScheduleTrigger, facts_from_power_levels
+from engine.content import AudienceFacts, Registry, Schedule, ScheduleTrigger
 from engine.content.audience import admits
+from engine.events import subject_facts
 from engine.schedule import last_between
 from engine.store.db import Database
 from engine.store.queries import Queries
@@ -146,7 +147,7 @@ async def _fire(
         if isinstance(trigger, RoomSchedule):
             # On its maker's behalf, as they stand now: a maker the bot no longer admits wakes nothing.
             subject = trigger.made_by
-            facts = await _standing(conn, q, registry, room, room_id, trigger.made_by)
+            facts = await subject_facts(conn, q, registry.server_name, room, trigger.made_by)
             found = registry.get(bot)
             if found is None or not admits(found.audience, facts):
                 log.warning("room schedule %s of %s: its maker %s may no longer ask %s; it counts as fired",
@@ -174,17 +175,6 @@ async def _fire(
     log.info("schedule %s of %s woke run %s for %s", key, bot, outcome.run_id, when,
              extra={"bot": bot, "room": room_id, "run": outcome.run_id})
     return outcome.run_id
-
-
-async def _standing(conn: asyncpg.Connection, q: Queries, registry: Registry, room: asyncpg.Record | None,
-                    room_id: str, user_id: str) -> AudienceFacts:
-    member = await conn.fetchrow(q["get_member"], room_id, user_id)
-    joined = member is not None and member["membership"] == "join"
-    if room is None:
-        return AudienceFacts(user_id=user_id, local_server=registry.server_name, is_member=joined)
-    return facts_from_power_levels(user_id, room["power_levels"], room["create_content"],
-                                   room["room_version"] or "1", joined, registry.server_name,
-                                   create_sender=room["create_sender"])
 
 
 async def _room(room: str, resolve_room: ResolveRoom, bot: str) -> str | None:

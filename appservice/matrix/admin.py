@@ -20,19 +20,19 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
+from appservice.matrix.followups import InvitePuppet, PuppetLeaves
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.said import Line
 from appservice.matrix.surface import answer_content
 from engine import admin_words as words
 from engine import room_settings
-from engine.content import Bot, Registry, Schedule, facts_from_power_levels
-from engine.content.audience import NO_POWER_LEVELS_CREATOR, STATE_DEFAULT, AudienceFacts, admits
+from engine.content import Bot, Registry, Schedule
+from engine.content.audience import AudienceFacts, admits, facts_in_room, state_level
 from engine.schedule import next_after
 from engine.store.db import Database
 
@@ -40,38 +40,6 @@ log = logging.getLogger(__name__)
 SECTION = "admin"
 RUNS_SHOWN = 10
 ABOUT_CHARS = 100
-
-
-@dataclass(frozen=True)
-class InvitePuppet:
-    """After the commit: the service's user (``by``) invites a bot's puppet into the room."""
-
-    room_id: str
-    user_id: str
-    by: str
-
-
-@dataclass(frozen=True)
-class PuppetLeaves:
-    """After the commit: a bot's puppet leaves the room, the reason on its leave event."""
-
-    room_id: str
-    user_id: str
-    reason: str
-
-
-def level_needed(power_levels: Mapping[str, Any] | None) -> int:
-    """The power level to configure bots in a room: the level to send state events by default."""
-    if power_levels is None:
-        return NO_POWER_LEVELS_CREATOR
-    value = power_levels.get("state_default", STATE_DEFAULT)
-    if isinstance(value, bool):
-        return STATE_DEFAULT
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdecimal():
-        return int(value.strip())
-    return STATE_DEFAULT
 
 
 class RoomAdmin:
@@ -93,11 +61,8 @@ class RoomAdmin:
             return False
         registry = self._registry()
         say = _Say(registry)
-        facts = facts_from_power_levels(
-            line.sender, room["power_levels"], room["create_content"], room["room_version"] or "1", True,
-            self.server_name, create_sender=room["create_sender"],
-        )
-        need = level_needed(room["power_levels"])
+        facts = facts_in_room(line.sender, room, self.server_name)
+        need = state_level(room["power_levels"])
         # Room version 12 creators hold every level (facts.is_creator is only ever true there).
         if not (facts.is_creator or facts.power_level >= need):
             log.info("%s may not configure bots here (level %s < %s)", line.sender, facts.power_level, need,
@@ -106,7 +71,7 @@ class RoomAdmin:
             return True
         offered = _offered(registry)
         command = words.parse(line.text, {slug: bot.name for slug, bot in offered.items()})
-        text = await self._carry_out(conn, line, room, command, offered, say, followups)
+        text = await self._carry_out(conn, line, room, facts, command, offered, say, followups)
         await self._reply(conn, line, text)
         log.info("%s: %s", line.sender, type(command).__name__, extra={"room": line.room_id})
         return True
@@ -128,7 +93,7 @@ class RoomAdmin:
 
     # --- the sub-commands ---------------------------------------------------------------------------
 
-    async def _carry_out(self, conn: asyncpg.Connection, line: Line, room: asyncpg.Record,
+    async def _carry_out(self, conn: asyncpg.Connection, line: Line, room: asyncpg.Record, facts: AudienceFacts,
                          command: words.BotsCommand, offered: Mapping[str, Bot], say: _Say,
                          followups: list[Any]) -> str:
         encrypted = bool(room["encrypted"])
@@ -164,10 +129,7 @@ class RoomAdmin:
                 # A room schedule asks on its maker's behalf: the bot's `for:` must admit them (and their
                 # spend ceilings count it), it may not come round faster than MIN_PERIOD, and a room keeps
                 # at most MAX_SCHEDULES.
-                maker = facts_from_power_levels(
-                    line.sender, room["power_levels"], room["create_content"], room["room_version"] or "1", True,
-                    self.server_name, create_sender=room["create_sender"])
-                why = schedule_refusal(offered[slug], schedule, maker,
+                why = schedule_refusal(offered[slug], schedule, facts,
                                        await conn.fetchval(self.q["count_room_schedules"], line.room_id))
                 if why is not None:
                     return say("bad", field="schedule", value=slug, allowed=words.WHEN_FORM, why=why)

@@ -54,7 +54,8 @@ from engine.commands import (
     parse_command,
     strip_address,
 )
-from engine.content import AudienceFacts, Bot, Command, Registry, admits, facts_from_power_levels
+from engine.content import AudienceFacts, Bot, Command, Registry, admits
+from engine.content.audience import facts_in_room
 from engine.store.db import Database
 from engine.summon import LIVENESS_SECONDS
 
@@ -173,10 +174,7 @@ class Commands:
 
     def _facts(self, room: asyncpg.Record, user_id: str) -> AudienceFacts:
         # The sender spoke in the room, so they are in it (as ingest reads it for a mention).
-        return facts_from_power_levels(
-            user_id, room["power_levels"], room["create_content"], room["room_version"] or "1", True,
-            self.server_name, create_sender=room["create_sender"],
-        )
+        return facts_in_room(user_id, room, self.server_name)
 
     def _speaker(self, registry: Registry, people: Mapping[str, str | None]) -> str | None:
         """Who speaks for the service here: its own user, else the first of our bots in the room."""
@@ -266,14 +264,12 @@ async def publish_in_room(api: AppServiceAPI, db: Database, registry: Registry, 
         return False
     # State is public to the room: publish what a plain local member may run, never more.
     # (Someone the power levels do not name: they hold users_default.)
-    plain = facts_from_power_levels(f"@-:{registry.server_name}", room["power_levels"], room["create_content"],
-                                    room["room_version"] or "1", True, registry.server_name)
+    plain = facts_in_room(f"@-:{registry.server_name}", room, registry.server_name)
     content = command_state(puppet_commands(registry, bot, plain), registry.strings)
     intent = api.intent(UserID(puppet))
     shown = True
     for event_type in STATE_TYPES:
-        if not may_send_state(puppet, event_type, room["power_levels"], room["create_content"],
-                              room["create_sender"], room["room_version"] or "1"):
+        if not may_send_state(puppet, event_type, room):
             log.info("%s may not set %s in %s; its commands are not published there", puppet, event_type, room_id,
                      extra={"room": room_id, "bot": bot.slug})
             shown = False

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
 import asyncpg
 
-from appservice.matrix.admin import InvitePuppet, PuppetLeaves, RoomAdmin
+from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.commands import Commands
 from appservice.matrix.context import ContextReader, ContextSettings, ThreadFetch
+from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.presses import POLL_RESPONSES, Presses
 from appservice.matrix.said import Line, read_event
 from appservice.matrix.surface import answer_content
-from engine.content import Bot, Registry, facts_from_power_levels
-from engine.content.audience import redact_level
+from engine.content import Bot, Registry
+from engine.content.audience import facts_in_room, redact_level
 from engine.events import wake
 from engine.limits import Breach
 from engine.store.db import Database
@@ -39,28 +39,6 @@ RETRY_WHOLE = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncpg.
 CANCEL_WORDS = frozenset({"!cancel", "/cancel"})
 STOP_KEYS = frozenset({"🛑", "\N{OCTAGONAL SIGN}\N{VARIATION SELECTOR-16}"})
 SCRIPT_KEY = "org.summon.script"  # a scripted model's turns, honoured only where the config allows
-
-
-@dataclass(frozen=True)
-class Join:
-    room_id: str
-    user_id: str
-
-
-@dataclass(frozen=True)
-class Decline:
-    room_id: str
-    user_id: str
-    why: str  # "encrypted" | "not_offered"
-
-
-@dataclass(frozen=True)
-class LeaveEncrypted:
-    room_id: str
-
-
-# InvitePuppet and PuppetLeaves are a room admin's `!bots add` / `!bots remove` (appservice.matrix.admin).
-Followup = Join | Decline | LeaveEncrypted | InvitePuppet | PuppetLeaves
 
 
 class Ingest:
@@ -280,9 +258,7 @@ class Ingest:
         room = await conn.fetchrow(self.q["get_room"], room_id)
         if room is None:
             return False
-        facts = facts_from_power_levels(redactor, room["power_levels"], room["create_content"],
-                                        room["room_version"] or "1", True, self.server_name,
-                                        create_sender=room["create_sender"])
+        facts = facts_in_room(redactor, room, self.server_name)
         needed = redact_level(room["power_levels"])
         if facts.is_creator or facts.power_level >= needed:
             return True
@@ -296,10 +272,7 @@ class Ingest:
         room = await conn.fetchrow(self.q["get_room"], room_id)
         if room is None:
             return False
-        return facts_from_power_levels(
-            user_id, room["power_levels"], room["create_content"], room["room_version"] or "1", True,
-            self.server_name, create_sender=room["create_sender"],
-        ).is_moderator
+        return facts_in_room(user_id, room, self.server_name).is_moderator
 
     async def _cancel(self, conn: asyncpg.Connection, line: Line) -> None:
         """`!cancel` stops the sender's unfinished runs in this thread (or the main timeline); a room
@@ -357,10 +330,7 @@ class Ingest:
         registry = self._registry()
         room = await conn.fetchrow(self.q["get_room"], line.room_id)
         assert room is not None
-        facts = facts_from_power_levels(
-            line.sender, room["power_levels"], room["create_content"], room["room_version"] or "1",
-            True, self.server_name, create_sender=room["create_sender"],
-        )
+        facts = facts_in_room(line.sender, room, self.server_name)
         bare = Summons(bot=bot.slug, surface="rooms", prompt="", asked_by=line.sender, facts=facts,
                        room_id=line.room_id, encrypted=bool(room["encrypted"]))
         # The context (perhaps a thread fetched from the homeserver) is read only for a summons that can

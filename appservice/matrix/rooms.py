@@ -24,8 +24,16 @@ from mautrix.appservice import AppServiceAPI
 from mautrix.errors import MatrixError as MautrixError
 from mautrix.types import PresenceState, RoomID, UserID
 
-from appservice.matrix.admin import InvitePuppet, PuppetLeaves
-from appservice.matrix.ingest import RETRY_WHOLE, Decline, Followup, Ingest, Join, LeaveEncrypted
+from appservice.matrix.followups import (
+    KINDS,
+    Decline,
+    Followup,
+    InvitePuppet,
+    Join,
+    LeaveEncrypted,
+    PuppetLeaves,
+)
+from appservice.matrix.ingest import RETRY_WHOLE, Ingest
 from engine.content import Registry
 from engine.store.db import Database
 
@@ -38,8 +46,6 @@ MAX_ATTEMPTS = 6
 RESUME_SECONDS = 30.0
 # What the homeserver says when it never will (the invite was withdrawn, the room is gone).
 PERMANENT = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "M_INVALID_PARAM", "M_UNKNOWN_TOKEN"})
-FOLLOWUPS: dict[str, type[Any]] = {cls.__name__: cls for cls in (Join, Decline, LeaveEncrypted, InvitePuppet,
-                                                                 PuppetLeaves)}
 
 
 class NotLeft(MautrixError):
@@ -50,7 +56,7 @@ def followup_of(action: Any) -> Followup | None:
     """A remembered action read back (None: a kind or a shape this version does not know)."""
     if not isinstance(action, dict):
         return None
-    cls = FOLLOWUPS.get(str(action.get("kind")))
+    cls = KINDS.get(str(action.get("kind")))
     if cls is None:
         return None
     try:

@@ -255,6 +255,25 @@ def facts_from_power_levels(
     )
 
 
+def facts_in_room(user_id: str | None, room: Mapping[str, Any], local_server: str, *, is_member: bool = True,
+                  site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+    """``facts_from_power_levels`` read off a stored room row (its power levels, creation and version)."""
+    return facts_from_power_levels(
+        user_id, room["power_levels"], room["create_content"], room["room_version"] or "1", is_member,
+        local_server, site_classes, create_sender=room["create_sender"],
+    )
+
+
+def state_level(power_levels_content: Mapping[str, Any] | None, event_type: str | None = None) -> int:
+    """The level a room asks of whoever sends ``event_type`` state (its ``events`` entry, else
+    ``state_default``); with no power levels event, only the creator's 100 will do."""
+    if power_levels_content is None:
+        return NO_POWER_LEVELS_CREATOR
+    events = power_levels_content.get("events")
+    needed = events.get(event_type) if isinstance(events, Mapping) and event_type is not None else None
+    return _level(needed, _level(power_levels_content.get("state_default"), STATE_DEFAULT))
+
+
 def redact_level(power_levels_content: Mapping[str, Any] | None) -> int:
     """The level a room asks of whoever removes somebody else's event (``redact``, 50 by default)."""
     return _level((power_levels_content or {}).get("redact"), MODERATION_DEFAULT)

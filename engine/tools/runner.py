@@ -13,8 +13,9 @@ from typing import Any
 
 import asyncpg
 
-from engine.content import Registry, facts_from_power_levels
+from engine.content import Registry
 from engine.content.audience import AudienceFacts
+from engine.events import subject_facts
 from engine.messages import Step, ToolSpec
 from engine.store.db import Database
 from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolError, ToolFn, offered
@@ -59,15 +60,9 @@ class ToolRunner:
             # Nothing this bot may use has an audience: who asked changes nothing, so nothing is read.
             return AudienceFacts(user_id=asker, local_server=registry.server_name)
         classes = await self.site_classes(asker) if self.site_classes is not None else frozenset()
-        room = await self.db.fetchrow("get_room", row["room_id"]) if row["room_id"] else None
-        if room is None:
-            return AudienceFacts(user_id=asker, local_server=registry.server_name, site_classes=classes)
-        member = await self.db.fetchrow("get_member", row["room_id"], asker)
-        return facts_from_power_levels(
-            asker, room["power_levels"], room["create_content"], room["room_version"] or "1",
-            member is not None and member["membership"] == "join", registry.server_name, classes,
-            create_sender=room["create_sender"],
-        )
+        async with self.db.pool.acquire() as conn:
+            room = await conn.fetchrow(self.db.q["get_room"], row["room_id"]) if row["room_id"] else None
+            return await subject_facts(conn, self.db.q, registry.server_name, room, asker, classes)
 
     async def run(self, run: RunRef, offer: Offered, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         """The tool's result and whether it is an error. Withheld is absent, never refused."""

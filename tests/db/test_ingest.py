@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.ingest import Decline, Followup, Ingest, Join, LeaveEncrypted
+from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
+from appservice.matrix.ingest import Ingest
 from engine.content import Registry
 from engine.store.db import Database
 

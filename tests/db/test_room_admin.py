@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.admin import InvitePuppet, PuppetLeaves
-from appservice.matrix.ingest import Followup, Ingest
+from appservice.matrix.followups import Followup, InvitePuppet, PuppetLeaves
+from appservice.matrix.ingest import Ingest
 from engine.content import AudienceFacts, Registry
 from engine.content.audience import parse_audience
 from engine.store.db import Database

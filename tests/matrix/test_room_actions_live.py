@@ -10,7 +10,7 @@ import pytest
 from nio import RoomCreateResponse
 
 from appservice.app import Service
-from appservice.matrix.ingest import Followup
+from appservice.matrix.followups import Followup
 from tests.matrix.people import Person
 from tests.support import eventually
 

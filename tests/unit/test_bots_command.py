@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from appservice.matrix.admin import level_needed
 from engine import admin_words as w
 from engine import room_settings as rs
 from engine.content import Schedule
+from engine.content.audience import state_level
 
 BOTS = {"helper": "Helper", "echo": "Echo"}
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +207,7 @@ def test_choices_default_to_reactions() -> None:
     ({"state_default": True}, 50),
 ])
 def test_the_level_needed_is_the_rooms_state_default(power_levels: dict[str, object] | None, needed: int) -> None:
-    assert level_needed(power_levels) == needed
+    assert state_level(power_levels) == needed
 
 
 @pytest.mark.parametrize("module", ["engine/admin_words.py", "engine/room_settings.py"])

@@ -325,7 +325,8 @@ PL = {"users": {"@bot:hs": 50, "@mod:hs": 50, "@admin:hs": 100}, "users_default"
 ])
 def test_may_send_state(user: str, event_type: str, levels: dict[str, Any] | None, version: str, expected: bool) -> None:
     create = {"creator": "@creator:hs"} if version != "12" else {}
-    assert may_send_state(user, event_type, levels, create, "@creator:hs", version) is expected
+    room = {"power_levels": levels, "create_content": create, "create_sender": "@creator:hs", "room_version": version}
+    assert may_send_state(user, event_type, room) is expected
 
 
 def test_args_read_back_resolve_the_same_prompt() -> None:

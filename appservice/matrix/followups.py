@@ -1,0 +1,53 @@
+"""What must be said to the homeserver about membership, decided inside an appservice transaction and
+carried out by ``rooms`` after the commit (remembered in ``room_actions`` until it is done)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Join:
+    """A puppet (or the service user) accepts an invite."""
+
+    room_id: str
+    user_id: str
+
+
+@dataclass(frozen=True)
+class Decline:
+    """An invite refused, the reason on the leave event."""
+
+    room_id: str
+    user_id: str
+    why: str  # "encrypted" | "not_offered"
+
+
+@dataclass(frozen=True)
+class LeaveEncrypted:
+    """A room turned encrypted: every one of ours leaves."""
+
+    room_id: str
+
+
+@dataclass(frozen=True)
+class InvitePuppet:
+    """`!bots add`: the service's user (``by``) invites a bot's puppet into the room."""
+
+    room_id: str
+    user_id: str
+    by: str
+
+
+@dataclass(frozen=True)
+class PuppetLeaves:
+    """`!bots remove`: a bot's puppet leaves the room, the reason on its leave event."""
+
+    room_id: str
+    user_id: str
+    reason: str
+
+
+Followup = Join | Decline | LeaveEncrypted | InvitePuppet | PuppetLeaves
+KINDS: dict[str, type[Followup]] = {cls.__name__: cls for cls in (Join, Decline, LeaveEncrypted, InvitePuppet,
+                                                                  PuppetLeaves)}
