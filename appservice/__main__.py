@@ -52,7 +52,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from engine.contentfiles import check
+    from engine.content.files import check
 
     root = Path(args.content) if args.content else Path(_config(args).content.dir)
     server = args.server_name or (None if args.content else _config(args).homeserver.server_name) or "localhost"
@@ -67,7 +67,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from appservice.app import compile_content, encrypted_rooms
-    from engine.publish import publish
+    from engine.run.publish import publish
     from engine.store.db import Database, migrate
 
     config = _config(args)

@@ -33,18 +33,19 @@ from appservice.matrix.rooms import Rooms
 from appservice.matrix.staff import tell_staff
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
-from engine import contentfiles
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
+from engine.content import files as contentfiles
 from engine.content.strings import Strings
-from engine.content_watch import watch
+from engine.content.watch import watch
 from engine.errors import ContentError
 from engine.providers.config import choose_answerer
-from engine.publish import publish
+from engine.run.publish import publish
+from engine.run.summon import LIVENESS_SECONDS
+from engine.run.ticks import run_ticks
+from engine.run.worker import Worker, WorkerSettings
 from engine.store.db import Database, migrate
-from engine.summon import LIVENESS_SECONDS
 from engine.tasks import TaskGroup
-from engine.ticks import run_ticks
 from engine.tools.base import ToolFn
 from engine.tools.code import CodeTools
 from engine.tools.fetch import FetchSettings, make_fetch
@@ -52,7 +53,6 @@ from engine.tools.openapi import OpenAPITools
 from engine.tools.personal import make_about_me, make_raise_ticket, site_classes
 from engine.tools.search import make_search_site
 from engine.tools.site import SiteTools
-from engine.worker import Worker, WorkerSettings
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ from aiohttp import web
 from appservice.config import HookKey
 from engine.clock import Clock
 from engine.content import Registry
-from engine.events import hearers, wake
+from engine.run.events import hearers, wake
+from engine.run.summon import Summoned
 from engine.store.db import Database
-from engine.summon import Summoned
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from engine.messages import Ending
+from engine.core.messages import Ending
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ from appservice.matrix.followups import InvitePuppet, PuppetLeaves
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.said import Line
 from appservice.matrix.surface import answer_content
-from engine import admin_words as words
-from engine import room_settings
 from engine.content import Bot, Registry, Schedule
 from engine.content.audience import AudienceFacts, admits, facts_in_room, state_level
-from engine.schedule import next_after
+from engine.core import admin_words as words
+from engine.core import room_settings
+from engine.core.schedule import next_after
 from engine.store.db import Database
 
 log = logging.getLogger(__name__)

@@ -43,8 +43,10 @@ from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.said import Line
 from appservice.matrix.surface import answer_content
-from engine.command_words import STATE_TYPES, command_state, describe_field, explain, may_send_state
-from engine.commands import (
+from engine.content import AudienceFacts, Bot, Command, Registry, admits
+from engine.content.audience import facts_in_room
+from engine.core.command_words import STATE_TYPES, command_state, describe_field, explain, may_send_state
+from engine.core.commands import (
     COMMAND_BLOCKS,
     SECTION,
     Problem,
@@ -54,10 +56,8 @@ from engine.commands import (
     parse_command,
     strip_address,
 )
-from engine.content import AudienceFacts, Bot, Command, Registry, admits
-from engine.content.audience import facts_in_room
+from engine.run.summon import LIVENESS_SECONDS
 from engine.store.db import Database
-from engine.summon import LIVENESS_SECONDS
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from appservice.matrix.said import Line, read_event
 from appservice.matrix.surface import answer_content
 from engine.content import Bot, Registry
 from engine.content.audience import facts_in_room, redact_level
-from engine.events import wake
-from engine.limits import Breach
+from engine.core.limits import Breach
+from engine.run.events import wake
+from engine.run.summon import Refused, Summoned, Summons, refusal, summon
 from engine.store.db import Database
-from engine.summon import Refused, Summoned, Summons, refusal, summon
 
 log = logging.getLogger(__name__)
 

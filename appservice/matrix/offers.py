@@ -1,5 +1,5 @@
 """A bot's choices as Matrix shows them (SPEC §4). Pure: the text and event contents of an offer, of its
-keycaps or poll, and of the marks a spent set gets. ``engine.choices.cut`` decided what the choices are.
+keycaps or poll, and of the marks a spent set gets. ``engine.core.choices.cut`` decided what the choices are.
 
 The answer reads the same however the room presses: the words, then the choices numbered from 1 (so
 the asker can answer with the bare number) and the links. Under it the puppet adds one keycap per
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.choices import Choice, Link
+from engine.core.choices import Choice, Link
 
 KEYCAPS = tuple(f"{n}\N{VARIATION SELECTOR-16}\N{COMBINING ENCLOSING KEYCAP}" for n in range(1, 7))
 POLL_START = "org.matrix.msc3381.poll.start"

@@ -31,10 +31,10 @@ from appservice.matrix.offers import (
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.said import Line
 from appservice.matrix.surface import answer_content
-from engine.choices import Choice, Link
 from engine.content import Bot, Registry
+from engine.core.choices import Choice, Link
+from engine.run.summon import Summoned
 from engine.store.db import Database
-from engine.summon import Summoned
 
 log = logging.getLogger(__name__)
 

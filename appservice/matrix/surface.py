@@ -35,8 +35,8 @@ from appservice.matrix.offers import (
 )
 from appservice.matrix.outbox import Outbox
 from appservice.matrix.render import render
-from engine import choices
 from engine.content import Registry
+from engine.core import choices
 from engine.store.db import Database
 from engine.surface import Answered, Outcome, RunInfo
 from engine.tasks import TaskGroup

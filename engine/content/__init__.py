@@ -1,7 +1,7 @@
 """Content (bots, skills, tools, commands, strings) compiled from markdown into strict models.
 
 Pure: text in, a Registry or a list of CompileErrors out. Reading the files (the site's, the kit's,
-and the specs and modules they name) is ``engine.contentfiles``; writing a bot back is ``write``.
+and the specs and modules they name) is ``engine.content.files``; writing a bot back is ``write``.
 """
 
 from __future__ import annotations

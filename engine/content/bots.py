@@ -24,7 +24,7 @@ from pydantic import (
 
 from engine.content.base import AudienceField, Line, Names, Refusal, Strict, Text, unique
 from engine.content.hears import Hears
-from engine.messages import ENDINGS, Ending
+from engine.core.messages import ENDINGS, Ending
 
 Surface = Literal["rooms", "desk", "voice"]
 SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice")

@@ -1,7 +1,7 @@
 """What a code tool's module declares, read from its source without running it: a ``run`` function
 taking ``(run, arguments)``, and ``PARAMETERS``, the JSON Schema of its arguments, written out as a
 literal. The run function's docstring is what a model reads, unless the tool file says
-``description:``. (That the module also *imports* is proved by ``engine.contentfiles``, which loads it.)
+``description:``. (That the module also *imports* is proved by ``engine.content.files``, which loads it.)
 
 The contract, for a site's ``content/tools/<name>.py``::
 

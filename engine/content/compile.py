@@ -3,7 +3,7 @@
 The compile never stops at the first problem: an author fixing content wants the whole list at once.
 It reads nothing itself. The caller hands in the site's files and the kit's (``{relative path: text}``),
 and the files and urls that content names (OpenAPI specs, modules) already read — see
-``references`` for which those are, and ``engine.contentfiles`` for the reading.
+``references`` for which those are, and ``engine.content.files`` for the reading.
 
 A site file replaces the kit's file of the same path outright; ``strings.md`` is the exception and
 overrides the kit's per key. Kit files are reported as ``kit/<path>``.

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from string import Formatter
 
 from engine.content.base import CompileError
-from engine.messages import ENDINGS
+from engine.core.messages import ENDINGS
 
 SCOPE = "bots"
 # section → key → the placeholders the engine fills in for it.
 CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
-    # How a run that ends without an answer says so (engine.messages.ENDINGS).
+    # How a run that ends without an answer says so (engine.core.messages.ENDINGS).
     "endings": {name: () for name in ENDINGS},
     # Words the engine works with: ``asking`` is the question words dropped before a search
     # (a comma-separated list), so "what do memberships cost" finds memberships.
@@ -65,7 +65,7 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "spend": ("today", "month"), "spend_line": ("bot", "today", "month"),
         "cancelling": ("run",),
     },
-    # `!commands` (engine.commands): what each kind of field accepts, why arguments were not taken,
+    # `!commands` (engine.core.commands): what each kind of field accepts, why arguments were not taken,
     # and `!help` (what this person may run here).
     "commands": {
         "span": (), "choice": ("choices",), "person": (), "boolean": (), "number": (), "text": (),

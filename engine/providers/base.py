@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.messages import ModelRequest, ModelStep
+from engine.core.messages import ModelRequest, ModelStep
 
 
 class Answerer(Protocol):

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.clock import Clock
+from engine.core.messages import ModelRequest, ModelStep
 from engine.errors import ProviderError, RequestFault
-from engine.messages import ModelRequest, ModelStep
 from engine.providers.base import Answerer
 from engine.providers.classify import Fault, RetryableFailure
 from engine.providers.mock import MockModel

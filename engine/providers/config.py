@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.clock import Clock
+from engine.core.messages import ModelRequest, ModelStep
 from engine.errors import ConfigError
-from engine.messages import ModelRequest, ModelStep
 from engine.providers.base import ProviderStatus
 from engine.providers.chain import PATIENCE, Adapter, Chain, RetryPolicy
 from engine.providers.mock import MockModel, StandIn

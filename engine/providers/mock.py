@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.clock import Clock
-from engine.messages import ModelRequest, ModelStep, ToolCall
+from engine.core.messages import ModelRequest, ModelStep, ToolCall
 
 # What the mock says when it stands in for a provider because none is configured. (The words a run
 # ends with are strings; this is the mock's own answer, and says plainly what it is.)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from engine.clock import Clock
+from engine.core.messages import ModelRequest
 from engine.errors import ProviderError, ProviderFailure
-from engine.messages import ModelRequest
 from engine.providers.classify import unreachable, wire_fault
 from engine.providers.translate import NotAnAnswer, Reply, openai_reply, openai_request
 

@@ -1,6 +1,6 @@
 """Our message list ⇄ OpenAI chat completions ⇄ Anthropic Messages. Pure: data in, data out.
 
-The neutral history (``engine.messages.Message``) is first made *provider-valid* (``provider_valid``),
+The neutral history (``engine.core.messages.Message``) is first made *provider-valid* (``provider_valid``),
 then written in either wire shape; a reply in either wire shape is read back into one ``Reply``. So a
 conversation begun on one provider can be replayed on the other mid-run: nothing provider-specific is
 kept in the history.
@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from engine.messages import Message, ModelRequest, ToolCall, ToolSpec
+from engine.core.messages import Message, ModelRequest, ToolCall, ToolSpec
 
 # What the model is told about a tool call that never reported back (the worker records the same
 # words as a step when it closes one; this covers a history that reached us without that step).

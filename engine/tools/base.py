@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from engine.content import Registry
 from engine.content.audience import Audience, AudienceFacts, admits
 from engine.content.parts import Skill, Tool
-from engine.messages import Step, ToolCallStep, ToolResultStep, ToolSpec
+from engine.core.messages import Step, ToolCallStep, ToolResultStep, ToolSpec
 from engine.tools.schemas import content_specs
 
 

@@ -8,7 +8,7 @@ arguments, written out as a literal (the compile reads it without running the mo
 the model's arguments, and returns the text the model reads. Raising ``ToolError`` says something the
 model can act on; any other exception is reported to the model as the tool having failed.
 
-The compile proves the module loads (``check_module``, from ``engine.contentfiles``); at run time it
+The compile proves the module loads (``check_module``, from ``engine.content.files``); at run time it
 is loaded again whenever its file changed (by path, mtime and size) and kept by ``CodeTools``.
 """
 

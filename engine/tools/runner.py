@@ -15,8 +15,8 @@ import asyncpg
 
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
-from engine.events import subject_facts
-from engine.messages import Step, ToolSpec
+from engine.core.messages import Step, ToolSpec
+from engine.run.events import subject_facts
 from engine.store.db import Database
 from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolError, ToolFn, offered
 

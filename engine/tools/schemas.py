@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from engine.content.openapi import tool_name
 from engine.content.parts import Operation, Tool
-from engine.messages import ToolSpec
+from engine.core.messages import ToolSpec
 
 __all__ = ["content_specs", "describe", "resolve", "tool_name"]
 

@@ -1,4 +1,4 @@
--- What the tick prunes (engine/ticks.py, `prune`).
+-- What the tick prunes (engine/run/ticks.py, `prune`).
 
 -- name: prune_hook_deliveries
 -- Forget hook deliveries received more than $1 seconds ago (a replay that old fails its timestamp check).

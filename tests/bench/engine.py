@@ -19,13 +19,13 @@ import asyncpg
 
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
-from engine.contentfiles import read_content
-from engine.messages import Step
+from engine.content.files import read_content
+from engine.core.messages import Step
 from engine.providers.mock import MockModel
-from engine.publish import publish
+from engine.run.publish import publish
+from engine.run.worker import Worker, WorkerSettings
 from engine.store.db import Database, migrate
 from engine.surface import RunInfo
-from engine.worker import Worker, WorkerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = REPO / ".dev" / "bench-engine-run"

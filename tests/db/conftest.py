@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from engine.content import Registry
-from engine.contentfiles import compile_content
-from engine.publish import publish
+from engine.content.files import compile_content
+from engine.run.publish import publish
 from engine.store.db import Database
 
 REPO = Path(__file__).resolve().parents[2]

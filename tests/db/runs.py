@@ -1,4 +1,4 @@
-"""Helpers for db tests: a run inserted the way ``engine.summon`` inserts one."""
+"""Helpers for db tests: a run inserted the way ``engine.run.summon`` inserts one."""
 
 from __future__ import annotations
 

@@ -9,11 +9,11 @@ import pytest
 from appservice.matrix.ingest import Ingest
 from engine.clock import SystemClock
 from engine.content import Registry
-from engine.messages import ModelStep, Step
+from engine.core.messages import ModelStep, Step
 from engine.providers.mock import MockModel
+from engine.run.worker import Worker, WorkerSettings
 from engine.store.db import Database
 from engine.surface import Ended, RunInfo
-from engine.worker import Worker, WorkerSettings
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_ingest import HELPER, ROOM, feed, message, state
 from tests.db.test_worker import RecordingSurface

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from engine.content import AudienceFacts, Registry, compile_sources
-from engine.publish import publish
+from engine.run.publish import publish
+from engine.run.summon import Refused, Summoned, Summons, summon
 from engine.store.db import Database
-from engine.summon import Refused, Summoned, Summons, summon
 
 pytestmark = pytest.mark.db
 
@@ -81,7 +81,7 @@ async def test_a_finished_run_settles_its_reservation_to_what_it_cost(db: Databa
 
 async def test_a_person_over_the_ceiling_is_told_which_window_and_when_it_frees(db: Database) -> None:
     from appservice.matrix.ingest import Ingest
-    from engine.contentfiles import KIT_DIR, read_content
+    from engine.content.files import KIT_DIR, read_content
     from tests.db.test_ingest import feed, message
 
     # The kit's strings carry the words.

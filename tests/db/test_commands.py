@@ -12,8 +12,8 @@ import pytest
 
 from appservice.matrix.commands import help_text
 from appservice.matrix.ingest import Ingest
-from engine.commands import command_prompt
 from engine.content import Registry, facts_from_power_levels
+from engine.core.commands import command_prompt
 from engine.store.db import Database
 
 pytestmark = pytest.mark.db

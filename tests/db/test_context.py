@@ -14,8 +14,8 @@ import pytest
 from appservice.matrix.context import ContextSettings, ThreadFetch
 from appservice.matrix.ingest import Ingest
 from engine.content import Registry
+from engine.core.prompt import opening, said_since
 from engine.errors import MatrixError
-from engine.prompt import opening, said_since
 from engine.store.db import Database
 
 pytestmark = pytest.mark.db

@@ -17,7 +17,7 @@ from appservice.config import HookKey
 from appservice.hooks import DELIVERY, KEY, SIGNATURE, TIMESTAMP, EventHooks, sign
 from engine.clock import FakeClock
 from engine.content import Registry, compile_sources
-from engine.publish import publish
+from engine.run.publish import publish
 from engine.store.db import Database
 
 pytestmark = pytest.mark.db

@@ -168,7 +168,7 @@ You greet people.
 
 async def test_a_person_joining_wakes_the_bots_in_the_room_that_hear_it(db: Database) -> None:
     from engine.content import compile_sources
-    from engine.publish import publish
+    from engine.run.publish import publish
 
     registry = compile_sources({"bots/greeter.md": GREETER}, server_name="localhost")
     assert isinstance(registry, Registry), registry
@@ -194,7 +194,7 @@ async def test_a_rooms_state_read_after_a_join_wakes_and_summons_nobody(db: Data
     """The state a puppet reads when it joins is a record of who is there, not news: nobody already in the
     room is greeted as if they just joined, and no old line summons."""
     from engine.content import compile_sources
-    from engine.publish import publish
+    from engine.run.publish import publish
 
     registry = compile_sources({"bots/greeter.md": GREETER}, server_name="localhost")
     assert isinstance(registry, Registry), registry

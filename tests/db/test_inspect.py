@@ -58,7 +58,7 @@ async def test_runs_shows_the_outcome_and_every_step(db: Database, dsn: str, pub
 
 async def test_a_refused_summons_is_recorded_and_shown(db: Database, dsn: str, published: Registry, tmp_path: Path) -> None:
     from engine.content.audience import AudienceFacts
-    from engine.summon import Refused, Summons, summon
+    from engine.run.summon import Refused, Summons, summon
 
     facts = AudienceFacts(user_id="@mallory:localhost", local_server="localhost")
     async with db.transaction("test") as conn:

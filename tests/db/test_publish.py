@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.content import Registry, compile_sources
-from engine.contentfiles import compile_content, read_content, read_kit
-from engine.publish import publish
+from engine.content.files import compile_content, read_content, read_kit
+from engine.run.publish import publish
 from engine.store.db import Database
 
 pytestmark = pytest.mark.db

@@ -14,9 +14,9 @@ from appservice.matrix.followups import Followup, InvitePuppet, PuppetLeaves
 from appservice.matrix.ingest import Ingest
 from engine.content import AudienceFacts, Registry
 from engine.content.audience import parse_audience
+from engine.run.summon import Refused, Summons, summon
+from engine.run.ticks import schedule_tick
 from engine.store.db import Database
-from engine.summon import Refused, Summons, summon
-from engine.ticks import schedule_tick
 
 pytestmark = pytest.mark.db
 ROOM = "!admin:localhost"

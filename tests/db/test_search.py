@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from engine.content import Registry
+from engine.content.files import compile_content, read_docs
 from engine.content.registry import Doc
-from engine.contentfiles import compile_content, read_docs
-from engine.publish import publish
+from engine.run.publish import publish
 from engine.store.db import Database
 from engine.tools.base import RunRef, ToolError
 from engine.tools.search import index_rows, make_search_site

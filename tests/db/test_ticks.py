@@ -11,11 +11,11 @@ import pytest
 
 from engine.clock import FakeClock
 from engine.content import Registry, ScheduleTrigger, compile_sources
-from engine.publish import publish
+from engine.run.publish import publish
+from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.ticks import run_ticks, schedule_tick, trigger_key
 from engine.store.db import Database
 from engine.store.queries import Queries
-from engine.summon import Refused, Summoned, Summons, summon
-from engine.ticks import run_ticks, schedule_tick, trigger_key
 
 pytestmark = pytest.mark.db
 
@@ -141,7 +141,7 @@ async def test_a_refused_summons_still_counts_as_fired(
 ) -> None:
     await tick(db, morning, MONDAY)
     await db.execute("forget_provider_status", "test-worker")  # no provider, no bots
-    with caplog.at_level(logging.WARNING, logger="engine.ticks"):
+    with caplog.at_level(logging.WARNING, logger="engine.run.ticks"):
         assert await tick(db, morning, MONDAY + dt.timedelta(hours=2)) == []
     assert await runs(db) == []
     assert await clock(db) == [("morning", dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC), MONDAY)]
@@ -183,7 +183,7 @@ async def test_an_alias_is_resolved_and_an_unknown_one_still_counts_as_fired(
     assert asked == []  # nothing owed, nothing resolved
     assert len(await schedule_tick(db, registry, MONDAY + dt.timedelta(hours=2), resolve_room=resolve)) == 1
     assert [r["room_id"] for r in await runs(db)] == ["!resolved:localhost"]
-    with caplog.at_level(logging.ERROR, logger="engine.ticks"):
+    with caplog.at_level(logging.ERROR, logger="engine.run.ticks"):
         assert await schedule_tick(db, registry, MONDAY + dt.timedelta(days=1, hours=2), resolve_room=resolve) == []
     assert asked == ["#general:localhost", "#general:localhost"]
     assert "#general:localhost cannot be found" in caplog.text
@@ -234,7 +234,7 @@ async def test_run_ticks_ticks_until_stopped(db: Database, morning: Registry) ->
 
 
 async def test_prune_forgets_old_deliveries_and_refusals_and_keeps_recent_ones(db: Database) -> None:
-    from engine.ticks import prune
+    from engine.run.ticks import prune
 
     await db.pool.execute(
         "INSERT INTO hook_deliveries (delivery, signature, key_id, event, received_at) VALUES "

@@ -12,14 +12,14 @@ import pytest
 
 from engine.clock import SystemClock
 from engine.content import Registry
-from engine.contentfiles import compile_content
-from engine.messages import ModelRequest, ModelStep
+from engine.content.files import compile_content
+from engine.core.messages import ModelRequest, ModelStep
 from engine.providers.mock import MockModel
-from engine.publish import publish
+from engine.run.publish import publish
+from engine.run.worker import Worker, WorkerSettings
 from engine.store.db import Database
 from engine.tools.base import RunRef
 from engine.tools.runner import UNKNOWN_TOOL
-from engine.worker import Worker, WorkerSettings
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_worker import RecordingSurface
 

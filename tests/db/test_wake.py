@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from engine.content import Registry, compile_sources
-from engine.events import wake
-from engine.publish import publish
+from engine.run.events import wake
+from engine.run.publish import publish
+from engine.run.summon import Refused, Summoned
 from engine.store.db import Database
-from engine.summon import Refused, Summoned
 
 pytestmark = pytest.mark.db
 

@@ -22,7 +22,7 @@ from engine.tools.personal import make_about_me, make_raise_ticket, site_classes
 
 pytestmark = pytest.mark.db
 
-KIT_STRINGS = Path(__file__).resolve().parents[2] / "engine" / "kit" / "strings.md"
+KIT_STRINGS = Path(__file__).resolve().parents[2] / "engine" / "content" / "kit" / "strings.md"
 STAFF_ROOM = "!staff:localhost"
 SERVICE = "@summon:localhost"
 

@@ -16,12 +16,12 @@ import yaml
 
 from engine.clock import SystemClock
 from engine.content import Registry
+from engine.core.messages import ModelStep
 from engine.errors import LeaseLost
-from engine.messages import ModelStep
 from engine.providers.mock import MockModel
+from engine.run.worker import Worker, WorkerSettings
 from engine.store.db import Database
 from engine.surface import Answered, Ended, Outcome, RunInfo
-from engine.worker import Worker, WorkerSettings
 from tests.db.runs import insert_run, steps_of
 from tests.support import eventually
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from engine.content import Registry
-from engine.contentfiles import compile_content
-from engine.publish import publish
+from engine.content.files import compile_content
+from engine.run.publish import publish
 from engine.store.db import Database
 from tests.faults.support import REPO, Postgres, Processes, Synapse, alive
 

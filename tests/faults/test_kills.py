@@ -40,7 +40,7 @@ def script(n: int) -> list[dict[str, Any]]:
 
 
 def pid_of(worker_id: str) -> int:
-    # Worker ids are host:pid:random (engine.worker.new_worker_id).
+    # Worker ids are host:pid:random (engine.run.worker.new_worker_id).
     return int(worker_id.rsplit(":", 2)[1])
 
 

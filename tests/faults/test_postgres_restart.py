@@ -2,7 +2,7 @@
 the connection errors and every run still ends answered, once; and after the restart a new run still
 wakes a worker by NOTIFY, not by a timer (SPEC §1: "A mention must not wait for a timer").
 
-The worker is the real ``engine.worker.Worker`` in this process (its own pool on the test's database),
+The worker is the real ``engine.run.worker.Worker`` in this process (its own pool on the test's database),
 so its log records, tracebacks included, can be shown when it fails. The restart is the session's real
 PostgreSQL, by pg_ctl, as synapse-dev/up runs it."""
 
@@ -22,9 +22,9 @@ import pytest
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.providers.mock import MockModel
+from engine.run.worker import Worker, WorkerSettings
 from engine.store.db import Database
 from engine.surface import Answered, Outcome, RunInfo
-from engine.worker import Worker, WorkerSettings
 from tests.db.runs import insert_run
 from tests.faults.support import Postgres, wait_for
 

@@ -13,7 +13,7 @@ from nio import RoomCreateResponse, RoomGetStateEventResponse
 
 from appservice.app import Service
 from appservice.matrix.commands import publish_in_room
-from engine.commands import command_prompt
+from engine.core.commands import command_prompt
 from tests.matrix.people import Person
 from tests.support import eventually
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine.clock import FakeClock
+from engine.core.messages import Message, ModelRequest, ToolCall, ToolSpec
 from engine.errors import ProviderFailure, RequestFault
-from engine.messages import Message, ModelRequest, ToolCall, ToolSpec
 from engine.providers.anthropic import AnthropicAdapter
 from engine.providers.classify import RetryableFailure
 from engine.providers.config import ProviderConfig

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 import pytest
 
 from engine.clock import FakeClock
-from engine.messages import Message, ModelRequest
+from engine.core.messages import Message, ModelRequest
 from engine.providers.config import Answering, choose_answerer
 from engine.providers.mock import NO_KEY, NOT_SWITCHED_ON
 from tests.providers.fake_provider import FakeProvider, openai_text

@@ -11,8 +11,16 @@ from typing import Any
 import pytest
 
 from engine.clock import FakeClock
+from engine.core.messages import (
+    Message,
+    ModelRequest,
+    ModelStep,
+    ToolCall,
+    ToolResultStep,
+    ToolSpec,
+    conversation,
+)
 from engine.errors import ProviderFailure
-from engine.messages import Message, ModelRequest, ModelStep, ToolCall, ToolResultStep, ToolSpec, conversation
 from engine.providers.anthropic import AnthropicAdapter
 from engine.providers.chain import NO_MODEL, Adapter, Chain, RetryPolicy, model_for
 from engine.providers.classify import RetryableFailure

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.content import Registry
+from engine.content.files import compile_content
 from engine.content.parts import Tool
-from engine.contentfiles import compile_content
 from engine.tools.base import RunRef, ToolError
 from engine.tools.code import CodeTools
 

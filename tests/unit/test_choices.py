@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.choices import Choice, Cut, Link, cut
+from engine.core.choices import Choice, Cut, Link, cut
 
 
 @pytest.mark.parametrize(

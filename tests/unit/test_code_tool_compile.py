@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.content import Registry, compile_sources
-from engine.contentfiles import compile_content
+from engine.content.files import compile_content
 
 SERVER = "example.org"
 TOOL = "---\ndescription: The weather in a city.\nmodule: tools/w.py\n---\n"

@@ -1,4 +1,4 @@
-"""``!name args`` read as fields (engine/commands.py): tables of lines, what they parse to, and what a
+"""``!name args`` read as fields (engine/core/commands.py): tables of lines, what they parse to, and what a
 person is told when an argument does not fit — never a guess."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from engine.command_words import command_state, explain, may_send_state
-from engine.commands import (
+from engine.content import Arg, Command, Strings
+from engine.content.strings import parse_strings
+from engine.core.command_words import command_state, explain, may_send_state
+from engine.core.commands import (
     Person,
     Problem,
     args_json,
@@ -23,10 +25,8 @@ from engine.commands import (
     span_words,
     strip_address,
 )
-from engine.content import Arg, Command, Strings
-from engine.content.strings import parse_strings
 
-KIT_STRINGS = Path(__file__).resolve().parents[2] / "engine" / "kit" / "strings.md"
+KIT_STRINGS = Path(__file__).resolve().parents[2] / "engine" / "content" / "kit" / "strings.md"
 ASKER = "@alice:hs"
 MEMBERS: dict[str, str | None] = {
     ASKER: "Alice",
@@ -330,7 +330,7 @@ def test_may_send_state(user: str, event_type: str, levels: dict[str, Any] | Non
 
 
 def test_args_read_back_resolve_the_same_prompt() -> None:
-    from engine.commands import args_from_json
+    from engine.core.commands import args_from_json
 
     args = parse_args(EVERYTHING, "36h detailed Bob on 2 the budget", members=MEMBERS, asker=ASKER)
     assert not isinstance(args, Problem)

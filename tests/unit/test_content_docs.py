@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from engine.content import BotFile, CommandFile, Registry, SkillFile, ToolFile, compile_sources
+from engine.content.files import read_kit
 from engine.content.parts import BUILTIN_TOOLS, Arg
 from engine.content.strings import CATALOGUE
-from engine.contentfiles import read_kit
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "content.md"
 TEXT = DOC.read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Reading content from disk (engine.contentfiles): the site's files, the specs and modules its tools
+"""Reading content from disk (engine.content.files): the site's files, the specs and modules its tools
 name (a file under content/, or a url through ``fetch_spec``), and every error under its real path."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.content import Registry, references
-from engine.contentfiles import compile_content, read_referenced
+from engine.content.files import compile_content, read_referenced
 
 SERVER = "example.org"
 SPEC = """\

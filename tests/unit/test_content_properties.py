@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from engine.content import Registry, compile_sources, write_bot  # noqa: E402
-from engine.contentfiles import read_kit  # noqa: E402
-from engine.messages import ENDINGS  # noqa: E402
+from engine.content.files import read_kit  # noqa: E402
+from engine.core.messages import ENDINGS  # noqa: E402
 
 SERVER = "example.org"
 KIT = read_kit()

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from engine.content import Registry, compile_sources, write_bot, write_command, write_skill, write_tool
-from engine.contentfiles import KIT_DIR, compile_content, read_content, read_kit
-from engine.messages import ENDINGS
+from engine.content.files import KIT_DIR, compile_content, read_content, read_kit
+from engine.core.messages import ENDINGS
 
 SERVER = "example.org"
 CONTENT = Path(__file__).resolve().parents[2] / "content"

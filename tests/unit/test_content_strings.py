@@ -63,7 +63,7 @@ def test_a_kit_strings_error_is_the_kits() -> None:
 
 
 def test_the_catalogue_has_every_ending() -> None:
-    from engine.messages import ENDINGS
+    from engine.core.messages import ENDINGS
 
     assert tuple(CATALOGUE["endings"]) == ENDINGS
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.content import Registry
-from engine.content_watch import snapshot, watch
+from engine.content.watch import snapshot, watch
 
 SERVER = "example.org"
 INTERVAL = 0.02

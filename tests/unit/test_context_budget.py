@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from appservice.matrix.context import cost, within_budget
-from engine.prompt import opening, said_since
+from engine.core.prompt import opening, said_since
 
 
 def line(said: str, name: str = "Alice") -> dict[str, Any]:
@@ -64,7 +64,7 @@ def test_opening_adds_the_prompt_when_it_is_not_the_last_line_and_later_without_
 
 
 def test_a_draft_answer_overtaken_by_later_words_is_left_out_and_the_words_follow() -> None:
-    from engine.messages import (
+    from engine.core.messages import (
         HeardStep,
         ModelStep,
         ToolCall,

@@ -24,7 +24,7 @@ from appservice.hooks import (
     verify,
 )
 from engine.content import Registry, compile_sources
-from engine.events import hearers, wake
+from engine.run.events import hearers, wake
 from engine.store.queries import Queries
 
 GREETER = """---

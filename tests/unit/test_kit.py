@@ -1,4 +1,4 @@
-"""The kit's own content (engine/kit/): what it ships, that it is off until a site turns it on, and how a
+"""The kit's own content (engine/content/kit/): what it ships, that it is off until a site turns it on, and how a
 site replaces or extends it."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine.content import Bot, Registry, compile_sources
-from engine.contentfiles import KIT_DIR, check, read_kit
-from engine.messages import ENDINGS
+from engine.content.files import KIT_DIR, check, read_kit
+from engine.core.messages import ENDINGS
 
 SERVER = "example.org"
 HARM_SKILLS = ["handing-over", "i-dont-know", "no-promises", "privacy"]
@@ -143,5 +143,5 @@ def test_a_broken_kit_file_is_reported_as_the_kits(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(p.relative_to(KIT_DIR).as_posix() for p in KIT_DIR.rglob("*.md")))
 def test_every_kit_file_is_in_the_package_data(name: str) -> None:
-    # pyproject ships engine/kit/**/*.md; a kit file of another kind would silently not be installed.
+    # pyproject ships engine/content/kit/**/*.md; a kit file of another kind would silently not be installed.
     assert name.endswith(".md")

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine.limits import Breach, Spent, breach
+from engine.core.limits import Breach, Spent, breach
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

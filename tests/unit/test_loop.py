@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine.loop import (
+from engine.core.loop import (
     Action,
     CallModel,
     CloseInterrupted,
@@ -20,7 +20,7 @@ from engine.loop import (
     decide,
     spent,
 )
-from engine.messages import (
+from engine.core.messages import (
     AnswerStep,
     EndingStep,
     ModelStep,
@@ -179,8 +179,8 @@ def test_spent_sums_model_costs() -> None:
 
 
 def test_words_heard_after_a_draft_answer_ask_the_model_again_within_the_limits() -> None:
-    from engine.loop import CallModel, End
-    from engine.messages import HeardStep
+    from engine.core.loop import CallModel, End
+    from engine.core.messages import HeardStep
 
     steps: list[Step] = [said("The Air."), HeardStep("Alice: and under 1000?", 1)]
     assert decide(run(), steps, NOW) == CallModel()

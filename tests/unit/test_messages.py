@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from engine.messages import (
+from engine.core.messages import (
     ENDINGS,
     AnswerStep,
     EndingStep,

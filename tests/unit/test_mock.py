@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from engine.clock import FakeClock
-from engine.messages import Message, ModelRequest, ModelStep, ToolCall
+from engine.core.messages import Message, ModelRequest, ModelStep, ToolCall
 from engine.providers.mock import STANDING_IN, MockModel, parse_script
 
 REQUEST = ModelRequest(system="Be brief.", messages=(Message(role="user", text="Weather?"),))

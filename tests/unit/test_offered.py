@@ -8,7 +8,7 @@ import pytest
 from engine.content import Registry, compile_sources
 from engine.content.audience import AudienceFacts
 from engine.content.parts import BUILTIN_TOOLS
-from engine.messages import Step, ToolCall, ToolCallStep, ToolResultStep
+from engine.core.messages import Step, ToolCall, ToolCallStep, ToolResultStep
 from engine.tools.base import BUILTIN_SPECS, RunRef, offered, opened_skills
 
 SERVER = "example.org"
@@ -129,7 +129,7 @@ def test_content_tools_map_back_to_their_file_and_operation() -> None:
 
 
 def test_harness_tools_are_offered_to_every_run() -> None:
-    from engine.messages import ToolSpec
+    from engine.core.messages import ToolSpec
 
     offer = offered(RunRef(1, "plain", "rooms"), [], registry(), None, harness={"noop": ToolSpec("noop")})
     assert offer.names == {"noop"}

@@ -15,7 +15,7 @@ from appservice.matrix.offers import (
     voted,
 )
 from appservice.matrix.render import render
-from engine.choices import Choice, Link, cut
+from engine.core.choices import Choice, Link, cut
 
 CHOICES = (Choice("The paperback"), Choice("The hardcover", "signed\nfirst edition"))
 LINKS = (Link("Read the delivery policy", "https://example.org/refunds"),)

@@ -152,7 +152,7 @@ PYTHON = sorted(p for top in ("engine", "appservice") for p in (ROOT / top).rglo
 
 def test_there_is_python_to_check() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in PYTHON}
-    assert {"engine/loop.py", "engine/worker.py", "appservice/config.py"} <= names
+    assert {"engine/core/loop.py", "engine/run/worker.py", "appservice/config.py"} <= names
 
 
 @pytest.mark.parametrize("module", PYTHON, ids=lambda p: p.relative_to(ROOT).as_posix())

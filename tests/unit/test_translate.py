@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import pytest
 
-from engine.messages import Message, ModelRequest, ToolCall, ToolSpec
+from engine.core.messages import Message, ModelRequest, ToolCall, ToolSpec
 from engine.providers.translate import (
     INTERRUPTED,
     NotAnAnswer,

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 
 from engine.content import Registry
-from engine.contentfiles import FetchSpec, compile_content, fetch_url, where
+from engine.content.files import FetchSpec, compile_content, fetch_url, where
 
 log = logging.getLogger(__name__)
 

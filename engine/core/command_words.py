@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.commands import SECTION, Problem
 from engine.content import Arg, Command, Strings
 from engine.content.audience import facts_in_room, state_level
+from engine.core.commands import SECTION, Problem
 
 # MSC4332 state: the stable type, and the unstable one clients ship while the proposal is open.
 STATE_TYPES = ("m.bot.commands", "org.matrix.msc4332.commands")

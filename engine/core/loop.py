@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from engine.messages import (
+from engine.core.messages import (
     AnswerStep,
     Ending,
     EndingStep,

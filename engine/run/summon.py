@@ -13,8 +13,8 @@ from typing import Any, Literal
 import asyncpg
 
 from engine.content import AudienceFacts, Registry, admits
-from engine.limits import Breach, Spent, breach
-from engine.room_settings import room_refusal
+from engine.core.limits import Breach, Spent, breach
+from engine.core.room_settings import room_refusal
 from engine.store.queries import Queries
 
 log = logging.getLogger(__name__)

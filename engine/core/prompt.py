@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from engine.messages import Message
+from engine.core.messages import Message
 
 
 def _said(line: dict[str, Any]) -> str:

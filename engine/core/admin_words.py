@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from engine.content import Schedule
 from engine.content.hears import WEEKDAYS, system_zones
-from engine.room_settings import Quiet
+from engine.core.room_settings import Quiet
 
 PREFIXES = ("!bots", "/bots")
 CHOICES = ("reactions", "poll")

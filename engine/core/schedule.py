@@ -1,5 +1,5 @@
 """When a schedule fires (SPEC §6): the occurrences of a compiled ``Schedule``, worked out from ``now``
-handed in — no clock, no I/O (the tick in ``engine.ticks`` keeps the clock and does the firing).
+handed in — no clock, no I/O (the tick in ``engine.run.ticks`` keeps the clock and does the firing).
 
 The rule, in the schedule's ``zone`` (UTC when it names none):
 

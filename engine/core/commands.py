@@ -10,7 +10,7 @@ takes its default. What does not fit is a ``Problem`` naming the field — never
 of a choice, no nearest name, no first of two people who share one.
 
 The words a person reads (what a field accepts, the help, the MSC4332 state) are in
-``engine.command_words``. The words a *model* reads when a prompt is resolved (a span as "2 days") are
+``engine.core.command_words``. The words a *model* reads when a prompt is resolved (a span as "2 days") are
 the prompt's own language and live here.
 """
 

@@ -1,5 +1,5 @@
 """The tick that wakes scheduled bots (SPEC §6): every minute (configurable) it asks each live bot's
-schedules what is owed, and summons the bot for it through the one door in (``engine.summon``).
+schedules what is owed, and summons the bot for it through the one door in (``engine.run.summon``).
 
 The clock is kept on the bot (``bot_clock``), not worked out from runs:
 
@@ -32,11 +32,11 @@ import asyncpg
 from engine.clock import Clock
 from engine.content import AudienceFacts, Registry, Schedule, ScheduleTrigger
 from engine.content.audience import admits
-from engine.events import subject_facts
-from engine.schedule import last_between
+from engine.core.schedule import last_between
+from engine.run.events import subject_facts
+from engine.run.summon import Refused, Summoned, Summons, summon
 from engine.store.db import Database
 from engine.store.queries import Queries
-from engine.summon import Refused, Summoned, Summons, summon
 
 log = logging.getLogger(__name__)
 

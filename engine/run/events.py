@@ -22,8 +22,8 @@ import asyncpg
 
 from engine.content import AudienceFacts, Bot, EventTrigger, Registry, admits
 from engine.content.audience import facts_in_room
+from engine.run.summon import Refused, Summoned, Summons, summon
 from engine.store.queries import Queries
-from engine.summon import Refused, Summoned, Summons, summon
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Reading content from disk: the only I/O of content. The compile itself is pure (``engine.content``):
-this module hands it the site's files, the kit's (``engine/kit/``, shipped in the package), and the
+this module hands it the site's files, the kit's (``engine/content/kit/``, shipped in the package), and the
 files and urls the tool files name (OpenAPI specs through ``fetch_spec``, modules)."""
 
 from __future__ import annotations

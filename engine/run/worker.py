@@ -23,11 +23,10 @@ from typing import Any
 import asyncpg
 
 from engine.clock import Clock
-from engine.commands import command_prompt
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
-from engine.errors import LeaseLost
-from engine.loop import (
+from engine.core.commands import command_prompt
+from engine.core.loop import (
     CallModel,
     CloseInterrupted,
     End,
@@ -38,7 +37,7 @@ from engine.loop import (
     Say,
     decide,
 )
-from engine.messages import (
+from engine.core.messages import (
     AnswerStep,
     EndingStep,
     HeardStep,
@@ -52,7 +51,8 @@ from engine.messages import (
     heard,
     load_step,
 )
-from engine.prompt import later_of, opening, said_since
+from engine.core.prompt import later_of, opening, said_since
+from engine.errors import LeaseLost
 from engine.providers.base import Answerer, ProviderStatus
 from engine.store.db import Database
 from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
