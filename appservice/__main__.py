@@ -31,10 +31,10 @@ def _logging(verbose: bool) -> None:
     logging.getLogger("mautrix").setLevel(logging.WARNING)
 
 
-async def _serve(config: Config, *, http: bool, accept_scripts: bool) -> None:
+async def _serve(config: Config, *, http: bool) -> None:
     from appservice.app import Service
 
-    service = Service(config, http=http, accept_scripts=accept_scripts)
+    service = Service(config, http=http)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, service.stop_event.set)
@@ -42,12 +42,12 @@ async def _serve(config: Config, *, http: bool, accept_scripts: bool) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    asyncio.run(_serve(_config(args), http=True, accept_scripts=args.accept_scripts))
+    asyncio.run(_serve(_config(args), http=True))
     return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    asyncio.run(_serve(_config(args), http=False, accept_scripts=False))
+    asyncio.run(_serve(_config(args), http=False))
     return 0
 
 
@@ -66,20 +66,20 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from appservice.app import compile_content, encrypted_rooms
+    from appservice.app import compile_content
     from engine.run.publish import publish
-    from engine.store.db import Database, migrate
+    from engine.store import Store, migrate
 
     config = _config(args)
 
     async def go() -> None:
         await migrate(config.database.dsn)
-        db = await Database.connect(config.database.dsn, min_size=1, max_size=2)
+        store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
         try:
-            registry = compile_content(config, await encrypted_rooms(db))
-            slugs = await publish(db, registry)
+            registry = compile_content(config, await store.rooms.encrypted())
+            slugs = await publish(store, registry)
         finally:
-            await db.close()
+            await store.close()
         print(f"published {len(slugs)} bot(s): {', '.join(slugs)}")
 
     asyncio.run(go())
@@ -88,16 +88,16 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from appservice.inspect import runs_report
-    from engine.store.db import Database
+    from engine.store import Store
 
     config = _config(args)
 
     async def go() -> list[str]:
-        db = await Database.connect(config.database.dsn, min_size=1, max_size=2)
+        store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
         try:
-            return await runs_report(db, run_id=args.id, room=args.room, bot=args.bot, limit=args.limit)
+            return await runs_report(store, run_id=args.id, room=args.room, bot=args.bot, limit=args.limit)
         finally:
-            await db.close()
+            await store.close()
 
     lines = asyncio.run(go())
     print("\n".join(lines) if lines else "no runs")
@@ -105,7 +105,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from engine.store.db import migrate
+    from engine.store import migrate
 
     applied = asyncio.run(migrate(_config(args).database.dsn))
     print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
@@ -143,10 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _add = sub.add_parser
     sub.add_parser = lambda name, **kw: _add(name, parents=[common], **kw)  # type: ignore[method-assign]
-    p = sub.add_parser("serve", help="the appservice, the outbox and worker slots, in one process")
-    p.add_argument("--accept-scripts", action="store_true",
-                   help="let lines carry a scripted model's turns (tests and demos only)")
-    p.set_defaults(fn=cmd_serve)
+    sub.add_parser("serve", help="the appservice, the outbox and worker slots, in one process").set_defaults(
+        fn=cmd_serve)
     sub.add_parser("worker", help="worker slots and ticks only; run as many as you like").set_defaults(fn=cmd_worker)
     p = sub.add_parser("check", help="compile content/ and print every error as path:line: message")
     p.add_argument("content", nargs="?", help="the content folder (default: the config's content.dir)")

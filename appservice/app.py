@@ -1,36 +1,50 @@
 """The composition root: builds the pool, store, model, compiled registry, clock and surfaces, and hands
-them down through constructors. No module-level state, no import-time side effects."""
+them down through constructors. No module-level state, no import-time side effects.
+
+The Matrix surface is wired here, one collaborator into the next, none calling back into its caller:
+
+    TransactionEndpoint (HTTP: the homeserver's token, the body)
+      → Dispatcher (one DB transaction: the durable txn id, a savepoint per event, by kind to:)
+          StateHandler · LineHandler (Cancels, RoomAdmin, Presses, Commands, then a mention) · Presses · Cancels
+          each asking a bot through Asking (engine.run.summon, every refusal)
+      → Rooms (after the commit: what the homeserver must be told, remembered until done)
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
-import asyncpg
 from aiohttp import web
 from mautrix.appservice import AppServiceAPI
 from mautrix.appservice.state_store import ASStateStore
 from mautrix.client.state_store import MemoryStateStore
-from mautrix.errors import MatrixError as MautrixError
-from mautrix.errors import MNotFound
-from mautrix.types import RoomAlias, UserID
+from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, openapi_headers
 from appservice.hooks import EventHooks
-from appservice.matrix.commands import publish_command_state, publish_in_room
-from appservice.matrix.context import HomeserverThreads
+from appservice.matrix.admin import RoomAdmin
+from appservice.matrix.asking import Asking
+from appservice.matrix.cancels import Cancels
+from appservice.matrix.command_state import CommandState
+from appservice.matrix.commands import Commands, Scripts
+from appservice.matrix.context import ContextReader, ContextSettings, ThreadBackfill, ThreadFetch
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
-from appservice.matrix.ingest import Ingest
+from appservice.matrix.homeserver import Homeserver
+from appservice.matrix.lines import LineHandler
+from appservice.matrix.ours import Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
+from appservice.matrix.presses import Presses
 from appservice.matrix.rooms import Rooms
 from appservice.matrix.staff import tell_staff
+from appservice.matrix.state import StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
 from engine.clock import Clock, SystemClock
@@ -38,13 +52,14 @@ from engine.content import Registry
 from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
-from engine.errors import ContentError
+from engine.errors import ContentError, MatrixError, StoreError
 from engine.providers.config import choose_answerer
 from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings
-from engine.store.db import Database, migrate
+from engine.store import Store, Tx, migrate
+from engine.surface import SurfaceFacts
 from engine.tasks import TaskGroup
 from engine.tools.base import ToolFn
 from engine.tools.code import CodeTools
@@ -78,21 +93,40 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
     return result
 
 
-async def encrypted_rooms(db: Database) -> list[str]:
-    """Rooms known to be encrypted: no schedule may speak in them (refused when content compiles)."""
-    return [r["room_id"] for r in await db.fetch("encrypted_rooms")]
+def wire_dispatcher(
+    store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
+    max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
+    context: ContextSettings | None = None,
+) -> Dispatcher:
+    """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
+    its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads)."""
+    ours = Ours(registry, server_name=server_name, service_user=service_user)
+    asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts)
+    cancels = Cancels(ours, server_name=server_name)
+    presses = Presses(registry, ours, asking)
+    lines = LineHandler(
+        registry, ours, asking=asking, cancels=cancels, presses=presses,
+        admin=RoomAdmin(registry, server_name=server_name, service_user=service_user),
+        commands=Commands(registry, asking, server_name=server_name, service_user=service_user, scripts=scripts),
+        scripts=scripts,
+    )
+    return Dispatcher(store, state=StateHandler(registry, ours, facts), lines=lines, presses=presses,
+                      cancels=cancels, threads=ThreadBackfill(thread_fetch, registry, ours, context))
 
 
 class Service:
     """``summon serve``: the appservice HTTP endpoint, the outbox sender, and N worker slots, in one
-    asyncio process. With ``http=False`` it is ``summon worker``: worker slots and ticks only."""
+    asyncio process. With ``http=False`` it is ``summon worker``: worker slots and ticks only.
+
+    ``scripts`` reads a line's scripted model turns: given only by a trusted caller (the tests and the
+    demo), never by ``summon serve``, so a room event cannot script a run while serving for real."""
 
     def __init__(self, config: Config, *, http: bool = True, clock: Clock | None = None,
-                 accept_scripts: bool = False) -> None:
+                 scripts: Scripts | None = None) -> None:
         self.config = config
         self.http = http
         self.clock = clock or SystemClock()
-        self.accept_scripts = accept_scripts
+        self.scripts = scripts
         self.stop_event = asyncio.Event()
         self.tasks = TaskGroup("service")
         self._registry: Registry | None = None
@@ -106,32 +140,25 @@ class Service:
     async def start(self) -> None:
         c = self.config
         await migrate(c.database.dsn)
-        self.db = await Database.connect(c.database.dsn, min_size=c.database.pool_min, max_size=c.database.pool_max)
-        self._registry = compile_content(c, await encrypted_rooms(self.db))
-        await publish(self.db, self._registry)
+        self.store = await Store.connect(c.database.dsn, min_size=c.database.pool_min, max_size=c.database.pool_max,
+                                         clock=self.clock)
+        self._registry = compile_content(c, await self.store.rooms.encrypted())
+        await publish(self.store, self._registry)
         self._session = aiohttp.ClientSession()
+        self.service_user = f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"
         self.api = AppServiceAPI(
-            base_url=c.homeserver.url, bot_mxid=UserID(f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"),
-            token=c.appservice.as_token, log=cast(TraceLogger, logging.getLogger("mautrix")),
-            state_store=StateStore(),
+            base_url=c.homeserver.url, bot_mxid=UserID(self.service_user), token=c.appservice.as_token,
+            log=cast(TraceLogger, logging.getLogger("mautrix")), state_store=StateStore(),
             client_session=self._session,
         )
-        self.ingest = Ingest(
-            self.db, self.registry, server_name=c.homeserver.server_name,
-            service_user=f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}",
-            accept_scripts=self.accept_scripts, max_attempts=c.worker.max_attempts,
-            fetch_thread=HomeserverThreads(self.api),
-        )
-        self.rooms = Rooms(self.db, self.api, self.ingest, self.registry, on_done=self._room_action_done)
-        self.surface = MatrixSurface(self.db, self.api, self.registry, self.tasks)
-        self.outbox = Outbox(self.db, MatrixSender(self._session, c.homeserver.url, c.appservice.as_token))
+        self._wire_matrix()
         w = c.worker
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
                                     CodeTools(Path(c.content.dir)))
         self.worker = Worker(
-            self.db, self.registry, self.answerer, {"rooms": self.surface}, self.clock,
+            self.store, self.registry, self.answerer, {self.surface.name: self.surface}, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
@@ -140,16 +167,16 @@ class Service:
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
-                               encrypted_rooms=lambda: encrypted_rooms(self.db)), name="content-watch")
+                               encrypted_rooms=self.store.rooms.encrypted, clock=self.clock), name="content-watch")
         if not self.http:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
         await self.rooms.register_puppets()
-        self.tasks.spawn(publish_command_state(self.api, self.db, self.registry()), name="command-state")
+        self.tasks.spawn(self.surface.published(self.registry()), name="command-state")
         self.tasks.spawn(self.rooms.resume(self.stop_event), name="room-actions")
         app = web.Application(client_max_size=c.appservice.max_body_size)
         TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
-        EventHooks(self.db, self.registry, c.hooks.keys, self.clock).routes(app)
+        EventHooks(self.store, self.registry, c.hooks.keys, self.clock, self.surface).routes(app)
         # A short graceful shutdown: the homeserver keeps connections alive, and a transaction it did not
         # see acknowledged is simply sent again (we store nothing twice).
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
@@ -158,76 +185,84 @@ class Service:
         log.info("appservice listening on %s:%s", c.appservice.listen.host, c.appservice.listen.port)
         self.tasks.spawn(self.ping(), name="ping")
         self.tasks.spawn(self.presence(), name="presence")
-        self.tasks.spawn(run_ticks(self.db, self.registry, self.clock, self.stop_event,
-                                   resolve_room=self.resolve_room), name="schedule-ticks")
+        self.tasks.spawn(run_ticks(self.store, self.registry, self.clock, self.stop_event, surface=self.surface,
+                                   resolve_room=self.homeserver.resolve_alias), name="schedule-ticks")
 
-    async def resolve_room(self, alias: str) -> str | None:
-        """A schedule's `in: #alias:server`, as the homeserver resolves it now."""
-        try:
-            return str((await self.api.bot_intent().resolve_room_alias(RoomAlias(alias))).room_id)
-        except MNotFound:
-            return None
+    def _wire_matrix(self) -> None:
+        """The Matrix surface, each part handed its collaborators."""
+        c = self.config
+        server = c.homeserver.server_name
+        self.homeserver = Homeserver(self.api)
+        self.command_state = CommandState(self.store, self.homeserver)
+        self.surface = MatrixSurface(self.store, self.homeserver, self.registry, self.tasks, self.clock,
+                                     server_name=server, commands=self.command_state)
+        self.dispatcher = wire_dispatcher(
+            self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
+            max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
+        )
+        ours = Ours(self.registry, server_name=server, service_user=self.service_user)
+        self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
+                           on_done=self._room_action_done)
+        self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
+                             self.clock)
+
+    def _http(self) -> aiohttp.ClientSession:
+        assert self._session is not None
+        return self._session
 
     async def presence(self) -> None:
         """Puppets say whether anything can answer them: with no provider, no bots (SPEC §2)."""
         shown: bool | None = None
         while not self.stop_event.is_set():
             try:
-                usable = bool(await self.db.fetchval("provider_usable", LIVENESS_SECONDS))
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                usable = await self.store.workers.provider_usable(LIVENESS_SECONDS)
+            except StoreError:
                 log.warning("could not read the provider status (the database is unavailable)")
                 usable = False
             if usable != shown:
                 await self.rooms.set_presence(usable)
                 shown = usable
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), timeout=PRESENCE_SECONDS)
+            await self.clock.wait(self.stop_event, PRESENCE_SECONDS)
 
     async def ping(self) -> None:
         """Ping the homeserver: it proves the registration, and makes Synapse retry queued transactions
         at once instead of after its backoff. The homeserver may start after us: keep trying."""
         for attempt in range(60):
             try:
-                await self.api.bot_intent().appservice_ping(self.config.appservice.id)
+                await self.homeserver.ping(self.config.appservice.id)
                 log.info("homeserver ping answered")
                 return
-            except (MautrixError, aiohttp.ClientError, OSError) as exc:
+            except MatrixError as exc:
                 if attempt == 0:
                     log.warning("homeserver ping failed (%s); retrying", exc)
-                await asyncio.sleep(1)
+                await self.clock.sleep(1)
         log.error("the homeserver never answered our ping; is registration.yaml loaded by it?")
 
     async def republish(self, registry: Registry) -> None:
         """A changed content file that compiles goes live: published, swapped in, puppets renamed. An
         edit that does not compile never gets here; the last good registry stays live."""
         if self.http:
-            await publish(self.db, registry)
+            await publish(self.store, registry)
         self._registry = registry
         if self.http:
             await self.rooms.register_puppets()
-            await publish_command_state(self.api, self.db, registry)
+            await self.surface.published(registry)
 
     def content_errors(self, errors: list[str]) -> None:
         log.error("content has %d error(s); the last good content stays live", len(errors))
 
     async def on_transaction(self, txn_id: str, events: list[dict[str, Any]], ephemeral: list[dict[str, Any]]) -> bool:
-        async with self.db.transaction("store_transaction") as conn:
-            followups = await self.ingest.transaction(conn, txn_id, events)
-            # Remembered with the events: a crash before the homeserver hears them loses nothing.
-            remembered = await self.rooms.remember(conn, followups) if followups else []
-        if followups is None:
+        remembered = await self.dispatcher.transaction(txn_id, events)
+        if remembered is None:
             return False
         for action_id, f in remembered:
-            self.tasks.spawn(self._carry_out(action_id, f), name=f"room-{type(f).__name__}")
+            self.tasks.spawn(self.rooms.carry_out_remembered(action_id, f), name=f"room-{type(f).__name__}")
         return True
 
-    async def _carry_out(self, action_id: int, followup: Followup) -> None:
-        await self.rooms.carry_out_remembered(action_id, followup)
-
     async def _room_action_done(self, followup: Followup) -> None:
-        if isinstance(followup, Join) and followup.user_id != self.ingest.service_user:
+        if isinstance(followup, Join) and followup.user_id != self.service_user:
             # A puppet that joined (at once, or on a retry) shows its commands there (MSC4332), where it may.
-            await publish_in_room(self.api, self.db, self.registry(), followup.room_id, followup.user_id)
+            await self.command_state.publish_in_room(self.registry(), followup.room_id, followup.user_id)
 
     async def query_user(self, user_id: str) -> bool:
         return any(b.user_id == user_id for b in self.registry().bots.values())
@@ -236,23 +271,22 @@ class Service:
         """The built-ins a bot may list (open_skill is the worker's own): search over what was published,
         the person's own facts, the one tool that writes, and the guarded fetch."""
         c = self.config
-        service_user = f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"
         staff_room = c.tools.staff_room
         if staff_room is None and self._reaches("raise_ticket"):
             log.warning("raise_ticket is offered but no tools.staff_room is configured: tickets are raised and "
                         "nobody is told in Matrix")
 
-        async def notify(conn: asyncpg.Connection, ticket: Mapping[str, Any]) -> None:
+        async def notify(tx: Tx, ticket: Mapping[str, Any]) -> None:
             if staff_room is not None:
-                await tell_staff(conn, self.db.q, staff_room, service_user, ticket)
+                await tell_staff(tx, staff_room, self.service_user, ticket)
 
         def words() -> Strings:
             return self.registry().strings
 
         return {
-            "search_site": make_search_site(self.db),
-            "about_me": make_about_me(self.db, words),
-            "raise_ticket": make_raise_ticket(self.db, words, notify),
+            "search_site": make_search_site(self.store),
+            "about_me": make_about_me(self.store, words),
+            "raise_ticket": make_raise_ticket(self.store, words, notify),
             "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow))),
         }
 
@@ -263,8 +297,7 @@ class Service:
                    for bot in registry.bots.values())
 
     async def _site_classes(self, user_id: str) -> frozenset[str]:
-        async with self.db.pool.acquire() as conn:
-            return await site_classes(conn, self.db.q, user_id)
+        return await site_classes(self.store, user_id)
 
     async def stop(self) -> None:
         self.stop_event.set()
@@ -279,8 +312,8 @@ class Service:
             await self.answerer.aclose()
         if hasattr(self, "site_tools"):
             await self.site_tools.aclose()
-        if hasattr(self, "db"):
-            await self.db.close()
+        if hasattr(self, "store"):
+            await self.store.close()
 
     async def serve_forever(self) -> None:
         await self.start()

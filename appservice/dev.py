@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,25 @@ from mautrix.types import (
 )
 
 from appservice.config import load_config
+from engine.clock import SystemClock
 
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
+
+
+# A line's scripted model turns, in its content: honoured by the demo and the tests, which build the
+# service with ``scripts=scripted_turns``; ``summon serve`` never reads it.
+SCRIPT_KEY = "org.summon.script"
+
+
+def scripted_turns(event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The scripted model turns a line carries (a list of turns), or None."""
+    content = event.get("content")
+    script = content.get(SCRIPT_KEY) if isinstance(content, Mapping) else None
+    return script if isinstance(script, list) else None
 
 
 def run_dir() -> Path:
@@ -85,7 +99,7 @@ async def dev() -> int:
     env = read_env(Path(up.stdout.strip().splitlines()[-1]))
     os.environ.update(env)
     config = load_config(Path(env["SUMMON_CONFIG"]), os.environ)
-    service = Service(config, accept_scripts=True)
+    service = Service(config, scripts=scripted_turns)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, service.stop_event.set)
@@ -136,7 +150,7 @@ async def say(text: str, *, timeout: float = 30.0) -> int:
             if answer is not None:
                 print(answer)
                 return 0
-            await asyncio.sleep(0.25)
+            await SystemClock().sleep(0.25)
         print(f"summon say: no answer within {timeout:.0f}s (did the text name a bot?)", file=sys.stderr)
         return 1
     finally:

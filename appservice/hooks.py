@@ -36,7 +36,8 @@ from engine.clock import Clock
 from engine.content import Registry
 from engine.run.events import hearers, wake
 from engine.run.summon import Summoned
-from engine.store.db import Database
+from engine.store import Store
+from engine.surface import SurfaceFacts
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +135,10 @@ def _error(status: int, reason: str) -> web.Response:
 
 
 class EventHooks:
-    def __init__(self, db: Database, registry: Callable[[], Registry], keys: Mapping[str, HookKey],
-                 clock: Clock) -> None:
-        self.db = db
+    def __init__(self, store: Store, registry: Callable[[], Registry], keys: Mapping[str, HookKey],
+                 clock: Clock, surface: SurfaceFacts) -> None:
+        self.store = store
+        self.surface = surface  # the rooms the woken bots speak in
         self._registry = registry
         self._keys = keys
         self._clock = clock
@@ -164,13 +166,12 @@ class EventHooks:
         registry = self._registry()
         if not hearers(registry, name):
             return web.json_response({"delivery": verdict.delivery, "runs": []}, status=202)
-        async with self.db.transaction("wake_site_event") as conn:
-            if await conn.fetchval(self.db.q["record_hook_delivery"], verdict.delivery, verdict.signature,
-                                   verdict.key_id, name) is None:
+        async with self.store.transaction("wake_site_event") as tx:
+            if not await tx.hooks.record_delivery(verdict.delivery, verdict.signature, verdict.key_id, name):
                 log.info("site event %s delivery %s replayed; nothing woken", name, verdict.delivery,
                          extra={"event": name, "key": verdict.key_id})
                 return web.json_response({"delivery": verdict.delivery, "replayed": True})
-            results = await wake(conn, self.db.q, registry, name, occurrence=verdict.delivery,
+            results = await wake(tx, registry, name, surface=self.surface, occurrence=verdict.delivery,
                                  room_id=event.room_id, subject=event.subject, facts=event.facts,
                                  conversation=event.conversation)
         runs = [r.run_id for r in results if isinstance(r, Summoned)]

@@ -2,55 +2,53 @@
 
 from __future__ import annotations
 
-from typing import Any
+from engine.store import Store
+from engine.store.runs import InspectedStep
 
-from engine.store.db import Database
 
-
-def _step_line(step: Any) -> str:
-    payload = step["payload"] or {}
+def _step_line(step: InspectedStep) -> str:
+    payload = step.payload or {}
     what = ""
-    if step["kind"] == "model":
+    if step.kind == "model":
         what = f"error: {payload['error']}" if payload.get("error") else (
             "tools: " + ", ".join(c["name"] for c in payload.get("tool_calls", [])) if payload.get("tool_calls")
             else (payload.get("text") or "")[:60].replace("\n", " "))
         if payload.get("fallback"):
             what += " (fallback)"
-    elif step["kind"] == "tool_call":
+    elif step.kind == "tool_call":
         what = payload.get("call", {}).get("name", "")
-    elif step["kind"] == "tool_result":
+    elif step.kind == "tool_result":
         what = ("error: " if payload.get("is_error") else "") + (payload.get("content") or "")[:60]
-    elif step["kind"] == "ending":
+    elif step.kind == "ending":
         what = payload.get("ending", "")
-    elif step["kind"] == "heard":
+    elif step.kind == "heard":
         what = (payload.get("text") or "")[:60].replace("\n", " ")
-    seconds = step["seconds"]
-    took = f"{seconds * 1000:7.0f} ms" if seconds is not None else "       -"
-    provider = f"{step['provider'] or ''}/{step['model'] or ''}".strip("/")
-    return (f"  {step['seq']:>3} {step['kind']:<12} {took} {provider:<28} "
-            f"in {step['tokens_in']:>6} out {step['tokens_out']:>6} ${step['cost_usd']:.6f}  {what}")
+    took = f"{step.seconds * 1000:7.0f} ms" if step.seconds is not None else "       -"
+    provider = f"{step.provider or ''}/{step.model or ''}".strip("/")
+    return (f"  {step.seq:>3} {step.kind:<12} {took} {provider:<28} "
+            f"in {step.tokens_in:>6} out {step.tokens_out:>6} ${step.cost_usd:.6f}  {what}")
 
 
-async def runs_report(db: Database, *, run_id: int | None, room: str | None, bot: str | None,
+async def runs_report(store: Store, *, run_id: int | None, room: str | None, bot: str | None,
                       limit: int) -> list[str]:
     """Runs (newest first) with their outcome and every step; then, unless one run was asked for, the
     latest refused summonses — a refusal starts no run, so it is a row of its own."""
     lines: list[str] = []
-    for run in await db.fetch("inspect_runs", run_id, room, bot, limit):
-        outcome = run["ending"] or ("answered" if run["status"] == "done" else run["status"])
-        lines.append(f"run {run['id']} · {run['bot']} · {run['status']} ({outcome}) · asked by "
-                     f"{run['asked_by'] or 'nobody'} in {run['room_id']} · attempts {run['attempts']} · "
-                     f"created {run['created_at']:%Y-%m-%d %H:%M:%S}")
-        if run["reason"]:
-            lines.append(f"  reason: {run['reason']}")
-        for step in await db.fetch("inspect_steps", run["id"]):
+    for run in await store.runs.inspect(run_id, room, bot, limit):
+        outcome = run.ending or ("answered" if run.status == "done" else run.status)
+        lines.append(f"run {run.id} · {run.bot} · {run.status} ({outcome}) · asked by "
+                     f"{run.asked_by or 'nobody'} in {run.room_id} · attempts {run.attempts} · "
+                     f"created {run.created_at:%Y-%m-%d %H:%M:%S}")
+        if run.reason:
+            lines.append(f"  reason: {run.reason}")
+        for step in await store.runs.inspect_steps(run.id):
             lines.append(_step_line(step))
     if run_id is None:
-        refused = await db.fetch("inspect_refusals", room, bot, limit)
+        refused = await store.refusals.latest(room, bot, limit)
         if refused:
             lines.append("refused (no run was started):")
         for r in refused:
-            detail = f" ({r['detail']})" if r["detail"] else ""
-            lines.append(f"  {r['created_at']:%Y-%m-%d %H:%M:%S} · {r['bot']} · {r['reason']}{detail} · asked by "
-                         f"{r['asked_by'] or 'nobody'} in {r['room_id'] or r['surface']}")
+            detail = f" ({r.detail})" if r.detail else ""
+            lines.append(f"  {r.created_at:%Y-%m-%d %H:%M:%S} · {r.bot} · {r.reason}{detail} · asked by "
+                         f"{r.asked_by or 'nobody'} in {r.room_id or r.surface}")
     return lines

@@ -1,16 +1,31 @@
-"""The one error tree. Everything summon raises is one of these; foreign exceptions are translated
-once, at the adapter edge (``raise Ours(...) from exc``).
+"""The one error tree. Everything summon raises is one of these; foreign exceptions (asyncpg's, aiohttp's,
+mautrix's, the SDKs') are translated once, at the adapter edge (``raise Ours(...) from exc``): the store
+(``engine/store/``), the provider adapters, the tool clients and the surface adapters. A test walks every
+exception class under ``engine/`` and ``appservice/`` and fails on one outside this tree.
 
     SummonError
     ├── ConfigError          a bad or missing setting; start-up stops with its one line
-    ├── ContentError         content did not compile (carries every CompileError)
+    ├── ContentError         content did not compile (carries every error as path:line: message)
+    ├── ContentFault         one thing a content file says is wrong (also a ValueError, so the strict
+    │                        models report it where it was written): an audience, a grammar, a refusal,
+    │                        an unreadable file, an operation a model cannot be offered, a module that
+    │                        does not load
     ├── StoreError           the database
-    │   └── LeaseLost        a fenced write touched 0 rows: another worker holds the run now
+    │   ├── StoreUnavailable it cannot be reached, went away, or asked for the whole transaction again
+    │   │                    (a deadlock, a serialization failure): retry the whole thing
+    │   ├── Conflict         a uniqueness rule refused a write: somebody else got there first
+    │   ├── LeaseLost        a fenced write touched 0 rows: another worker holds the run now
+    │   └── StoreRefused     the database refused a statement: a value it cannot store, a rule it keeps
     ├── ProviderError        a model call failed
     │   ├── ProviderFailure  the provider's own fault: try the next one
-    │   └── RequestFault     the request's fault: fail the run, never fall back
-    ├── ToolError            a tool failed; goes back to the model as a tool error
-    └── MatrixError          the homeserver refused or could not be reached
+    │   │   └── RetryableFailure  …and one short retry of the same provider is worth it
+    │   ├── RequestFault     the request's fault: fail the run, never fall back
+    │   └── NotAnAnswer      a 2xx body that carries an error, or no answer at all
+    ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
+    ├── ToolEscaped          a code tool tried to stop the process (SystemExit, KeyboardInterrupt): contained
+    └── SurfaceError         a surface could not deliver or read
+        └── MatrixError      the homeserver refused or could not be reached (its status and errcode)
+            └── NotLeft      some of our users are still in a room they must leave
 """
 
 from __future__ import annotations
@@ -25,13 +40,29 @@ class ConfigError(SummonError):
 
 
 class ContentError(SummonError):
+    """Content did not compile: every error, each as ``path:line: message``."""
+
     def __init__(self, errors: list[str]) -> None:
         super().__init__(f"{len(errors)} content error(s)")
         self.errors = errors
 
 
+class ContentFault(SummonError, ValueError):
+    """One thing a content file says is wrong, in words its author can act on. A ValueError too, so a
+    validator raising it is reported by the strict models at the place it was written."""
+
+
 class StoreError(SummonError):
-    pass
+    """The database, translated once at the store's edge."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached, went away mid-transaction, or asked for the whole transaction to be
+    tried again (a deadlock, a serialization failure). Nothing of the transaction stands: retry all of it."""
+
+
+class Conflict(StoreError):
+    """A uniqueness rule refused a write: somebody else got there first."""
 
 
 class LeaseLost(StoreError):
@@ -40,6 +71,10 @@ class LeaseLost(StoreError):
     def __init__(self, run_id: int, owner: str) -> None:
         super().__init__(f"run {run_id}: lease no longer held by {owner}")
         self.run_id = run_id
+
+
+class StoreRefused(StoreError):
+    """The database refused a statement: a value it cannot store, or a rule it keeps."""
 
 
 class ProviderError(SummonError):
@@ -53,15 +88,45 @@ class ProviderFailure(ProviderError):
     """The provider's own failure (no credit, bad key, rate limit, down): try the next provider."""
 
 
+class RetryableFailure(ProviderFailure):
+    """A provider failure worth one short retry on the same provider (a rate limit, a server error);
+    ``retry_after`` is what the provider asked for, in seconds (None: it did not say)."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, provider=provider, status=status)
+        self.retry_after = retry_after
+
+
 class RequestFault(ProviderError):
     """The request's fault (malformed, too long): would fail everywhere, so the run fails."""
 
 
+class NotAnAnswer(ProviderError):
+    """A successful status whose body is an error, or carries no answer: the adapter maps it like an
+    error status (``code`` is the body's error type or code, when it said one)."""
+
+    def __init__(self, message: str, *, code: object = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
 class ToolError(SummonError):
-    pass
+    """A tool's failure in words the model can act on (a bad argument, an API's 404, a denied URL). The
+    worker hands the message back as the tool's result, marked as an error."""
 
 
-class MatrixError(SummonError):
+class ToolEscaped(SummonError):
+    """A code tool raised SystemExit or KeyboardInterrupt: contained, never let out into the event loop
+    (asyncio re-raises those two out of ``run``, which would stop the whole service)."""
+
+
+class SurfaceError(SummonError):
+    """A surface could not deliver or read."""
+
+
+class MatrixError(SurfaceError):
     def __init__(self, message: str, *, status: int | None = None, errcode: str | None = None,
                  retry_after_ms: int | None = None) -> None:
         super().__init__(message)
@@ -72,3 +137,7 @@ class MatrixError(SummonError):
     @property
     def retryable(self) -> bool:
         return self.status is None or self.status == 429 or self.status >= 500
+
+
+class NotLeft(MatrixError):
+    """Some of our users are still in a room they must leave."""

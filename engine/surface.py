@@ -1,17 +1,30 @@
-"""The one door out: what a surface implements so the engine can deliver to it.
+"""The one door out: what a surface (Matrix rooms today; the desk, the door and member bots' rooms next)
+implements so the engine can work with it without knowing what it is.
 
-``deliver`` runs inside the transaction that finishes the run, so an answer is stored and queued for
-delivery in one commit (nothing answered is lost, nothing is delivered for a run that did not finish).
+The engine asks a surface four things, and only these:
+
+- ``facts``: who a person is *there* — a member? a moderator? an admin? — as plain facts (a Matrix room
+  reads them off its own power levels); what a bot's ``for:``, ``serves:`` and a tool's ``for:`` are
+  checked against;
+- ``deliver``: an answer, or the ending, queued in the transaction that finishes the run, so an answer is
+  stored and queued for delivery in one commit (nothing answered is lost, nothing is delivered for a run
+  that did not finish); choices are the surface's to show;
+- ``working``: that a run is being worked on (typing, a progress line), best effort;
+- ``published``: content was (re)published — show its commands wherever this surface shows commands.
+
+The other way in is ``engine.run.summon``: a surface asks for a run there, with every refusal.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-import asyncpg
-
+from engine.content import Registry
+from engine.content.audience import AudienceFacts
 from engine.core.messages import Ending
+from engine.store import Families, Tx
+from engine.store.runs import Run
 
 
 @dataclass(frozen=True)
@@ -27,11 +40,9 @@ class RunInfo:
     asked_by: str | None
 
     @classmethod
-    def from_row(cls, row: asyncpg.Record | dict[str, Any]) -> RunInfo:
-        return cls(
-            id=row["id"], bot=row["bot"], surface=row["surface"], room_id=row["room_id"],
-            thread_root=row["thread_root"], trigger_event=row["trigger_event"], asked_by=row["asked_by"],
-        )
+    def of(cls, run: Run) -> RunInfo:
+        return cls(id=run.id, bot=run.bot, surface=run.surface, room_id=run.room_id, thread_root=run.thread_root,
+                   trigger_event=run.trigger_event, asked_by=run.asked_by)
 
 
 @dataclass(frozen=True)
@@ -48,11 +59,24 @@ class Ended:
 Outcome = Answered | Ended
 
 
-class Surface(Protocol):
+class SurfaceFacts(Protocol):
+    """The part of a surface that says who a person is there: all a schedule or an event needs of it."""
+
     name: str
 
-    async def deliver(self, conn: asyncpg.Connection, run: RunInfo, outcome: Outcome) -> None:
+    async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
+                    site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+        """What is known about ``user_id`` where the run is (``room_id``), as they stand now; with no
+        room, or nobody, just who they are."""
+
+
+class Surface(SurfaceFacts, Protocol):
+
+    async def deliver(self, tx: Tx, run: RunInfo, outcome: Outcome) -> None:
         """Queue the answer or the ending for delivery, in the caller's transaction."""
 
     async def working(self, run: RunInfo, on: bool) -> None:
         """Show (or stop showing) that the bot is working on the run. Best effort."""
+
+    async def published(self, registry: Registry) -> None:
+        """Content was (re)published: show its commands where this surface shows them. Best effort."""

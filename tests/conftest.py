@@ -15,7 +15,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engine.store.db import Database, migrate
+from engine.store import migrate
+from tests.store import TestStore
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_RUN = Path(os.environ.get("SUMMON_TEST_RUN_DIR") or REPO / ".dev" / "test-run")
@@ -83,10 +84,12 @@ async def dsn(stack: dict[str, str], template_dsn: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def db(dsn: str) -> AsyncIterator[Database]:
-    database = await Database.connect(dsn, min_size=1, max_size=8)
-    yield database
-    await database.close()
+async def db(dsn: str) -> AsyncIterator[TestStore]:
+    """The store on a fresh database, as the engine uses it — and, for the test's own checks, its raw pool
+    (``db.pool``) and the test-only queries (``db.tests``)."""
+    store = await TestStore.open(dsn, min_size=1, max_size=8)
+    yield store
+    await store.close()
 
 
 # No test may reach the network beyond loopback: resolving any other host fails, and fails the test.

@@ -23,18 +23,17 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
-
-from appservice.matrix.followups import InvitePuppet, PuppetLeaves
-from appservice.matrix.outbox import Outbox
+from appservice.matrix import admin_words as words
+from appservice.matrix.followups import Followup, InvitePuppet, PuppetLeaves
+from appservice.matrix.power import standing_in, state_level
+from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
-from appservice.matrix.surface import answer_content
 from engine.content import Bot, Registry, Schedule
-from engine.content.audience import AudienceFacts, admits, facts_in_room, state_level
-from engine.core import admin_words as words
+from engine.content.audience import AudienceFacts, admits
 from engine.core import room_settings
 from engine.core.schedule import next_after
-from engine.store.db import Database
+from engine.store import Tx
+from engine.store.rooms import Room
 
 log = logging.getLogger(__name__)
 SECTION = "admin"
@@ -43,61 +42,56 @@ ABOUT_CHARS = 100
 
 
 class RoomAdmin:
-    def __init__(self, db: Database, registry: Callable[[], Registry], *, server_name: str,
-                 service_user: str) -> None:
-        self.db = db
-        self.q = db.q
+    def __init__(self, registry: Callable[[], Registry], *, server_name: str, service_user: str) -> None:
         self._registry = registry
         self.server_name = server_name
         self.service_user = service_user
 
-    async def heard(self, conn: asyncpg.Connection, line: Line, event: Mapping[str, Any],
-                    followups: list[Any]) -> bool:
+    async def heard(self, tx: Tx, line: Line, followups: list[Followup]) -> bool:
         """True when ``line`` was a `!bots …` for the service (carried out, or refused out loud)."""
-        if not words.is_bots_line(line.text) or not await self._addressed(conn, line):
+        if not words.is_bots_line(line.text) or not await self._addressed(tx, line):
             return False
-        room = await conn.fetchrow(self.q["get_room"], line.room_id)
+        room = await tx.rooms.get(line.room_id)
         if room is None:
             return False
         registry = self._registry()
         say = _Say(registry)
-        facts = facts_in_room(line.sender, room, self.server_name)
-        need = state_level(room["power_levels"])
-        # Room version 12 creators hold every level (facts.is_creator is only ever true there).
-        if not (facts.is_creator or facts.power_level >= need):
-            log.info("%s may not configure bots here (level %s < %s)", line.sender, facts.power_level, need,
+        who = standing_in(line.sender, room)
+        need = state_level(room.power_levels)
+        # Room version 12 creators hold every level (who.is_creator is only ever true there).
+        if not who.holds(need):
+            log.info("%s may not configure bots here (level %s < %s)", line.sender, who.power_level, need,
                      extra={"room": line.room_id})
-            await self._reply(conn, line, say("not_admin", level=need, yours=facts.power_level))
+            await self._reply(tx, line, say("not_admin", level=need, yours=who.power_level))
             return True
         offered = _offered(registry)
         command = words.parse(line.text, {slug: bot.name for slug, bot in offered.items()})
-        text = await self._carry_out(conn, line, room, facts, command, offered, say, followups)
-        await self._reply(conn, line, text)
+        text = await self._carry_out(tx, line, room, who.facts(self.server_name), command, offered, say, followups)
+        await self._reply(tx, line, text)
         log.info("%s: %s", line.sender, type(command).__name__, extra={"room": line.room_id})
         return True
 
-    async def _addressed(self, conn: asyncpg.Connection, line: Line) -> bool:
+    async def _addressed(self, tx: Tx, line: Line) -> bool:
         if self.service_user in (line.mentions or ()):
             return True
-        member = await conn.fetchrow(self.q["get_member"], line.room_id, self.service_user)
-        return member is not None and member["membership"] == "join"
+        member = await tx.rooms.member(line.room_id, self.service_user)
+        return member is not None and member.membership == "join"
 
-    async def _reply(self, conn: asyncpg.Connection, line: Line, text: str) -> None:
+    async def _reply(self, tx: Tx, line: Line, text: str) -> None:
         if not text.strip():
             log.warning("no words to answer a !bots line with (strings: ## bots / ### admin)",
                         extra={"room": line.room_id})
             return
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-        await Outbox.enqueue(conn, self.q, txn_id=f"summon.admin.{line.event_id}", room_id=line.room_id,
-                             sender=self.service_user, event_type="m.room.message", content=content)
+        await tx.outbox.enqueue(txn_id=f"summon.admin.{line.event_id}", room_id=line.room_id,
+                                sender=self.service_user, event_type="m.room.message", content=content)
 
     # --- the sub-commands ---------------------------------------------------------------------------
 
-    async def _carry_out(self, conn: asyncpg.Connection, line: Line, room: asyncpg.Record, facts: AudienceFacts,
-                         command: words.BotsCommand, offered: Mapping[str, Bot], say: _Say,
-                         followups: list[Any]) -> str:
-        encrypted = bool(room["encrypted"])
-        settings: Mapping[str, Any] = room["settings"] or {}
+    async def _carry_out(self, tx: Tx, line: Line, room: Room, facts: AudienceFacts, command: words.BotsCommand,
+                         offered: Mapping[str, Bot], say: _Say, followups: list[Followup]) -> str:
+        encrypted = room.encrypted
+        settings: Mapping[str, Any] = room.settings or {}
         if isinstance(command, words.AddSchedule | words.ListSchedules | words.Unschedule) and encrypted:
             return say("sealed")
         match command:
@@ -107,21 +101,21 @@ class RoomAdmin:
                 return say.lines(say("bad", field=field, value=given, allowed=allowed, why=why or ""),
                                  self._usage(say, encrypted))
             case words.ListBots():
-                return await self._list(conn, line.room_id, settings, offered, say)
+                return await self._list(tx, line.room_id, settings, offered, say)
             case words.AddBot(slug):
-                return await self._add(conn, line, settings, offered, slug, say, followups)
+                return await self._add(tx, line, settings, offered, slug, say, followups)
             case words.RemoveBot(slug):
-                return await self._remove(conn, line, settings, offered, slug, say, followups)
+                return await self._remove(tx, line, settings, offered, slug, say, followups)
             case words.SetChoices(value):
                 if value is not None:
-                    settings = await self._set(conn, line.room_id, "choices", value)
+                    settings = await tx.rooms.set_setting(line.room_id, "choices", value)
                 return say("setting", field="choices", value=room_settings.choices(settings),
                            allowed=", ".join(words.CHOICES))
             case words.SetQuiet(value):
                 if value == "off":
-                    settings = await conn.fetchval(self.q["clear_room_setting"], line.room_id, "quiet")
+                    settings = await tx.rooms.clear_setting(line.room_id, "quiet")
                 elif value is not None:
-                    settings = await self._set(conn, line.room_id, "quiet", value.as_setting())
+                    settings = await tx.rooms.set_setting(line.room_id, "quiet", value.as_setting())
                 hours = room_settings.quiet(settings)
                 return say("setting", field="quiet", value=str(hours) if hours else "off",
                            allowed=words.QUIET_FORM)
@@ -129,33 +123,28 @@ class RoomAdmin:
                 # A room schedule asks on its maker's behalf: the bot's `for:` must admit them (and their
                 # spend ceilings count it), it may not come round faster than MIN_PERIOD, and a room keeps
                 # at most MAX_SCHEDULES.
-                why = schedule_refusal(offered[slug], schedule, facts,
-                                       await conn.fetchval(self.q["count_room_schedules"], line.room_id))
+                why = schedule_refusal(offered[slug], schedule, facts, await tx.schedules.count_in_room(line.room_id))
                 if why is not None:
                     return say("bad", field="schedule", value=slug, allowed=words.WHEN_FORM, why=why)
-                return await self._schedule(conn, line, slug, schedule, ask, offered, say)
+                return await self._schedule(tx, line, slug, schedule, ask, offered, say)
             case words.ListSchedules():
-                return await self._schedules(conn, line.room_id, offered, say)
+                return await self._schedules(tx, line.room_id, offered, say)
             case words.Unschedule(n):
-                return await self._unschedule(conn, line.room_id, n, offered, say)
+                return await self._unschedule(tx, line.room_id, n, offered, say)
             case words.Runs():
-                return await self._runs(conn, line.room_id, offered, say)
+                return await self._runs(tx, line.room_id, offered, say)
             case words.Spend():
-                return await self._spend(conn, line.room_id, offered, say)
+                return await self._spend(tx, line.room_id, offered, say)
             case words.Cancel(run):
-                return await self._cancel(conn, line.room_id, run, say)
+                return await self._cancel(tx, line.room_id, run, say)
         raise AssertionError(f"a !bots sub-command with no rule: {command!r}")
 
     def _usage(self, say: _Say, encrypted: bool) -> str:
         return say("usage", commands=" · ".join(f"`{words.FORMS[name]}`" for name in words.offered(encrypted)))
 
-    async def _set(self, conn: asyncpg.Connection, room_id: str, key: str, value: Any) -> Mapping[str, Any]:
-        settings: Mapping[str, Any] = await conn.fetchval(self.q["set_room_setting"], room_id, key, value)
-        return settings
-
-    async def _memberships(self, conn: asyncpg.Connection, room_id: str, offered: Mapping[str, Bot]) -> dict[str, str]:
-        rows = await conn.fetch(self.q["our_members"], room_id, [b.user_id for b in offered.values()])
-        by_user = {r["user_id"]: r["membership"] for r in rows}
+    async def _memberships(self, tx: Tx, room_id: str, offered: Mapping[str, Bot]) -> dict[str, str]:
+        rows = await tx.rooms.ours(room_id, [b.user_id for b in offered.values()])
+        by_user = {r.user_id: r.membership for r in rows}
         return {slug: by_user[bot.user_id] for slug, bot in offered.items() if bot.user_id in by_user}
 
     def _bots_setting(self, settings: Mapping[str, Any], offered: Mapping[str, Bot],
@@ -163,11 +152,11 @@ class RoomAdmin:
         here = [slug for slug in offered if slug in memberships and room_settings.enabled(settings, slug)]
         return say("setting", field="bots", value=", ".join(here) or "none", allowed=", ".join(offered) or "none")
 
-    async def _list(self, conn: asyncpg.Connection, room_id: str, settings: Mapping[str, Any],
-                    offered: Mapping[str, Bot], say: _Say) -> str:
+    async def _list(self, tx: Tx, room_id: str, settings: Mapping[str, Any], offered: Mapping[str, Bot],
+                    say: _Say) -> str:
         if not offered:
             return say("none_offered")
-        memberships = await self._memberships(conn, room_id, offered)
+        memberships = await self._memberships(tx, room_id, offered)
         entries = []
         for slug, bot in offered.items():
             membership = memberships.get(slug)
@@ -180,90 +169,86 @@ class RoomAdmin:
                                       about=_about(bot), here=where).strip())
         return say.lines(say("offered"), "\n".join(entries), self._bots_setting(settings, offered, memberships, say))
 
-    async def _add(self, conn: asyncpg.Connection, line: Line, settings: Mapping[str, Any],
-                   offered: Mapping[str, Bot], slug: str, say: _Say, followups: list[Any]) -> str:
+    async def _add(self, tx: Tx, line: Line, settings: Mapping[str, Any], offered: Mapping[str, Bot], slug: str,
+                   say: _Say, followups: list[Followup]) -> str:
         bot = offered[slug]
-        memberships = await self._memberships(conn, line.room_id, offered)
+        memberships = await self._memberships(tx, line.room_id, offered)
         was = memberships.get(slug)
-        settings = await self._set(conn, line.room_id, "bots",
-                                   room_settings.with_bot(settings, slug, offered))
+        settings = await tx.rooms.set_setting(line.room_id, "bots", room_settings.with_bot(settings, slug, offered))
         if was not in ("join", "invite"):
             followups.append(InvitePuppet(line.room_id, bot.user_id, self.service_user))
             memberships[slug] = "invite"
         said = say("already" if was == "join" else "added", bot=bot.name)
         return say.lines(said, self._bots_setting(settings, offered, memberships, say))
 
-    async def _remove(self, conn: asyncpg.Connection, line: Line, settings: Mapping[str, Any],
-                      offered: Mapping[str, Bot], slug: str, say: _Say, followups: list[Any]) -> str:
+    async def _remove(self, tx: Tx, line: Line, settings: Mapping[str, Any], offered: Mapping[str, Bot],
+                      slug: str, say: _Say, followups: list[Followup]) -> str:
         bot = offered[slug]
-        memberships = await self._memberships(conn, line.room_id, offered)
+        memberships = await self._memberships(tx, line.room_id, offered)
         was = memberships.pop(slug, None)
         answered = was is not None and room_settings.enabled(settings, slug)
-        settings = await self._set(conn, line.room_id, "bots",
-                                   room_settings.without_bot(settings, slug, offered))
+        settings = await tx.rooms.set_setting(line.room_id, "bots",
+                                              room_settings.without_bot(settings, slug, offered))
         if was in ("join", "invite"):
             followups.append(PuppetLeaves(line.room_id, bot.user_id, f"removed with !bots by {line.sender}"))
         said = say("removed" if answered else "not_here", bot=bot.name)
         return say.lines(said, self._bots_setting(settings, offered, memberships, say))
 
-    async def _schedule(self, conn: asyncpg.Connection, line: Line, slug: str, schedule: Schedule, ask: str,
+    async def _schedule(self, tx: Tx, line: Line, slug: str, schedule: Schedule, ask: str,
                         offered: Mapping[str, Bot], say: _Say) -> str:
-        made = await conn.fetchrow(self.q["insert_room_schedule"], line.room_id, slug,
-                                   words.schedule_setting(schedule), ask, line.sender, line.event_id)
+        made = await tx.schedules.make_in_room(room_id=line.room_id, bot=slug, schedule=words.schedule_setting(schedule),
+                                               ask=ask, made_by=line.sender, made_in=line.event_id)
         if made is None:
-            return await self._schedules(conn, line.room_id, offered, say)
-        upcoming = next_after(schedule, made["now"])
-        said = say("scheduled", n=made["id"], bot=offered[slug].name, when=words.schedule_words(schedule),
+            return await self._schedules(tx, line.room_id, offered, say)
+        upcoming = next_after(schedule, made.now)
+        said = say("scheduled", n=made.id, bot=offered[slug].name, when=words.schedule_words(schedule),
                    ask=ask, next=_when(upcoming) if upcoming else "never")
-        return say.lines(said, await self._schedules(conn, line.room_id, offered, say))
+        return say.lines(said, await self._schedules(tx, line.room_id, offered, say))
 
-    async def _schedules(self, conn: asyncpg.Connection, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
-        rows = await conn.fetch(self.q["room_schedules_here"], room_id)
+    async def _schedules(self, tx: Tx, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
+        rows = await tx.schedules.in_room(room_id)
         if not rows:
             return say("no_schedules")
         entries = []
         for r in rows:
-            bot = offered.get(r["bot"])
-            entries.append("- " + say("schedule_line", n=r["id"], bot=bot.name if bot else r["bot"],
-                                      when=words.schedule_words(Schedule.model_validate(r["schedule"])),
-                                      ask=r["ask"]))
+            bot = offered.get(r.bot)
+            entries.append("- " + say("schedule_line", n=r.id, bot=bot.name if bot else r.bot,
+                                      when=words.schedule_words(Schedule.model_validate(r.schedule)), ask=r.ask))
         return say.lines(say("schedules"), "\n".join(entries))
 
-    async def _unschedule(self, conn: asyncpg.Connection, room_id: str, n: int, offered: Mapping[str, Bot],
-                          say: _Say) -> str:
-        gone = await conn.fetchrow(self.q["delete_room_schedule"], n, room_id)
-        if gone is None:
-            here = [f"#{r['id']}" for r in await conn.fetch(self.q["room_schedules_here"], room_id)]
+    async def _unschedule(self, tx: Tx, room_id: str, n: int, offered: Mapping[str, Bot], say: _Say) -> str:
+        if not await tx.schedules.unschedule(n, room_id):
+            here = [f"#{r.id}" for r in await tx.schedules.in_room(room_id)]
             return say("bad", field="n", value=str(n), allowed=", ".join(here) or "none", why="")
-        return say.lines(say("unscheduled", n=n), await self._schedules(conn, room_id, offered, say))
+        return say.lines(say("unscheduled", n=n), await self._schedules(tx, room_id, offered, say))
 
-    async def _runs(self, conn: asyncpg.Connection, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
-        rows = await conn.fetch(self.q["room_runs"], room_id, RUNS_SHOWN)
+    async def _runs(self, tx: Tx, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
+        rows = await tx.runs.latest_in_room(room_id, RUNS_SHOWN)
         if not rows:
             return say("no_runs")
         entries = []
         for r in rows:
-            bot = offered.get(r["bot"])
-            ending = r["ending"] or ("answered" if r["status"] == "done" else r["status"])
-            entries.append("- " + say("run_line", run=r["id"], bot=bot.name if bot else r["bot"], ending=ending,
-                                      cost=f"{r['cost_usd']:.4f}", when=_when(r["created_at"]),
-                                      asker=r["asked_by"] or "nobody"))
+            bot = offered.get(r.bot)
+            ending = r.ending or ("answered" if r.status == "done" else r.status)
+            entries.append("- " + say("run_line", run=r.id, bot=bot.name if bot else r.bot, ending=ending,
+                                      cost=f"{r.cost_usd:.4f}", when=_when(r.created_at),
+                                      asker=r.asked_by or "nobody"))
         return say.lines(say("runs"), "\n".join(entries))
 
-    async def _spend(self, conn: asyncpg.Connection, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
-        rows = await conn.fetch(self.q["room_spend"], room_id)
-        today = sum(r["today"] for r in rows)
-        month = sum(r["month"] for r in rows)
+    async def _spend(self, tx: Tx, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
+        rows = await tx.runs.spend_in_room(room_id)
+        today = sum(r.today for r in rows)
+        month = sum(r.month for r in rows)
         entries = []
         for r in rows:
-            bot = offered.get(r["bot"])
-            entries.append("- " + say("spend_line", bot=bot.name if bot else r["bot"], today=f"{r['today']:.4f}",
-                                      month=f"{r['month']:.4f}"))
+            bot = offered.get(r.bot)
+            entries.append("- " + say("spend_line", bot=bot.name if bot else r.bot, today=f"{r.today:.4f}",
+                                      month=f"{r.month:.4f}"))
         return say.lines(say("spend", today=f"{today:.4f}", month=f"{month:.4f}"), "\n".join(entries))
 
-    async def _cancel(self, conn: asyncpg.Connection, room_id: str, run: int, say: _Say) -> str:
-        if await conn.fetchval(self.q["cancel_room_run"], run, room_id) is None:
-            unfinished = [str(r["id"]) for r in await conn.fetch(self.q["unfinished_room_runs"], room_id)]
+    async def _cancel(self, tx: Tx, room_id: str, run: int, say: _Say) -> str:
+        if not await tx.runs.cancel_one_in_room(run, room_id):
+            unfinished = [str(r) for r in await tx.runs.unfinished_in_room(room_id)]
             return say("bad", field="run", value=str(run), allowed=", ".join(unfinished) or "none", why="")
         return say("cancelling", run=run)
 

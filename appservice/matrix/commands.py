@@ -18,68 +18,46 @@
   naming the field and what it accepts. ``!help`` lists what *this* person may run *here* and whom
   they may ask, answered by the service's own user (or, if it is not in the room, the first of our
   bots that is); with no provider it lists nothing and says why.
-- MSC4332: each puppet publishes ``m.bot.commands`` (and the unstable
-  ``org.matrix.msc4332.commands``) with its commands, in every room it is joined to and has the power
-  to, whenever it joins and whenever content is republished. Only commands a plain member may run
-  are published (state is public to the room); rooms where it lacks power are skipped and logged.
+- What clients draw commands from (MSC4332 ``m.bot.commands`` state) is published by ``command_state``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import aiohttp
-import asyncpg
-from mautrix.api import Method, Path
-from mautrix.appservice import AppServiceAPI
-from mautrix.errors import MatrixError as MautrixError
-from mautrix.errors import MNotFound
-from mautrix.types import UserID
-
-from appservice.matrix.htmltext import html_to_text
+from appservice.matrix.asking import Asking
+from appservice.matrix.htmltext import html_to_text, person_link
 from appservice.matrix.mentions import Puppet, named_bots
-from appservice.matrix.outbox import Outbox
+from appservice.matrix.msc4332 import COMMAND_BLOCKS, from_block
+from appservice.matrix.power import facts_in_room
+from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
-from appservice.matrix.surface import answer_content
 from engine.content import AudienceFacts, Bot, Command, Registry, admits
-from engine.content.audience import facts_in_room
-from engine.core.command_words import STATE_TYPES, command_state, describe_field, explain, may_send_state
-from engine.core.commands import (
-    COMMAND_BLOCKS,
-    SECTION,
-    Problem,
-    args_json,
-    from_block,
-    parse_args,
-    parse_command,
-    strip_address,
-)
+from engine.core.command_words import describe_field, explain
+from engine.core.commands import SECTION, Problem, args_json, parse_args, parse_command, strip_address
 from engine.run.summon import LIVENESS_SECONDS
-from engine.store.db import Database
+from engine.store import Tx
+from engine.store.rooms import Room
 
 log = logging.getLogger(__name__)
 
-Ask = Callable[..., Awaitable[Any]]
+# A trusted caller's reader of a line's scripted model turns (tests and the demo; never serving for real).
 Scripts = Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]
 HELP = "help"
 
 
 class Commands:
-    def __init__(self, db: Database, registry: Callable[[], Registry], *, ask: Ask, server_name: str,
-                 service_user: str, scripts: Scripts | None = None) -> None:
-        self.db = db
-        self.q = db.q
+    def __init__(self, registry: Callable[[], Registry], asking: Asking, *, server_name: str, service_user: str,
+                 scripts: Scripts | None = None) -> None:
         self._registry = registry
-        self.ask = ask
+        self.asking = asking
         self.server_name = server_name
         self.service_user = service_user
-        # Ingest's reader of a line's scripted model turns (honoured only where the config allows).
         self.scripts = scripts
 
-    async def heard(self, conn: asyncpg.Connection, line: Line, event: Mapping[str, Any],
-                    followups: list[Any]) -> bool:
+    async def heard(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool:
         """True when ``line`` was a command (run, or answered with why not)."""
         registry = self._registry()
         said = self._said(line, event, registry)
@@ -87,15 +65,15 @@ class Commands:
             return False
         name, raw = said
         if name == HELP:
-            await self._help(conn, line, registry)
+            await self._help(tx, line, registry)
             return True
         command = registry.commands.get(name)
         if command is None or not _in_rooms(command):
             return False
-        room = await conn.fetchrow(self.q["get_room"], line.room_id)
-        if room is None or room["encrypted"]:
+        room = await tx.rooms.get(line.room_id)
+        if room is None or room.encrypted:
             return False
-        people = await self._people(conn, line.room_id)
+        people = await self._people(tx, line.room_id)
         facts = self._facts(room, line.sender)
         if not admits(command.audience, facts):
             log.info("%s may not run !%s here; withheld", line.sender, name, extra={"room": line.room_id})
@@ -103,14 +81,14 @@ class Commands:
         named = named_bots(line, self._puppets(registry))
         bot = self._runner(command, registry, people, named)
         if bot is None:
-            return await self._no_runner(conn, line, command, registry, people, named)
-        args = parse_args(command, raw, members=people, asker=line.sender)
+            return await self._no_runner(tx, line, command, registry, people, named)
+        args = parse_args(command, raw, members=people, asker=line.sender, person_ref=person_link)
         if isinstance(args, Problem):
             words = explain(args, command, registry.strings)
             log.info("!%s from %s not taken: %s %s", name, line.sender, args.why, args.field,
                      extra={"room": line.room_id, "bot": bot.slug})
             if words:
-                await self._reply(conn, line, bot.user_id, words)
+                await self._reply(tx, line, bot.user_id, words)
             return True
         # The run keeps the name and the arguments; the worker resolves what it asks (command_prompt). The
         # run's prompt stays what the person said.
@@ -122,7 +100,7 @@ class Commands:
                 return True
             context["tool"] = command.tool
         script = self.scripts(event) if self.scripts is not None else None
-        await self.ask(conn, line, bot, extra_context={"command": context}, script=script)
+        await self.asking.ask(tx, line, bot, extra_context={"command": context}, script=script)
         return True
 
     # --- reading the line --------------------------------------------------------------------------
@@ -157,7 +135,7 @@ class Commands:
             candidates = [b for b in candidates if b.user_id in named]
         return candidates[0] if candidates else None
 
-    async def _no_runner(self, conn: asyncpg.Connection, line: Line, command: Command, registry: Registry,
+    async def _no_runner(self, tx: Tx, line: Line, command: Command, registry: Registry,
                          people: Mapping[str, str | None], named: Sequence[str]) -> bool:
         """No bot here runs it. A line naming another bot is that bot's (ingest summons it); a bot
         command whose bot is not here is just a line; a tool command is told there is none."""
@@ -166,13 +144,13 @@ class Commands:
         words = registry.strings.get(SECTION, "tool_no_bot")
         sender = self._speaker(registry, people)
         if words and sender:
-            await self._reply(conn, line, sender, words.format(command=command.name, tool=command.tool))
+            await self._reply(tx, line, sender, words.format(command=command.name, tool=command.tool))
         return True
 
-    async def _people(self, conn: asyncpg.Connection, room_id: str) -> dict[str, str | None]:
-        return {r["user_id"]: r["display_name"] for r in await conn.fetch(self.q["room_people"], room_id)}
+    async def _people(self, tx: Tx, room_id: str) -> dict[str, str | None]:
+        return {r.user_id: r.display_name for r in await tx.rooms.people(room_id)}
 
-    def _facts(self, room: asyncpg.Record, user_id: str) -> AudienceFacts:
+    def _facts(self, room: Room, user_id: str) -> AudienceFacts:
         # The sender spoke in the room, so they are in it (as ingest reads it for a mention).
         return facts_in_room(user_id, room, self.server_name)
 
@@ -182,26 +160,26 @@ class Commands:
             return self.service_user
         return next((b.user_id for b in registry.bots.values() if b.user_id in people), None)
 
-    async def _reply(self, conn: asyncpg.Connection, line: Line, sender: str, text: str) -> None:
+    async def _reply(self, tx: Tx, line: Line, sender: str, text: str) -> None:
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-        await Outbox.enqueue(conn, self.q, txn_id=f"summon.cmd.{line.event_id}", room_id=line.room_id,
-                             sender=sender, event_type="m.room.message", content=content)
+        await tx.outbox.enqueue(txn_id=f"summon.cmd.{line.event_id}", room_id=line.room_id, sender=sender,
+                                event_type="m.room.message", content=content)
 
     # --- !help -------------------------------------------------------------------------------------
 
-    async def _help(self, conn: asyncpg.Connection, line: Line, registry: Registry) -> None:
-        room = await conn.fetchrow(self.q["get_room"], line.room_id)
-        if room is None or room["encrypted"]:
+    async def _help(self, tx: Tx, line: Line, registry: Registry) -> None:
+        room = await tx.rooms.get(line.room_id)
+        if room is None or room.encrypted:
             return
-        people = await self._people(conn, line.room_id)
+        people = await self._people(tx, line.room_id)
         sender = self._speaker(registry, people)
         if sender is None:
             log.info("!help in a room none of ours is in", extra={"room": line.room_id})
             return
-        usable = bool(await conn.fetchval(self.q["provider_usable"], LIVENESS_SECONDS))
+        usable = await tx.workers.provider_usable(LIVENESS_SECONDS)
         text = help_text(registry, self._facts(room, line.sender), people, usable=usable)
         if text:
-            await self._reply(conn, line, sender, text)
+            await self._reply(tx, line, sender, text)
 
 
 def help_text(registry: Registry, facts: AudienceFacts, people: Mapping[str, str | None], *,
@@ -232,64 +210,11 @@ def help_text(registry: Registry, facts: AudienceFacts, people: Mapping[str, str
     return "\n\n".join(parts)
 
 
-# --- MSC4332 command state ----------------------------------------------------------------------
-
-
 def puppet_commands(registry: Registry, bot: Bot, facts: AudienceFacts) -> list[Command]:
     """The commands ``bot`` answers in rooms that the person ``facts`` describes may run."""
     return [c for c in registry.commands.values()
             if _in_rooms(c) and admits(c.audience, facts)
             and (c.bot == bot.slug or (c.tool is not None and c.tool in bot.tools))]
-
-
-async def publish_command_state(api: AppServiceAPI, db: Database, registry: Registry) -> None:
-    """Every puppet's command state, in every room it is joined to (after content is republished)."""
-    for bot in registry.bots.values():
-        if "rooms" not in bot.surfaces:
-            continue
-        for row in await db.fetch("rooms_joined_by", bot.user_id):
-            await publish_in_room(api, db, registry, row["room_id"], bot.user_id)
-
-
-async def publish_in_room(api: AppServiceAPI, db: Database, registry: Registry, room_id: str,
-                          puppet: str) -> bool:
-    """Set ``puppet``'s MSC4332 state in ``room_id`` to its commands, if it is joined and has the power
-    to (and only when it differs from what is there). True when the room now shows its commands."""
-    bot = next((b for b in registry.bots.values() if b.user_id == puppet), None)
-    room = await db.fetchrow("get_room", room_id)
-    if bot is None or room is None or room["encrypted"] or room["left_at"] is not None:
-        return False
-    member = await db.fetchrow("get_member", room_id, puppet)
-    if member is None or member["membership"] != "join":
-        return False
-    # State is public to the room: publish what a plain local member may run, never more.
-    # (Someone the power levels do not name: they hold users_default.)
-    plain = facts_in_room(f"@-:{registry.server_name}", room, registry.server_name)
-    content = command_state(puppet_commands(registry, bot, plain), registry.strings)
-    intent = api.intent(UserID(puppet))
-    shown = True
-    for event_type in STATE_TYPES:
-        if not may_send_state(puppet, event_type, room):
-            log.info("%s may not set %s in %s; its commands are not published there", puppet, event_type, room_id,
-                     extra={"room": room_id, "bot": bot.slug})
-            shown = False
-            continue
-        path = Path.v3.rooms[room_id].state[event_type][puppet]
-        try:
-            try:
-                current = await intent.api.request(Method.GET, path)
-            except MNotFound:
-                current = None
-            if current == content or (current is None and not content["commands"]):
-                continue
-            await intent.api.request(Method.PUT, path, content)
-            log.info("published %d command(s) as %s in %s", len(content["commands"]), event_type, room_id,
-                     extra={"room": room_id, "bot": bot.slug})
-        except (MautrixError, aiohttp.ClientError, OSError) as exc:
-            log.warning("could not publish %s in %s: %s", event_type, room_id, exc,
-                        extra={"room": room_id, "bot": bot.slug})
-            shown = False
-    return shown
 
 
 def _in_rooms(command: Command) -> bool:

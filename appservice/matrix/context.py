@@ -2,7 +2,9 @@
 
 - Summoned in a thread → the thread: its root and every reply. A thread whose root we never heard (it
   predates the bot being in the room) is fetched from the homeserver — the root and the thread's
-  relations, as the bot's puppet — and kept as lines, so the next summons finds it stored.
+  relations, as one of our puppets — and kept as lines, so the next summons finds it stored. The fetch
+  (``ThreadBackfill``) happens *before* the appservice transaction begins, never while a room's row is
+  locked: a slow homeserver holds up nothing but the transaction that needed it.
 - Outside a thread → the room's main timeline: what was said and who came and went; a thread's replies
   are not folded in (a conversation somebody stepped aside to have, which the channel does not show).
 - Only lines the asker could see: the room's history visibility and their membership *at each line*,
@@ -12,30 +14,27 @@
 - The framing words are strings (``### context``); senders go by their display name in the room, so a
   bridged sender reads as the name people see.
 
-Ingest runs inside the database transaction that acknowledges the homeserver's transaction, so a fetch is
-bounded by ``fetch_seconds``; one that fails or runs out of time is logged and the context is marked
-``incomplete`` (with the site's words for it), never silently short.
+A thread that could not be fetched (or was not, in time) is marked ``incomplete`` (with the site's words
+for it), never silently short.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiohttp
-import asyncpg
-from mautrix.api import Method, Path
-from mautrix.appservice import AppServiceAPI
-from mautrix.errors import MatrixError as MautrixError
-from mautrix.types import UserID
-
+from appservice.matrix.mentions import named_bots
+from appservice.matrix.offers import bare_number
+from appservice.matrix.ours import Ours
 from appservice.matrix.said import Line, read_event
+from engine.content import Registry
 from engine.content.strings import Strings
-from engine.errors import MatrixError
-from engine.store.queries import Queries
+from engine.core.commands import parse_command, strip_address
+from engine.errors import MatrixError, StoreError
+from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ ELLIPSIS = "…"
 class ContextSettings:
     tokens: int = 6000  # the budget: the newest lines that fit are kept
     lines: int = 200  # at most this many lines are read
-    fetch_seconds: float = 3.0  # the longest a thread fetch may hold the ingest transaction
+    fetch_seconds: float = 3.0  # the longest a thread fetch may hold up the appservice transaction
     fetch_events: int = 200  # at most this many replies are fetched
 
 
@@ -57,38 +56,6 @@ class ThreadFetch(Protocol):
     oldest first (raw client events). Raises ``MatrixError``."""
 
     async def __call__(self, room_id: str, root: str, *, as_user: str, limit: int) -> list[dict[str, Any]]: ...
-
-
-class HomeserverThreads:
-    """``ThreadFetch`` over the client-server API: ``GET /rooms/{room}/event/{root}`` and
-    ``GET /v1/rooms/{room}/relations/{root}/m.thread`` (newest first, paged), as a puppet."""
-
-    def __init__(self, api: AppServiceAPI) -> None:
-        self.api = api
-
-    async def __call__(self, room_id: str, root: str, *, as_user: str, limit: int) -> list[dict[str, Any]]:
-        as_puppet = self.api.user(UserID(as_user))
-        replies: list[dict[str, Any]] = []
-        try:
-            first = await as_puppet.request(Method.GET, Path.v3.rooms[room_id].event[root], retry_count=0)
-            token: str | None = None
-            while len(replies) < limit:
-                params: dict[str, Any] = {"dir": "b", "limit": str(min(100, limit - len(replies)))}
-                if token:
-                    params["from"] = token
-                page = await as_puppet.request(Method.GET, Path.v1.rooms[room_id].relations[root]["m.thread"],
-                                               query_params=params, retry_count=0)
-                chunk = page.get("chunk") if isinstance(page, dict) else None
-                if not isinstance(chunk, list) or not chunk:
-                    break
-                replies.extend(e for e in chunk if isinstance(e, dict))
-                token = page.get("next_batch")
-                if not isinstance(token, str):
-                    break
-        except (MautrixError, aiohttp.ClientError, OSError, ValueError) as exc:
-            raise MatrixError(f"could not read the thread {root} in {room_id}: {exc}") from exc
-        root_event = first if isinstance(first, dict) else {}
-        return [root_event, *reversed(replies)]
 
 
 def cost(line: Mapping[str, Any]) -> int:
@@ -127,42 +94,41 @@ def _shortened(line: dict[str, Any], chars: int) -> dict[str, Any]:
     return {**line, "said": str(line.get("said") or "")[:room] + ELLIPSIS}
 
 
-def _line(row: Mapping[str, Any], said: str | None = None, name: str | None = None) -> dict[str, Any]:
-    return {"event_id": row["event_id"], "sender": row["sender"], "name": name or row["name"],
-            "said": row["said"] if said is None else said, "ts": row["ts"]}
+def _line(event_id: str, sender: str, name: str, said: str, ts: int) -> dict[str, Any]:
+    return {"event_id": event_id, "sender": sender, "name": name, "said": said, "ts": ts}
 
 
 class ContextReader:
-    """Reads what a bot is given for a line, in the ingest transaction."""
+    """Reads what a bot is given for a line, in the appservice transaction, from what is stored."""
 
-    def __init__(self, q: Queries, settings: ContextSettings | None = None, fetch: ThreadFetch | None = None) -> None:
-        self.q = q
+    def __init__(self, settings: ContextSettings | None = None) -> None:
         self.settings = settings or ContextSettings()
-        self.fetch = fetch
 
-    async def read(self, conn: asyncpg.Connection, line: Line, strings: Strings, *, as_user: str) -> dict[str, Any]:
+    async def read(self, tx: Tx, line: Line, strings: Strings) -> dict[str, Any]:
         """The conversation as ``line``'s sender reads it: the thread when asked in one, else the main
         timeline."""
-        room_name = str(await conn.fetchval(self.q["context_room_name"], line.room_id))
+        room_name = await tx.lines.room_name(line.room_id)
         context: dict[str, Any]
         if line.thread_root:
-            context = await self._thread(conn, line, line.thread_root, strings, as_user)
+            context = await self._thread(tx, line, line.thread_root, strings)
         else:
-            context = await self._timeline(conn, line, strings)
+            context = await self._timeline(tx, line, strings)
         header = strings.get("context", "thread" if line.thread_root else "room")
         if header:
             context["header"] = header.format(room=room_name)
         return context
 
-    async def _thread(self, conn: asyncpg.Connection, line: Line, root: str, strings: Strings,
-                      as_user: str) -> dict[str, Any]:
-        complete = True
-        if not await conn.fetchval(self.q["context_stored"], root):
-            complete = await self._fetch_thread(conn, line, root, as_user)
-        rows = await conn.fetch(self.q["context_thread"], line.room_id, root, line.ts, line.sender, self.settings.lines)
-        has_root = bool(rows) and rows[0]["event_id"] == root
+    async def _thread(self, tx: Tx, line: Line, root: str, strings: Strings) -> dict[str, Any]:
+        # The root is stored unless the thread predates us and could not be fetched (``ThreadBackfill``).
+        complete = await tx.lines.stored(root)
+        if not complete:
+            log.warning("the thread %s is not stored and could not be fetched; its context is incomplete", root,
+                        extra={"room": line.room_id})
+        rows = await tx.lines.thread(line.room_id, root, until_ts=line.ts, viewer=line.sender,
+                                     limit=self.settings.lines)
+        has_root = bool(rows) and rows[0].event_id == root
         ordered = ([rows[0]] if has_root else []) + list(reversed(rows[1:] if has_root else rows))
-        lines = [_line(r) for r in ordered]
+        lines = [_line(r.event_id, r.sender, r.name, r.said, r.ts) for r in ordered]
         kept = within_budget(lines, self.settings.tokens, keep_first=has_root)
         context: dict[str, Any] = {"kind": "thread", "lines": kept}
         if len(kept) < len(lines):
@@ -174,58 +140,136 @@ class ContextReader:
                 context["note"] = note
         return context
 
-    async def _timeline(self, conn: asyncpg.Connection, line: Line, strings: Strings) -> dict[str, Any]:
-        rows = await conn.fetch(self.q["context_timeline"], line.room_id, line.ts, line.sender, self.settings.lines)
+    async def _timeline(self, tx: Tx, line: Line, strings: Strings) -> dict[str, Any]:
+        rows = await tx.lines.timeline(line.room_id, until_ts=line.ts, viewer=line.sender, limit=self.settings.lines)
         lines: list[dict[str, Any]] = []
         for r in reversed(rows):
-            if r["membership"] is None or r["said"]:
-                lines.append(_line(r))
+            if r.membership is None or r.said:
+                lines.append(_line(r.event_id, r.sender, r.name, r.said, r.ts))
                 continue
             # Who came and went, in the site's words; with none, nothing is said.
-            words = strings.get("context", "joined" if r["membership"] == "join" else "left")
+            words = strings.get("context", "joined" if r.membership == "join" else "left")
             if words:
-                lines.append({**_line(r, words.format(name=r["subject"]), name=r["subject"]), "member": True})
+                lines.append({**_line(r.event_id, r.sender, r.subject or r.name,
+                                      words.format(name=r.subject), r.ts), "member": True})
         kept = within_budget(lines, self.settings.tokens)
         context: dict[str, Any] = {"kind": "timeline", "lines": kept}
         if len(kept) < len(lines):
             context["dropped"] = len(lines) - len(kept)
         return context
 
-    async def _fetch_thread(self, conn: asyncpg.Connection, line: Line, root: str, as_user: str) -> bool:
-        """Fetch a thread we have not stored and keep its lines; False when it could not be read."""
-        if self.fetch is None:
-            log.warning("the thread %s is not stored and nothing can fetch it; its context is incomplete", root,
-                        extra={"room": line.room_id})
-            return False
+
+Fetched = dict[tuple[str, str], list[dict[str, Any]]]  # (room, root) → the thread's raw events
+
+
+class ThreadBackfill:
+    """Threads a summoning line is in that we never heard from the start, fetched from the homeserver
+    before the appservice transaction begins (``fetch``), then kept as lines inside it (``keep``)."""
+
+    def __init__(self, fetch: ThreadFetch | None, registry: Callable[[], Registry], ours: Ours,
+                 settings: ContextSettings | None = None) -> None:
+        self.fetch_thread = fetch
+        self._registry = registry
+        self.ours = ours
+        self.settings = settings or ContextSettings()
+
+    async def fetch(self, store: Store, events: Sequence[Mapping[str, Any]]) -> Fetched:
+        """Every unstored thread a line among ``events`` may summon in, fetched (each bounded by
+        ``fetch_seconds``, all at once). Outside any transaction: nothing is locked while it waits."""
+        wanted: dict[tuple[str, str], str] = {}
+        for event in events:
+            line = read_event(event) if _in_a_thread(event) else None
+            if line is None or line.thread_root is None or (line.room_id, line.thread_root) in wanted:
+                continue
+            if not self._may_summon(line):
+                continue
+            try:
+                if await store.lines.stored(line.thread_root):
+                    continue
+                reader = await self._reader(store, line)
+            except StoreError as exc:
+                log.warning("could not check whether thread %s is stored (%s)", line.thread_root, exc,
+                            extra={"room": line.room_id})
+                continue
+            if reader is None:
+                log.warning("the thread %s is not stored and none of ours may read it", line.thread_root,
+                            extra={"room": line.room_id})
+                continue
+            wanted[(line.room_id, line.thread_root)] = reader
+        if not wanted:
+            return {}
+        if self.fetch_thread is None:
+            log.warning("%d thread(s) not stored and nothing can fetch them; their context is incomplete",
+                        len(wanted))
+            return {}
+        found = await asyncio.gather(*(self._one(room, root, reader) for (room, root), reader in wanted.items()))
+        # The homeserver lists the transaction's own lines too (the asking line is in the thread by now):
+        # those are stored by their handler, as news, never kept here first as old.
+        own = {event.get("event_id") for event in events}
+        return {key: [raw for raw in thread if raw.get("event_id") not in own]
+                for key, thread in zip(wanted, found, strict=True) if thread is not None}
+
+    async def _one(self, room_id: str, root: str, reader: str) -> list[dict[str, Any]] | None:
+        assert self.fetch_thread is not None
         try:
-            events = await asyncio.wait_for(
-                self.fetch(line.room_id, root, as_user=as_user, limit=self.settings.fetch_events),
+            return await asyncio.wait_for(
+                self.fetch_thread(room_id, root, as_user=reader, limit=self.settings.fetch_events),
                 self.settings.fetch_seconds,
             )
         except (TimeoutError, MatrixError) as exc:
             log.warning("the thread %s could not be fetched (%s); its context is incomplete", root,
-                        exc or "timed out", extra={"room": line.room_id})
-            return False
-        try:
-            async with conn.transaction():  # a savepoint: a bad fetched event never loses the asking line
-                for raw in events:
-                    await self._keep(conn, line.room_id, root, raw)
-        except (asyncpg.DataError, ValueError, TypeError) as exc:
-            log.warning("the thread %s was fetched but could not be kept (%s); its context is incomplete", root,
-                        exc, extra={"room": line.room_id})
-            return False
-        return True
+                        exc or "timed out", extra={"room": room_id})
+            return None
 
-    async def _keep(self, conn: asyncpg.Connection, room_id: str, root: str, raw: Mapping[str, Any]) -> None:
-        fetched = read_event({**raw, "room_id": room_id})
-        if fetched is None or fetched.is_state or fetched.replaces or fetched.redacts:
-            return
-        if fetched.event_id != root and fetched.thread_root != root:
-            return
-        text = _latest_edit(raw, fetched) or fetched.text
-        await conn.execute(self.q["context_store_fetched"], fetched.event_id, room_id, fetched.sender,
-                           fetched.event_type, fetched.ts, dict(raw.get("content") or {}), text,
-                           fetched.thread_root, fetched.reply_to)
+    def _may_summon(self, line: Line) -> bool:
+        """A line that names a bot, is a command, or presses a choice by its number (what may read a
+        context); other lines never need the thread."""
+        if line.is_notice or line.replaces or line.redacts or self.ours(line.sender) or not line.text.strip():
+            return False
+        registry = self._registry()
+        names = [self.ours.service_user, *(n for b in registry.bots.values() for n in (b.user_id, b.name))]
+        return (bool(named_bots(line, self.ours.puppets())) or parse_command(strip_address(line.text, names)) is not None
+                or bare_number(line.text) is not None)
+
+    async def _reader(self, store: Store, line: Line) -> str | None:
+        """Who reads the thread: the puppet the line names, else one of ours in the room."""
+        named = named_bots(line, self.ours.puppets())
+        if named:
+            return named[0]
+        joined = await store.rooms.ours(line.room_id, [p.user_id for p in self.ours.puppets()])
+        return next((m.user_id for m in joined if m.membership == "join"), None)
+
+    async def keep(self, tx: Tx, fetched: Fetched) -> None:
+        """Keep what was fetched as lines (once, by event id); a thread that cannot be kept is logged and
+        its context is incomplete."""
+        for (room_id, root), events in fetched.items():
+            try:
+                async with tx.savepoint():  # a bad fetched event never loses the transaction
+                    for raw in events:
+                        await _keep(tx, room_id, root, raw)
+            except (StoreError, ValueError, TypeError) as exc:
+                log.warning("the thread %s was fetched but could not be kept (%s); its context is incomplete",
+                            root, exc, extra={"room": room_id})
+
+
+def _in_a_thread(event: Mapping[str, Any]) -> bool:
+    """A message in a thread (read cheaply: most lines are not, and are read once, by their handler)."""
+    content = event.get("content")
+    relates = content.get("m.relates_to") if isinstance(content, Mapping) else None
+    return (event.get("type") == "m.room.message" and isinstance(relates, Mapping)
+            and relates.get("rel_type") == "m.thread")
+
+
+async def _keep(tx: Tx, room_id: str, root: str, raw: Mapping[str, Any]) -> None:
+    fetched = read_event({**raw, "room_id": room_id})
+    if fetched is None or fetched.is_state or fetched.replaces or fetched.redacts:
+        return
+    if fetched.event_id != root and fetched.thread_root != root:
+        return
+    text = _latest_edit(raw, fetched) or fetched.text
+    await tx.lines.store_fetched(event_id=fetched.event_id, room_id=room_id, sender=fetched.sender,
+                                 event_type=fetched.event_type, ts=fetched.ts, content=dict(raw.get("content") or {}),
+                                 said=text, thread_root=fetched.thread_root, reply_to=fetched.reply_to)
 
 
 def _latest_edit(raw: Mapping[str, Any], original: Line) -> str | None:

@@ -37,6 +37,19 @@ def matrix_to_user_id(href: str) -> str | None:
     return target if target.startswith("@") and ":" in target else None
 
 
+_PERSON_LINK = re.compile(r"https?://matrix\.to/#/([^/?\s]+)(?:\?\S*)?", re.IGNORECASE)
+
+
+def person_link(text: str) -> str | None:
+    """The user id a line's word refers to when the whole word is a matrix.to link to a person (how a
+    command's person argument may be given); None otherwise."""
+    match = _PERSON_LINK.fullmatch(text.strip())
+    if match is None:
+        return None
+    target = unquote(match.group(1))
+    return target if target.startswith("@") and ":" in target else None
+
+
 def html_to_text(html: str, *, pills_as_ids: bool = False) -> str:
     """Flatten Matrix HTML to what a person reads.
 

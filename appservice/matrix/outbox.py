@@ -19,10 +19,11 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
-import asyncpg
 
-from engine.errors import MatrixError
-from engine.store.db import Database
+from engine.clock import Clock
+from engine.errors import MatrixError, StoreError
+from engine.store import Store
+from engine.store.outbox import Outgoing
 
 log = logging.getLogger(__name__)
 
@@ -119,41 +120,32 @@ def edit_of(content: dict[str, Any], event_id: str) -> dict[str, Any]:
 
 
 class Outbox:
-    def __init__(self, db: Database, sender: MatrixSender) -> None:
-        self.db = db
-        self.sender = sender
-        self._wake = asyncio.Event()
+    """Sends what is queued (``tx.outbox.enqueue``: with ``of_txn`` a message edits (``m.room.message``) or
+    redacts (``m.room.redaction``) the earlier message queued under that transaction id — or, when its content
+    carries an ``m.annotation`` or ``m.reference`` relation without an event id (a reaction, a poll's end),
+    points at that message)."""
 
-    @staticmethod
-    async def enqueue(
-        conn: asyncpg.Connection, q: Any, *, txn_id: str, room_id: str, sender: str,
-        event_type: str, content: dict[str, Any], run_id: int | None = None, of_txn: str | None = None,
-    ) -> None:
-        """Queue a message; with ``of_txn`` it edits (``m.room.message``) or redacts (``m.room.redaction``)
-        the earlier message queued under that transaction id — or, when its content carries an
-        ``m.annotation`` or ``m.reference`` relation without an event id (a reaction, a poll's end), it
-        points at that message."""
-        if of_txn is None:
-            await conn.execute(q["enqueue_outbox"], txn_id, run_id, room_id, sender, event_type, content)
-        else:
-            await conn.execute(q["enqueue_outbox_of"], txn_id, run_id, room_id, sender, event_type, content, of_txn)
+    def __init__(self, store: Store, sender: MatrixSender, clock: Clock) -> None:
+        self.store = store
+        self.sender = sender
+        self.clock = clock
+        self._wake = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Send what is due, woken by NOTIFY on insert, and otherwise when the next retry falls due."""
-        listening = asyncio.ensure_future(self.db.listen("summon_outbox", self.wake, stop))
+        listening = asyncio.ensure_future(self.store.listen("summon_outbox", self.wake, stop))
         try:
             while not stop.is_set():
                 self._wake.clear()
                 try:
                     if await self.send_due():
                         continue
-                    wait = await self.db.fetchval("next_outbox_due")
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                    wait = await self.store.outbox.next_due()
+                except StoreError:
                     log.warning("outbox: the database is unavailable; retrying in 1s")
                     wait = 1.0
                 timeout = 5.0 if wait is None else max(0.01, min(5.0, float(wait)))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                await self.clock.wait(self._wake, timeout)
         finally:
             listening.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -164,32 +156,30 @@ class Outbox:
 
     async def send_due(self) -> int:
         """Send what is due: each room's messages in order, different rooms at the same time."""
-        rows = await self.db.fetch("claim_outbox", CLAIM_BATCH, HIDE_SECONDS)
-        by_room: dict[str, list[asyncpg.Record]] = {}
+        rows = await self.store.outbox.claim(CLAIM_BATCH, HIDE_SECONDS)
+        by_room: dict[str, list[Outgoing]] = {}
         for row in rows:
-            by_room.setdefault(row["room_id"], []).append(row)
+            by_room.setdefault(row.room_id, []).append(row)
 
-        async def in_order(batch: list[asyncpg.Record]) -> None:
+        async def in_order(batch: list[Outgoing]) -> None:
             for row in batch:
                 await self._send_one(row)
 
         await asyncio.gather(*(in_order(batch) for batch in by_room.values()))
         return len(rows)
 
-    async def _send_one(self, row: asyncpg.Record) -> None:
-        extra = {"room": row["room_id"], "run": row["run_id"], "txn": row["txn_id"]}
+    async def _send_one(self, row: Outgoing) -> None:
+        extra = {"room": row.room_id, "run": row.run_id, "txn": row.txn_id}
         try:
             found = None
-            if row["attempts"] > 1 and row["event_type"] != "m.room.redaction":
+            if row.attempts > 1 and row.event_type != "m.room.redaction":
                 # The last attempt's outcome is unknown (it may have landed before the homeserver went
                 # away, and a restarted Synapse no longer knows the txn id): look before sending again.
-                found = await self.sender.already_sent(row["room_id"], row["txn_id"], row["sender"])
+                found = await self.sender.already_sent(row.room_id, row.txn_id, row.sender)
             if found is not None:
                 event_id = found
-            elif row["of_txn"] is None:
-                event_id = await self.sender.send(
-                    row["room_id"], row["event_type"], row["content"], row["txn_id"], row["sender"],
-                )
+            elif row.of_txn is None:
+                event_id = await self.sender.send(row.room_id, row.event_type, row.content, row.txn_id, row.sender)
             else:
                 sent = await self._related(row)
                 if sent is None:
@@ -197,31 +187,32 @@ class Outbox:
                 event_id = sent
         except MatrixError as exc:
             if exc.retryable:
-                wait = exc.retry_after_ms / 1000 if exc.retry_after_ms else backoff(row["attempts"])
+                wait = exc.retry_after_ms / 1000 if exc.retry_after_ms else backoff(row.attempts)
                 log.warning("outbox: send failed (%s); retrying in %.1fs", exc, wait, extra=extra)
-                await self.db.execute("outbox_retry", row["id"], wait, str(exc))
+                await self.store.outbox.retry(row.id, wait, str(exc))
             else:
                 log.error("outbox: the homeserver refused a message for good: %s", exc, extra=extra)
-                await self.db.execute("outbox_failed", row["id"], str(exc))
+                await self.store.outbox.failed(row.id, str(exc))
             return
-        await self.db.execute("outbox_sent", row["id"], event_id)
+        await self.store.outbox.sent(row.id, event_id)
         log.info("outbox: sent %s", event_id, extra=extra)
 
-    async def _related(self, row: asyncpg.Record) -> str | None:
+    async def _related(self, row: Outgoing) -> str | None:
         """An edit or a redaction of an earlier message: sent once that message has its event id."""
-        earlier = await self.db.fetchrow("outbox_event_for_txn", row["of_txn"])
-        if earlier is None or earlier["status"] == "failed":
-            await self.db.execute("outbox_failed", row["id"], f"the message it relates to ({row['of_txn']}) was never sent")
+        assert row.of_txn is not None
+        earlier = await self.store.outbox.sent_as(row.of_txn)
+        if earlier is None or earlier.status == "failed":
+            await self.store.outbox.failed(row.id, f"the message it relates to ({row.of_txn}) was never sent")
             return None
-        if earlier["event_id"] is None:
-            await self.db.execute("outbox_retry", row["id"], RELATED_WAIT, "waiting for the message it relates to")
+        if earlier.event_id is None:
+            await self.store.outbox.retry(row.id, RELATED_WAIT, "waiting for the message it relates to")
             return None
-        if row["event_type"] == "m.room.redaction":
-            return await self.sender.redact(row["room_id"], earlier["event_id"], row["txn_id"], row["sender"])
-        rel = row["content"].get("m.relates_to")
+        if row.event_type == "m.room.redaction":
+            return await self.sender.redact(row.room_id, earlier.event_id, row.txn_id, row.sender)
+        rel = row.content.get("m.relates_to")
         if isinstance(rel, dict) and rel.get("rel_type") in POINTING:
             # A keycap on an answer, a poll's end: the relation waits only for the event id.
-            content = {**row["content"], "m.relates_to": {**rel, "event_id": earlier["event_id"]}}
-            return await self.sender.send(row["room_id"], row["event_type"], content, row["txn_id"], row["sender"])
-        return await self.sender.send(row["room_id"], row["event_type"], edit_of(row["content"], earlier["event_id"]),
-                                      row["txn_id"], row["sender"])
+            content = {**row.content, "m.relates_to": {**rel, "event_id": earlier.event_id}}
+            return await self.sender.send(row.room_id, row.event_type, content, row.txn_id, row.sender)
+        return await self.sender.send(row.room_id, row.event_type, edit_of(row.content, earlier.event_id),
+                                      row.txn_id, row.sender)

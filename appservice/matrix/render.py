@@ -12,7 +12,7 @@ import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import nh3
 from markdown_it import MarkdownIt
@@ -21,7 +21,7 @@ from markdown_it.renderer import RendererHTML, RendererProtocol
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
-__all__ = ["MATRIX_ATTRIBUTES", "MATRIX_TAGS", "Rendered", "render", "sanitize"]
+__all__ = ["MATRIX_ATTRIBUTES", "MATRIX_TAGS", "Rendered", "answer_content", "render", "sanitize"]
 
 MATRIX_TAGS = frozenset(
     "del h1 h2 h3 h4 h5 h6 blockquote p a ul ol sup sub li b i u strong em s code hr br div "
@@ -117,3 +117,22 @@ def _adds_nothing(formatted: str, body: str) -> bool:
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["table", "strikethrough"])
 _MARKDOWN.add_render_rule("image", _image)
+
+
+def answer_content(text: str, *, thread_root: str | None, reply_to: str | None, mention: str | None) -> dict[str, Any]:
+    """A bot's notice: rendered, replying to ``reply_to`` (in its thread when there is one), and
+    mentioning ``mention`` (the asker) — or nobody."""
+    rendered = render(text)
+    content: dict[str, Any] = {"msgtype": "m.notice", "body": rendered.body,
+                               "m.mentions": {"user_ids": [mention]} if mention else {}}
+    if rendered.formatted_body is not None:
+        content["format"] = "org.matrix.custom.html"
+        content["formatted_body"] = rendered.formatted_body
+    if thread_root:
+        relates: dict[str, Any] = {"rel_type": "m.thread", "event_id": thread_root, "is_falling_back": False}
+        if reply_to:
+            relates["m.in_reply_to"] = {"event_id": reply_to}
+        content["m.relates_to"] = relates
+    elif reply_to:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+    return content

@@ -8,9 +8,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import asyncpg
-
-from appservice.matrix.outbox import Outbox
+from engine.store import Tx
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +29,16 @@ def ticket_notice(ticket: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def tell_staff(conn: asyncpg.Connection, q: Any, room_id: str, sender: str, ticket: Mapping[str, Any]) -> None:
+async def tell_staff(tx: Tx, room_id: str, sender: str, ticket: Mapping[str, Any]) -> None:
     """Queue the ticket's notice to the staff room as ``sender``, under a transaction id of the ticket's own
     (a retried raise queues nothing new)."""
-    room = await conn.fetchrow(q["get_room"], room_id)
-    if room is not None and room["encrypted"]:
+    room = await tx.rooms.get(room_id)
+    if room is not None and room.encrypted:
         # Never a plaintext message into an encrypted room (SPEC §4): the ticket stands, nobody is told here.
         log.error("ticket %s raised, but the staff room %s is encrypted: not told there; configure a room "
                   "without encryption (tools.staff_room)", ticket.get("id"), room_id, extra={"room": room_id})
         return
-    await Outbox.enqueue(
-        conn, q, txn_id=f"summon-ticket-{ticket['id']}", room_id=room_id, sender=sender,
-        event_type="m.room.message", content=ticket_notice(ticket), run_id=ticket.get("raised_by_run"),
+    await tx.outbox.enqueue(
+        txn_id=f"summon-ticket-{ticket['id']}", room_id=room_id, sender=sender, event_type="m.room.message",
+        content=ticket_notice(ticket), run_id=ticket.get("raised_by_run"),
     )

@@ -16,12 +16,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import aiohttp
-import asyncpg
-from mautrix.appservice import AppServiceAPI
-from mautrix.errors import MatrixError as MautrixError
-from mautrix.types import RoomID, UserID
-
+from appservice.matrix.command_state import CommandState
+from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.offers import (
     POLL_START,
     answer_txn,
@@ -33,11 +29,14 @@ from appservice.matrix.offers import (
     poll_txn,
     style_of,
 )
-from appservice.matrix.outbox import Outbox
-from appservice.matrix.render import render
+from appservice.matrix.power import facts_in_room
+from appservice.matrix.render import answer_content
+from engine.clock import Clock
 from engine.content import Registry
+from engine.content.audience import AudienceFacts
 from engine.core import choices
-from engine.store.db import Database
+from engine.errors import MatrixError
+from engine.store import Families, Tx
 from engine.surface import Answered, Outcome, RunInfo
 from engine.tasks import TaskGroup
 
@@ -53,42 +52,54 @@ def progress_txn(run_id: int) -> str:
     return f"summon.run{run_id}.progress"
 
 
-def answer_content(text: str, *, thread_root: str | None, reply_to: str | None, mention: str | None) -> dict[str, Any]:
-    """A bot's notice: rendered, replying to ``reply_to`` (in its thread when there is one), and
-    mentioning ``mention`` (the asker) — or nobody."""
-    rendered = render(text)
-    content: dict[str, Any] = {"msgtype": "m.notice", "body": rendered.body,
-                               "m.mentions": {"user_ids": [mention]} if mention else {}}
-    if rendered.formatted_body is not None:
-        content["format"] = "org.matrix.custom.html"
-        content["formatted_body"] = rendered.formatted_body
-    if thread_root:
-        relates: dict[str, Any] = {"rel_type": "m.thread", "event_id": thread_root, "is_falling_back": False}
-        if reply_to:
-            relates["m.in_reply_to"] = {"event_id": reply_to}
-        content["m.relates_to"] = relates
-    elif reply_to:
-        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
-    return content
-
-
 def run_content(run: RunInfo, text: str, *, mention: bool = True) -> dict[str, Any]:
     """A notice about ``run``: where it was asked, mentioning the asker unless ``mention`` is False."""
     return answer_content(text, thread_root=run.thread_root, reply_to=run.trigger_event,
                           mention=run.asked_by if mention else None)
 
 
-class MatrixSurface:
+async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, server_name: str,
+                    site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+    """A person as the room knows them now: a member? a moderator or an admin, by the room's own power
+    levels? With no room (or nobody), just who they are."""
+    room = await db.rooms.get(room_id) if room_id is not None else None
+    if user_id is None or room is None:
+        return AudienceFacts(user_id=user_id, local_server=server_name, site_classes=site_classes)
+    member = await db.rooms.member(room.room_id, user_id)
+    return facts_in_room(user_id, room, server_name, is_member=member is not None and member.membership == "join",
+                         site_classes=site_classes)
+
+
+class RoomFacts:
+    """Who a person is in a Matrix room (``facts_now``): the part of the rooms surface a schedule, an event
+    or the handling of a line needs — no homeserver calls."""
+
     name = "rooms"
 
-    def __init__(self, db: Database, api: AppServiceAPI, registry: Callable[[], Registry],
-                 tasks: TaskGroup, *, typing_delay: float = TYPING_DELAY,
-                 progress_delay: float = PROGRESS_DELAY, progress_every: float = PROGRESS_EVERY) -> None:
-        self.db = db
-        self.q = db.q
-        self.api = api
+    def __init__(self, server_name: str) -> None:
+        self.server_name = server_name
+
+    async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
+                    site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+        return await facts_now(db, room_id, user_id, server_name=self.server_name, site_classes=site_classes)
+
+
+class MatrixSurface:
+    """The engine's ``Surface`` for Matrix rooms."""
+
+    name = "rooms"
+
+    def __init__(self, store: Families, homeserver: Homeserver, registry: Callable[[], Registry], tasks: TaskGroup,
+                 clock: Clock, *, server_name: str, commands: CommandState | None = None,
+                 typing_delay: float = TYPING_DELAY, progress_delay: float = PROGRESS_DELAY,
+                 progress_every: float = PROGRESS_EVERY) -> None:
+        self.store = store
+        self.homeserver = homeserver
         self._registry = registry
         self._tasks = tasks
+        self.clock = clock
+        self.server_name = server_name
+        self.commands = commands
         self.typing_delay = typing_delay
         self.progress_delay = progress_delay
         self.progress_every = progress_every
@@ -99,18 +110,26 @@ class MatrixSurface:
         bot = self._registry().get(run.bot)
         return bot.user_id if bot is not None else None
 
-    async def deliver(self, conn: asyncpg.Connection, run: RunInfo, outcome: Outcome) -> None:
+    async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
+                    site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+        return await facts_now(db, room_id, user_id, server_name=self.server_name, site_classes=site_classes)
+
+    async def published(self, registry: Registry) -> None:
+        if self.commands is not None:
+            await self.commands.publish_all(registry)
+
+    async def deliver(self, tx: Tx, run: RunInfo, outcome: Outcome) -> None:
         puppet = self._puppet(run)
         if puppet is None or run.room_id is None:
             log.error("run %s cannot be delivered: its bot or room is gone", run.id, extra={"run": run.id})
             return
-        if await conn.fetchrow(self.q["outbox_event_for_txn"], progress_txn(run.id)) is not None:
+        if await tx.outbox.sent_as(progress_txn(run.id)) is not None:
             # The progress line goes when the answer (or the ending) lands.
-            await Outbox.enqueue(conn, self.q, txn_id=f"{progress_txn(run.id)}.end", room_id=run.room_id,
-                                 sender=puppet, event_type="m.room.redaction", content={}, run_id=run.id,
-                                 of_txn=progress_txn(run.id))
+            await tx.outbox.enqueue(txn_id=f"{progress_txn(run.id)}.end", room_id=run.room_id, sender=puppet,
+                                    event_type="m.room.redaction", content={}, run_id=run.id,
+                                    of_txn=progress_txn(run.id))
         if isinstance(outcome, Answered):
-            await self._answer(conn, run, puppet, outcome.text)
+            await self._answer(tx, run, puppet, outcome.text)
             return
         # The room hears the ending in the bot's words (strings: the kit's, the site's, the bot's own);
         # with no words the bot says nothing. The asker also hears why: the provider's own sentence.
@@ -121,45 +140,42 @@ class MatrixSurface:
                      extra={"run": run.id})
             return
         text = f"{words}\n\n{outcome.reason}" if outcome.reason else words
-        await Outbox.enqueue(conn, self.q, txn_id=f"summon.run{run.id}.ending", room_id=run.room_id,
-                             sender=puppet, event_type="m.room.message",
-                             content=run_content(run, text), run_id=run.id)
+        await tx.outbox.enqueue(txn_id=f"summon.run{run.id}.ending", room_id=run.room_id, sender=puppet,
+                                event_type="m.room.message", content=run_content(run, text), run_id=run.id)
 
-    async def _answer(self, conn: asyncpg.Connection, run: RunInfo, puppet: str, text: str) -> None:
+    async def _answer(self, tx: Tx, run: RunInfo, puppet: str, text: str) -> None:
         """The answer, cut once, here (SPEC §4): one that ends in choices is recorded as an offer and shown
         with its choices numbered, then the puppet's keycaps under it — or, where the room chooses polls,
         a poll. Any other answer goes as it was written."""
         room_id = run.room_id
         assert room_id is not None
-        press = await conn.fetchrow(self.q["taken_press_of_run"], run.id)
-        if press is not None and press["how"] != "number" and press["answer_event"]:
+        press = await tx.offers.taken_press_of_run(run.id)
+        if press is not None and press.how != "number" and press.answer_event:
             # Summoned by a keycap or a vote: a reply to that would show nothing, so reply to the offer.
-            run = replace(run, trigger_event=press["answer_event"])
+            run = replace(run, trigger_event=press.answer_event)
         txn = answer_txn(run.id)
         cut = choices.cut(text)
         if not cut.offers:
-            await Outbox.enqueue(conn, self.q, txn_id=txn, room_id=room_id, sender=puppet,
-                                 event_type="m.room.message", content=run_content(run, text), run_id=run.id)
+            await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
+                                    content=run_content(run, text), run_id=run.id)
             return
-        room = await conn.fetchrow(self.q["get_room"], room_id)
-        style = style_of(room["settings"] if room is not None else None)
-        await conn.execute(
-            self.q["insert_offer"], run.id, run.bot, room_id, run.thread_root, run.asked_by, cut.words,
-            [{"label": c.label, "detail": c.detail} for c in cut.choices],
-            [{"label": link.label, "url": link.url} for link in cut.links],
-            style, txn, poll_txn(run.id) if style == "poll" else None)
-        await Outbox.enqueue(conn, self.q, txn_id=txn, room_id=room_id, sender=puppet,
-                             event_type="m.room.message", run_id=run.id,
-                             content=run_content(run, offer_markdown(cut.words, cut.choices, cut.links)))
+        room = await tx.rooms.get(room_id)
+        style = style_of(room.settings if room is not None else None)
+        await tx.offers.insert(
+            run_id=run.id, bot=run.bot, room_id=room_id, thread_root=run.thread_root, asked_by=run.asked_by,
+            words=cut.words, choices=[{"label": c.label, "detail": c.detail} for c in cut.choices],
+            links=[{"label": link.label, "url": link.url} for link in cut.links],
+            style=style, answer_txn=txn, poll_txn=poll_txn(run.id) if style == "poll" else None)
+        await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
+                                run_id=run.id, content=run_content(run, offer_markdown(cut.words, cut.choices, cut.links)))
         if style == "poll":
-            await Outbox.enqueue(conn, self.q, txn_id=poll_txn(run.id), room_id=room_id, sender=puppet,
-                                 event_type=POLL_START, run_id=run.id,
-                                 content=poll_start_content(poll_question(cut.words), cut.choices,
-                                                            thread_root=run.thread_root))
+            await tx.outbox.enqueue(txn_id=poll_txn(run.id), room_id=room_id, sender=puppet, event_type=POLL_START,
+                                    run_id=run.id, content=poll_start_content(poll_question(cut.words), cut.choices,
+                                                                             thread_root=run.thread_root))
             return
         for n in range(1, len(cut.choices) + 1):
-            await Outbox.enqueue(conn, self.q, txn_id=keycap_txn(run.id, n), room_id=room_id, sender=puppet,
-                                 event_type="m.reaction", content=keycap_content(n), run_id=run.id, of_txn=txn)
+            await tx.outbox.enqueue(txn_id=keycap_txn(run.id, n), room_id=room_id, sender=puppet,
+                                    event_type="m.reaction", content=keycap_content(n), run_id=run.id, of_txn=txn)
 
     async def working(self, run: RunInfo, on: bool) -> None:
         """Typing, but only for a run that takes a while: an answer that comes at once needs no
@@ -183,7 +199,7 @@ class MatrixSurface:
     async def _progress_line(self, run: RunInfo) -> None:
         """A run past a few seconds gets one progress line (the site's words), edited in place while it
         works and removed when it ends; reacting 🛑 to it cancels the run."""
-        await asyncio.sleep(self.progress_delay)
+        await self.clock.sleep(self.progress_delay)
         registry = self._registry()
         bot = registry.get(run.bot)
         working = registry.strings.get("progress", "working")
@@ -195,18 +211,18 @@ class MatrixSurface:
         text, n = working.format(bot=bot.name), 0
         while True:
             content = run_content(run, f"{text} {hint}" if hint else text, mention=False)  # pings nobody
-            queued = await self.db.fetchval(
-                "enqueue_progress", first if n == 0 else f"{first}.{n}", run.id, run.room_id, bot.user_id,
-                content, None if n == 0 else first)
-            if queued is None or not still:
+            queued = await self.store.outbox.enqueue_progress(
+                txn_id=first if n == 0 else f"{first}.{n}", run_id=run.id, room_id=run.room_id, sender=bot.user_id,
+                content=content, of_txn=None if n == 0 else first)
+            if not queued or not still:
                 return
-            await asyncio.sleep(self.progress_every)
+            await self.clock.sleep(self.progress_every)
             n += 1
             minutes = max(1, round((self.progress_delay + n * self.progress_every) / 60))
             text = still.format(bot=bot.name, minutes=minutes)
 
     async def _type_after(self, run: RunInfo) -> bool:
-        await asyncio.sleep(self.typing_delay)
+        await self.clock.sleep(self.typing_delay)
         return await self._set_typing(run, True)
 
     async def _set_typing(self, run: RunInfo, on: bool) -> bool:
@@ -214,8 +230,8 @@ class MatrixSurface:
         if puppet is None or run.room_id is None:
             return False
         try:
-            await self.api.intent(UserID(puppet)).set_typing(RoomID(run.room_id), timeout=TYPING_MS if on else 0)
-        except (MautrixError, aiohttp.ClientError, OSError) as exc:  # a courtesy; must not stop the run
+            await self.homeserver.typing(puppet, run.room_id, TYPING_MS if on else 0)
+        except MatrixError as exc:  # a courtesy; must not stop the run
             log.debug("typing for run %s failed: %s", run.id, exc)
             return False
         return True

@@ -12,7 +12,6 @@ from engine.content.audience import (
     AudienceFacts,
     Term,
     admits,
-    facts_from_power_levels,
     parse_audience,
 )
 from engine.content.compile import compile_bot, compile_sources, references
@@ -66,7 +65,6 @@ __all__ = [
     "admits",
     "compile_bot",
     "compile_sources",
-    "facts_from_power_levels",
     "parse_audience",
     "references",
     "write_bot",

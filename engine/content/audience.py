@@ -1,17 +1,17 @@
 """The audience grammar (``for:``, ``serves:``, a tool's or skill's ``for:``) and its evaluation.
 
 An expression is one class or a list of classes; a list admits whoever any one of them admits.
-Evaluation is pure: the caller reads the room (power levels, membership) and the site's people
-tables into ``AudienceFacts``; ``admits`` only compares. Moderator and admin come from the room's
-own power levels — never a hard-coded 100 — and room version 12 creators count as admins.
+Evaluation is pure: the surface says what it knows of the person (a member here? a moderator, an admin?
+— a Matrix room says so by its own power levels, in ``appservice/matrix/power.py``) and the site's people
+tables add their classes, into ``AudienceFacts``; ``admits`` only compares.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from engine.errors import ContentFault
 
 # The classes that stand alone, and the ones that take an argument after a colon.
 PLAIN = ("anyone", "authenticated", "local", "member", "moderator", "admin", "customer", "subscribed")
@@ -32,15 +32,8 @@ _SLUG = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _WORD = re.compile(r"\S+")
 _ARG_SHAPES = {"user": _USER_ID, "server": _SERVER, "tier": _SLUG, "role": _WORD, "bought": _WORD}
 
-# Matrix's own defaults (client-server spec, m.room.power_levels).
-USERS_DEFAULT = 0
-STATE_DEFAULT = 50
-MODERATION_DEFAULT = 50
-# Without a power_levels event the creator holds 100 and changing state needs it.
-NO_POWER_LEVELS_CREATOR = 100
 
-
-class AudienceError(ValueError):
+class AudienceError(ContentFault):
     """An expression that does not parse. ``index`` is the first bad list item, if it was a list."""
 
     def __init__(self, message: str, index: int | None = None) -> None:
@@ -76,29 +69,19 @@ class Audience:
 
 @dataclass(frozen=True)
 class AudienceFacts:
-    """What is known about the person asking, gathered by the caller. ``user_id`` None is nobody
-    (an unsigned desk guest)."""
+    """What is known about the person asking, gathered by the surface they asked on. ``user_id`` None is
+    nobody (an unsigned desk guest): nobody is never a member, a moderator or an admin."""
 
     user_id: str | None
     local_server: str
     is_member: bool = False
-    power_level: int = USERS_DEFAULT
-    moderator_level: int = MODERATION_DEFAULT
-    admin_level: int = NO_POWER_LEVELS_CREATOR
-    is_creator: bool = False
+    is_moderator: bool = False  # may remove people and what they said here
+    is_admin: bool = False  # may change who holds power here (an admin is a moderator too)
     site_classes: frozenset[str] = frozenset()
 
     @property
     def server(self) -> str | None:
         return server_of(self.user_id) if self.user_id is not None else None
-
-    @property
-    def is_admin(self) -> bool:
-        return self.user_id is not None and (self.is_creator or self.power_level >= self.admin_level)
-
-    @property
-    def is_moderator(self) -> bool:
-        return self.user_id is not None and (self.is_admin or self.power_level >= self.moderator_level)
 
 
 def server_of(user_id: str) -> str:
@@ -169,9 +152,9 @@ def _admits_term(term: Term, facts: AudienceFacts) -> bool:
         case "member":
             return facts.user_id is not None and facts.is_member
         case "moderator":
-            return facts.is_moderator
+            return facts.user_id is not None and (facts.is_moderator or facts.is_admin)
         case "admin":
-            return facts.is_admin
+            return facts.user_id is not None and facts.is_admin
         case "user":
             return facts.user_id == term.arg
         case "server":
@@ -179,115 +162,3 @@ def _admits_term(term: Term, facts: AudienceFacts) -> bool:
         case _ if term.kind in SITE_KINDS:
             return str(term) in facts.site_classes
     raise AssertionError(f"audience term {term} has no rule")  # parse_term admits only known kinds
-
-
-def room_version_has_creators(room_version: str) -> bool:
-    """Room version 12 (and later numbered versions) make the creators all-powerful.
-    ``org.matrix.hydra.11`` is the unstable version of the same rules."""
-    if room_version.isdigit():
-        return int(room_version) >= 12
-    return room_version == "org.matrix.hydra.11"
-
-
-def facts_from_power_levels(
-    user_id: str | None,
-    power_levels_content: Mapping[str, Any] | None,
-    create_content: Mapping[str, Any] | None,
-    room_version: str,
-    is_member: bool,
-    local_server: str,
-    site_classes: frozenset[str] = frozenset(),
-    *,
-    create_sender: str | None = None,
-) -> AudienceFacts:
-    """Read a room's ``m.room.power_levels`` and ``m.room.create`` the way the Matrix spec does.
-
-    ``create_sender`` is the sender of ``m.room.create``: the creator in room versions 11+ (which
-    dropped ``content.creator``) and, with ``content.additional_creators``, the creators of v12.
-    """
-    create = create_content or {}
-    creator = create.get("creator") if isinstance(create.get("creator"), str) else create_sender
-    creators: set[str] = set()
-    if room_version_has_creators(room_version):
-        if create_sender is not None:
-            creators.add(create_sender)
-        extra = create.get("additional_creators")
-        if isinstance(extra, list):
-            creators.update(item for item in extra if isinstance(item, str))
-    is_creator = user_id is not None and user_id in creators
-
-    if power_levels_content is None:
-        power = NO_POWER_LEVELS_CREATOR if user_id is not None and user_id in (creator, *creators) else 0
-        return AudienceFacts(
-            user_id=user_id,
-            local_server=local_server,
-            is_member=is_member,
-            power_level=power,
-            moderator_level=MODERATION_DEFAULT,
-            admin_level=NO_POWER_LEVELS_CREATOR,
-            is_creator=is_creator,
-            site_classes=site_classes,
-        )
-
-    levels = power_levels_content
-    users = levels.get("users")
-    users = users if isinstance(users, Mapping) else {}
-    events = levels.get("events")
-    events = events if isinstance(events, Mapping) else {}
-    users_default = _level(levels.get("users_default"), USERS_DEFAULT)
-    state_default = _level(levels.get("state_default"), STATE_DEFAULT)
-    power = _level(users.get(user_id), users_default) if user_id is not None else USERS_DEFAULT
-    # A moderator can both remove people and remove what they said.
-    moderator_level = max(
-        _level(levels.get("kick"), MODERATION_DEFAULT), _level(levels.get("redact"), MODERATION_DEFAULT)
-    )
-    # An admin can change who holds power: the level the power levels event itself needs.
-    admin_level = _level(events.get("m.room.power_levels"), state_default)
-    return AudienceFacts(
-        user_id=user_id,
-        local_server=local_server,
-        is_member=is_member,
-        power_level=power,
-        moderator_level=moderator_level,
-        admin_level=admin_level,
-        is_creator=is_creator,
-        site_classes=site_classes,
-    )
-
-
-def facts_in_room(user_id: str | None, room: Mapping[str, Any], local_server: str, *, is_member: bool = True,
-                  site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
-    """``facts_from_power_levels`` read off a stored room row (its power levels, creation and version)."""
-    return facts_from_power_levels(
-        user_id, room["power_levels"], room["create_content"], room["room_version"] or "1", is_member,
-        local_server, site_classes, create_sender=room["create_sender"],
-    )
-
-
-def state_level(power_levels_content: Mapping[str, Any] | None, event_type: str | None = None) -> int:
-    """The level a room asks of whoever sends ``event_type`` state (its ``events`` entry, else
-    ``state_default``); with no power levels event, only the creator's 100 will do."""
-    if power_levels_content is None:
-        return NO_POWER_LEVELS_CREATOR
-    events = power_levels_content.get("events")
-    needed = events.get(event_type) if isinstance(events, Mapping) and event_type is not None else None
-    return _level(needed, _level(power_levels_content.get("state_default"), STATE_DEFAULT))
-
-
-def redact_level(power_levels_content: Mapping[str, Any] | None) -> int:
-    """The level a room asks of whoever removes somebody else's event (``redact``, 50 by default)."""
-    return _level((power_levels_content or {}).get("redact"), MODERATION_DEFAULT)
-
-
-def _level(value: object, default: int) -> int:
-    """A power level as rooms store it: an integer, or (in old room versions) a string of one."""
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            return default
-    return default

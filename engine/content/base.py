@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, PlainSerializer, PlainValidator, StrictStr
 
 from engine.content.audience import Audience, parse_audience
+from engine.errors import ContentFault
 
 # A file's name is the thing's name: a bot's slug, a skill's, a tool's, a command's.
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -81,7 +82,7 @@ def listed(names: Iterable[str]) -> str:
     return ", ".join(names) if names else "none"
 
 
-class Refusal(ValueError):
+class Refusal(ContentFault):
     """A validator's refusal that points below where it was raised: ``at`` is the key path (from
     the model being validated) of the entry the author should look at."""
 

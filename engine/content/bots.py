@@ -24,6 +24,7 @@ from pydantic import (
 
 from engine.content.base import AudienceField, Line, Names, Refusal, Strict, Text, unique
 from engine.content.hears import Hears
+from engine.core.limits import DEFAULT_LIMITS
 from engine.core.messages import ENDINGS, Ending
 
 Surface = Literal["rooms", "desk", "voice"]
@@ -31,6 +32,8 @@ SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice")
 Memory = Literal["none", "thread", "person", "person+recall"]
 Offer = Literal["off", "ask", "always"]
 Answers = Literal["draft", "directly"]
+# Where a bot's answer is a draft for a person unless its file says ``answers: directly``.
+DRAFTS_FIRST: dict[str, Answers] = {"desk": "draft"}
 WINDOWS = ("minute", "hour", "day", "week", "month")
 ALL = "all"
 _MXC = re.compile(r"mxc://[A-Za-z0-9.\-:\[\]]+/[A-Za-z0-9_\-]+")
@@ -114,9 +117,9 @@ def _glyph(value: str) -> str:
 class Limits(Strict):
     """What one run of the bot may use before it ends, and what one person may spend on it."""
 
-    steps: Annotated[StrictInt, Field(gt=0)] = 12
-    spend: Money = 0.50
-    minutes: Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)] = 10.0
+    steps: Annotated[StrictInt, Field(gt=0)] = DEFAULT_LIMITS.steps
+    spend: Money = DEFAULT_LIMITS.spend
+    minutes: Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)] = DEFAULT_LIMITS.minutes
     # Per-person ceilings (USD) by rolling window; every window given must hold (SPEC §7).
     per: Annotated[dict[str, float], PlainValidator(_per)] = Field(default_factory=dict)
 
@@ -169,9 +172,7 @@ class Bot(BotFile):
     def answers_on(self, surface: Surface) -> Answers:
         """On the desk a bot drafts unless its file says ``answers: directly``; in a room (or by
         voice) posting is the whole point of summoning it."""
-        if surface == "desk":
-            return self.answers or "draft"
-        return "directly"
+        return (self.answers or DRAFTS_FIRST[surface]) if surface in DRAFTS_FIRST else "directly"
 
     def ending(self, name: Ending) -> str | None:
         """The words for an ending, or None: with no words the bot says nothing."""

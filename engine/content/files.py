@@ -15,6 +15,7 @@ from engine.content import CompileError, Registry, Unavailable, compile_sources,
 from engine.content.base import KIT
 from engine.content.code import Module, read_module
 from engine.content.registry import Doc
+from engine.errors import ContentFault
 from engine.tools.code import check_module
 
 KIT_DIR = Path(__file__).resolve().parent / "kit"
@@ -26,7 +27,7 @@ SPEC_MAX_BYTES = 5_000_000
 DOCS = "docs"
 
 
-class ContentFileError(ValueError):
+class ContentFileError(ContentFault):
     """Files under the content root that cannot be read as UTF-8 text."""
 
     def __init__(self, errors: list[CompileError]) -> None:

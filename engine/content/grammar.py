@@ -14,12 +14,14 @@ from typing import Any
 
 import yaml
 
+from engine.errors import ContentFault
+
 FENCE = "---"
 
 Path = tuple[str | int, ...]
 
 
-class GrammarError(ValueError):
+class GrammarError(ContentFault):
     """The file cannot be taken apart. ``line`` is 1-based in the whole file."""
 
     def __init__(self, line: int, message: str, *, fatal: bool = False) -> None:

@@ -418,11 +418,11 @@ def _command(
         assert front.tool is not None
         if front.tool not in tool_names:
             refuse(file.line("tool"), f"tool: '{front.tool}' is not a tool ({_tools_listed(tools)})")
-        elif front.tool in tools and tools[front.tool].needs == "desk":
-            offered = ("desk",)
+        elif front.tool in tools and (needs := tools[front.tool].needs) is not None:
+            offered = (needs,)
             for index, surface in enumerate(front.surfaces or ()):
-                if surface != "desk":
-                    refuse(file.line("surfaces", index), f"surfaces: !{name} runs '{front.tool}', which needs: desk; it cannot run on {surface}")
+                if surface not in offered:
+                    refuse(file.line("surfaces", index), f"surfaces: !{name} runs '{front.tool}', which needs: {needs}; it cannot run on {surface}")
         if prompt:
             refuse(file.parsed.closing_line + 1, "a command that runs a tool has no prompt: the body must be empty")
 

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from engine.content.parts import Operation, Param, Where
+from engine.errors import ContentFault
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 # How many $refs deep a schema is followed, and how deep it is described at all (a YAML alias can
@@ -111,7 +112,7 @@ def read_spec(text: str) -> Spec | str:
     return Spec(base_url=_base_url(document), operations=operations, problems=problems)
 
 
-class _Bad(Exception):
+class _Bad(ContentFault):
     """Why one operation cannot be offered to a model."""
 
 

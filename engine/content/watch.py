@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 
+from engine.clock import Clock, SystemClock
 from engine.content import Registry
 from engine.content.files import FetchSpec, compile_content, fetch_url, where
 
@@ -51,6 +52,7 @@ async def watch(
     *,
     fetch_spec: FetchSpec | None = fetch_url,
     encrypted_rooms: Callable[[], Awaitable[Collection[str]]] | None = None,
+    clock: Clock | None = None,
 ) -> None:
     """Run until cancelled. ``encrypted_rooms`` (read before each compile) names the rooms a schedule
     may not speak in, so an edit that aims one at an encrypted room is refused like any bad edit. The files as they are when it starts count as already published (the
@@ -58,11 +60,12 @@ async def watch(
     ``on_registry`` is awaited with a registry that compiled — if it raises (the database is down),
     the same change is tried again, backing off to ``RETRY_MAX`` seconds. ``on_errors`` is given
     the printable ``path:line: message`` lines of an edit that does not compile (each also logged)."""
+    clock = clock or SystemClock()
     applied = await asyncio.to_thread(snapshot, root, kit)
     failed: Snapshot | None = None  # the last state that did not compile: its errors were said once
     delay = interval
     while True:
-        await asyncio.sleep(delay)
+        await clock.sleep(delay)
         current = await asyncio.to_thread(snapshot, root, kit)
         if current == applied or current == failed:
             delay = interval

@@ -3,14 +3,14 @@
 A line is a command when it starts with ``!name`` (or ``/name``: clients that do not know a slash
 command send it on as text). Its arguments are the command's fields, named (``since=2d``,
 ``topic="a b"``) or positional in declared order, each read by its kind: a span (``2d``, ``48h``,
-``1 week``), a choice (one of its choices, any case), a person (a pill or matrix.to link, an
-``@user:server``, ``me``, or a display name of someone in the room — the caller hands the members
-in), a boolean, a number, text (the last text field takes the rest of the line). What is absent
+``1 week``), a choice (one of its choices, any case), a person (``@user:server``, ``me``, a display
+name of someone in the room — the caller hands the members in — or whatever the surface reads as a
+reference to one: ``person_ref``), a boolean, a number, text (the last text field takes the rest of the line). What is absent
 takes its default. What does not fit is a ``Problem`` naming the field — never a guess: no prefix
 of a choice, no nearest name, no first of two people who share one.
 
-The words a person reads (what a field accepts, the help, the MSC4332 state) are in
-``engine.core.command_words``. The words a *model* reads when a prompt is resolved (a span as "2 days") are
+The words a person reads (what a field accepts, the help) are in ``engine.core.command_words``; how a
+surface's clients draw commands is the surface's own. The words a *model* reads when a prompt is resolved (a span as "2 days") are
 the prompt's own language and live here.
 """
 
@@ -20,23 +20,19 @@ import datetime as dt
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import unquote
 
 from engine.content import Arg, Command, Strings
 from engine.content.parts import PLACEHOLDER, parse_span
 
 SECTION = "commands"
-# The structured block an MSC4332 client sends with the line, under both names.
-COMMAND_BLOCKS = ("m.bot.command", "org.matrix.msc4332.command")
 
 _COMMAND = re.compile(r"[!/]([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?", re.DOTALL)
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
 _QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u201e": "\u201c"}
 _USER_ID = re.compile(r"@[^\s:]+:[^\s:][^\s]*")
-_MATRIX_TO = re.compile(r"https?://matrix\.to/#/([^/?\s]+)(?:\?\S*)?", re.IGNORECASE)
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _BOOLEANS = {"yes": True, "true": True, "on": True, "no": False, "false": False, "off": False}
 # How many words one value may run over: "1 day 12 hours", "Ann Marie Lee".
@@ -44,6 +40,10 @@ _SPAN_WORDS = 6
 _NAME_WORDS = 5
 _UNITS = (("week", 7 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60))
 _SHORT = {"week": "w", "day": "d", "hour": "h", "minute": "m"}
+
+
+# A surface's reader of its own references to a person (a link, a pill): the user id, or None.
+PersonRef = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
@@ -91,18 +91,6 @@ def strip_address(text: str, names: Iterable[str]) -> str:
     return stripped
 
 
-def from_block(block: object) -> tuple[str, dict[str, str]] | None:
-    """An MSC4332 ``m.bot.command`` block → (name, named values); the syntax's first word is the name."""
-    if not isinstance(block, Mapping):
-        return None
-    syntax, variables = block.get("syntax"), block.get("variables") or {}
-    if not isinstance(syntax, str) or not isinstance(variables, Mapping) or not syntax.split():
-        return None
-    name = syntax.split()[0].lstrip("!/").lower()
-    values = {str(k).lower(): v for k, v in variables.items() if isinstance(v, str)}
-    return (name, values) if name else None
-
-
 # --- the arguments -----------------------------------------------------------------------------
 
 
@@ -142,10 +130,11 @@ def _tokens(raw: str) -> list[_Token]:
 
 
 def parse_args(command: Command, raw: str | Mapping[str, str], *, members: Mapping[str, str | None],
-               asker: str) -> dict[str, Value] | Problem:
-    """The command's arguments from what followed its name (or from an MSC4332 block's named values),
+               asker: str, person_ref: PersonRef | None = None) -> dict[str, Value] | Problem:
+    """The command's arguments from what followed its name (or from named values a client sent apart),
     in declared order, defaults applied — or the first ``Problem``. ``members`` maps the room's
-    people (user id → display name); ``asker`` is who ran it ("me")."""
+    people (user id → display name); ``asker`` is who ran it ("me"); ``person_ref`` reads the surface's
+    own references to a person."""
     by_name = {arg.name: arg for arg in command.args}
     if isinstance(raw, Mapping):
         # Named values a client sent apart from the text: each is one value, as if quoted.
@@ -170,7 +159,7 @@ def parse_args(command: Command, raw: str | Mapping[str, str], *, members: Mappi
                 return Problem("too_many", None, token.value)
             arg, rest = pending[0], len(pending) == 1
         stop = next((k for k in range(i + 1, len(tokens)) if tokens[k].key in by_name), len(tokens))
-        taken = _take(arg, tokens, i, stop, raw, rest=rest, members=members, asker=asker)
+        taken = _take(arg, tokens, i, stop, raw, rest=rest, members=members, asker=asker, person_ref=person_ref)
         if isinstance(taken, Problem):
             return taken
         given[arg.name], i = taken
@@ -186,7 +175,7 @@ def parse_args(command: Command, raw: str | Mapping[str, str], *, members: Mappi
 
 
 def _take(arg: Arg, tokens: Sequence[_Token], i: int, stop: int, raw: str, *, rest: bool,
-          members: Mapping[str, str | None], asker: str) -> tuple[Value, int] | Problem:
+          members: Mapping[str, str | None], asker: str, person_ref: PersonRef | None) -> tuple[Value, int] | Problem:
     first = tokens[i]
     if arg.kind == "text":
         if first.quoted or not rest:
@@ -194,7 +183,7 @@ def _take(arg: Arg, tokens: Sequence[_Token], i: int, stop: int, raw: str, *, re
         # The last text field takes the rest of the line, up to a field given by name.
         return raw[first.value_start:tokens[stop - 1].end].strip(), stop
     if arg.kind in ("boolean", "number") or first.quoted:
-        found = _read(arg, first.value, members, asker)
+        found = _read(arg, first.value, members, asker, person_ref)
         if found is None:
             return Problem("bad", arg.name, first.value)
         if isinstance(found, tuple):
@@ -206,7 +195,7 @@ def _take(arg: Arg, tokens: Sequence[_Token], i: int, stop: int, raw: str, *, re
         if any(t.quoted for t in tokens[i + 1:i + length]):
             continue
         words = " ".join([first.value, *(raw[t.start:t.end] for t in tokens[i + 1:i + length])])
-        found = _read(arg, words, members, asker)
+        found = _read(arg, words, members, asker, person_ref)
         if isinstance(found, tuple):
             return Problem("ambiguous", arg.name, words, found)
         if found is not None:
@@ -214,8 +203,8 @@ def _take(arg: Arg, tokens: Sequence[_Token], i: int, stop: int, raw: str, *, re
     return Problem("bad", arg.name, first.value)
 
 
-def _read(arg: Arg, text: str, members: Mapping[str, str | None],
-          asker: str) -> Value | tuple[Person, ...] | None:
+def _read(arg: Arg, text: str, members: Mapping[str, str | None], asker: str,
+          person_ref: PersonRef | None) -> Value | tuple[Person, ...] | None:
     text = text.strip()
     match arg.kind:
         case "span":
@@ -232,22 +221,22 @@ def _read(arg: Arg, text: str, members: Mapping[str, str | None],
                 return None
             return int(number) if number.is_integer() and "." not in text else number
         case "person":
-            return read_person(text, members, asker)
+            return read_person(text, members, asker, person_ref)
         case _:
             return text
 
 
-def read_person(text: str, members: Mapping[str, str | None],
-                asker: str) -> Person | tuple[Person, ...] | None:
-    """A person as a line names them: ``me``, a matrix.to link, ``@user:server`` (a pill reads as
-    one), or the display name (or user name) of someone in the room. Two people of that name → both,
-    so the caller asks which; nobody → None."""
+def read_person(text: str, members: Mapping[str, str | None], asker: str,
+                person_ref: PersonRef | None = None) -> Person | tuple[Person, ...] | None:
+    """A person as a line names them: ``me``, ``@user:server``, a reference the surface reads as one
+    (``person_ref``), or the display name (or user name) of someone in the room. Two people of that name
+    → both, so the caller asks which; nobody → None."""
     text = text.strip()
     if text.lower() == "me":
         return Person(asker, members.get(asker))
-    link = _MATRIX_TO.fullmatch(text)
-    if link is not None:
-        text = unquote(link.group(1))
+    referred = person_ref(text) if person_ref is not None else None
+    if referred is not None:
+        text = referred
     if _USER_ID.fullmatch(text):
         return Person(text, members.get(text))
     name = (text[1:] if text.startswith("@") else text).casefold()
@@ -377,7 +366,7 @@ def command_prompt(commands: Mapping[str, Command], strings: Strings, context: M
 
 
 __all__ = [
-    "COMMAND_BLOCKS", "SECTION", "Person", "Problem", "Value", "args_from_json", "args_json", "command_prompt",
-    "from_block", "parse_args", "parse_command", "read_person", "resolve_prompt", "span_text", "span_words",
+    "SECTION", "Person", "PersonRef", "Problem", "Value", "args_from_json", "args_json", "command_prompt",
+    "parse_args", "parse_command", "read_person", "resolve_prompt", "span_text", "span_words",
     "strip_address", "words",
 ]

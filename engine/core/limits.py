@@ -1,4 +1,5 @@
-"""Per-person ceilings: rolling spend windows, checked before a run exists. Pure.
+"""What a run may use (``Limits``, and the defaults a bot's file may leave out — defined here only), and
+per-person ceilings: rolling spend windows, checked before a run exists. Pure.
 
 ``limits.per: {minute, hour, day, week, month}`` — every window given must hold. A run reserves its
 own ``limits.spend`` when it is summoned (so concurrent summons cannot all squeeze under a ceiling),
@@ -10,6 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one run may use before it ends: model calls and tool calls, money, wall-clock time."""
+
+    steps: int
+    spend: float  # USD
+    minutes: float
+
+
+# What a run may use when its bot's file says nothing (``limits:`` in a bot's file).
+DEFAULT_LIMITS = Limits(steps=12, spend=0.50, minutes=10.0)
 
 WINDOWS: Mapping[str, timedelta] = {
     "minute": timedelta(minutes=1),

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from engine.core.limits import Limits
 from engine.core.messages import (
     AnswerStep,
     Ending,
@@ -28,13 +29,6 @@ from engine.core.messages import (
     ToolCallStep,
     ToolResultStep,
 )
-
-
-@dataclass(frozen=True)
-class Limits:
-    steps: int
-    spend: float  # USD
-    minutes: float
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What a room's settings (``rooms.settings``, set by its admins with ``!bots …``) mean. Pure: the
 stored value and ``now`` in, a decision out.
 
-- ``choices``: ``reactions`` (keycaps, the default) or ``poll`` (MSC3381 polls).
+- ``choices``: ``reactions`` (keycaps, the default) or ``poll`` (a poll).
 - ``bots``: the slugs enabled here. Absent = nobody has chosen, and every bot offered in rooms may
   answer; once an admin adds or removes one, only the listed bots answer here.
 - ``quiet``: ``{from, to, zone?}`` — quiet hours, in which no bot wakes here by itself (a schedule, an

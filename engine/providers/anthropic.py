@@ -1,75 +1,37 @@
-"""The Anthropic Messages adapter.
-
-The SDK is imported here only. It never retries (``max_retries=0``): the chain owns the retry and
-fallback loop, so every attempt is a step. Its exceptions are mapped once, in ``complete``.
-"""
+"""The Anthropic Messages adapter. The SDK is imported here only."""
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anthropic
 
-from engine.clock import Clock
 from engine.core.messages import ModelRequest
-from engine.errors import ProviderError, ProviderFailure
-from engine.providers.classify import unreachable, wire_fault
-from engine.providers.translate import NotAnAnswer, Reply, anthropic_reply, anthropic_request
-
-if TYPE_CHECKING:
-    from engine.providers.config import ProviderConfig
+from engine.providers.base import SdkAdapter
+from engine.providers.translate import Reply, anthropic_reply, anthropic_request
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 
 
-class AnthropicAdapter:
+class AnthropicAdapter(SdkAdapter):
     kind = "anthropic"
+    status_error = anthropic.APIStatusError
+    connection_error = anthropic.APIConnectionError
+    timeout_error = anthropic.APITimeoutError
+    sdk_error = anthropic.AnthropicError
 
-    def __init__(self, config: ProviderConfig, clock: Clock) -> None:
-        self.config = config
-        self.name = config.name
-        self.default_model = config.model
-        self._clock = clock
-        self._client: anthropic.AsyncAnthropic | None = None
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        # Every setting explicit, so nothing is picked up from ANTHROPIC_* in the environment.
+        return anthropic.AsyncAnthropic(api_key=self.config.key or "", base_url=self.config.url or ANTHROPIC_URL,
+                                        max_retries=0)
 
-    def _sdk(self) -> anthropic.AsyncAnthropic:
-        if self._client is None:
-            # Every setting explicit, so nothing is picked up from ANTHROPIC_* in the environment.
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self.config.key or "",
-                base_url=self.config.url or ANTHROPIC_URL,
-                max_retries=0,
-            )
-        return self._client
-
-    async def complete(self, model: str, request: ModelRequest, *, timeout: float | None = None) -> Reply:
-        """One call, in at most ``timeout`` seconds (and never longer than the provider's own setting).
-        Raises ``ProviderFailure`` (possibly ``RetryableFailure``) or ``RequestFault``."""
+    def _request(self, model: str, request: ModelRequest, seconds: float) -> dict[str, Any]:
         kwargs: dict[str, Any] = anthropic_request(model, request)
-        seconds = self.config.timeout if timeout is None else max(0.1, min(timeout, self.config.timeout))
         kwargs["timeout"] = anthropic.Timeout(seconds, connect=min(5.0, seconds))
-        try:
-            raw = await self._sdk().messages.with_raw_response.create(**kwargs)
-            content = await raw.http_response.aread()
-        except anthropic.APIStatusError as exc:
-            raise self._mapped(exc.status_code, exc.body, exc.response.headers) from exc
-        except anthropic.APIConnectionError as exc:
-            raise unreachable(self.name, exc, timed_out=isinstance(exc, anthropic.APITimeoutError)) from exc
-        except anthropic.AnthropicError as exc:
-            raise ProviderFailure(f"the provider's answer could not be read: {exc}", provider=self.name) from exc
-        try:
-            return anthropic_reply(json.loads(content))
-        except NotAnAnswer as exc:
-            raise self._mapped(raw.status_code, {"message": exc.message, "code": exc.code}, raw.headers) from exc
-        except ValueError as exc:
-            raise ProviderFailure("the provider's answer was not JSON", provider=self.name,
-                                  status=raw.status_code) from exc
+        return kwargs
 
-    def _mapped(self, status: int, body: object, headers: Any) -> ProviderError:
-        return wire_fault(self.name, status, body, dict(headers.items()), self._clock.now())
+    async def _create(self, client: anthropic.AsyncAnthropic, kwargs: dict[str, Any]) -> Any:
+        return await client.messages.with_raw_response.create(**kwargs)
 
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+    def _reply(self, body: Any) -> Reply:
+        return anthropic_reply(body)

@@ -1,16 +1,37 @@
-"""The seam between the loop and whatever answers: a real provider chain or the scripted mock."""
+"""What every provider shares: the seam between the loop and whatever answers (a real provider chain or the
+scripted mock), a provider's configuration, and the one adapter both wire shapes are built on.
+
+``SdkAdapter.complete`` is the whole life of one call — the request translated, the SDK asked with every
+retry off (the chain owns retries, so every attempt is a step), the SDK's exceptions mapped once into the
+error tree, the body read and translated back. A subclass says only what differs: which SDK, which
+endpoint, which translators (``engine.providers.translate``) and which exception classes. The SDKs are
+imported by the subclasses' modules only, and those only when a provider of that kind is configured.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol
 
+from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
+from engine.errors import NotAnAnswer, ProviderError, ProviderFailure
+from engine.providers.classify import unreachable, wire_fault
+from engine.providers.translate import Reply
+
+Kind = Literal["openai", "anthropic"]
+DEFAULT_TIMEOUT = 120.0
 
 
 class Answerer(Protocol):
     """Answers one model call for a run. Returns every attempt as a step, in order: the last one either
-    answered (``error is None``) or is the one after which the chain gave up (``gave_up``)."""
+    answered (``error is None``) or is the one after which the chain gave up (``gave_up``).
+
+    ``script`` is a run's scripted turns: only a trusted caller (the tests, the demo) ever puts one on a
+    run, and a run that carries one is answered by the scripted mock, never bought."""
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
@@ -24,3 +45,84 @@ class ProviderStatus:
     usable: bool
     mode: str
     providers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    name: str
+    kind: Kind
+    url: str | None = None
+    key: str | None = field(default=None, repr=False)
+    model: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+
+class SdkAdapter(ABC):
+    """One provider, spoken to through its official SDK. ``complete`` raises ``ProviderFailure`` (possibly
+    ``RetryableFailure``) or ``RequestFault``, nothing else."""
+
+    kind: str
+    # The SDK's exceptions, from the most specific: an HTTP status, no answer at all (and of those, a
+    # timeout), and anything else it raises.
+    status_error: ClassVar[type[Exception]]
+    connection_error: ClassVar[type[Exception]]
+    timeout_error: ClassVar[type[Exception]]
+    sdk_error: ClassVar[type[Exception]]
+
+    def __init__(self, config: ProviderConfig, clock: Clock) -> None:
+        self.config = config
+        self.name = config.name
+        self.default_model = config.model
+        self._clock = clock
+        self._client: Any = None
+
+    @abstractmethod
+    def _new_client(self) -> Any:
+        """The SDK's async client, every setting explicit (nothing picked up from the environment) and
+        ``max_retries=0``."""
+
+    @abstractmethod
+    def _request(self, model: str, request: ModelRequest, seconds: float) -> dict[str, Any]:
+        """The SDK call's keyword arguments for ``request``, with its timeout of ``seconds``."""
+
+    @abstractmethod
+    async def _create(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        """Make the call; the SDK's raw response (``with_raw_response``)."""
+
+    @abstractmethod
+    def _reply(self, body: Any) -> Reply:
+        """The provider's JSON body as a ``Reply``; raises ``NotAnAnswer``."""
+
+    async def complete(self, model: str, request: ModelRequest, *, timeout: float | None = None) -> Reply:
+        """One call, in at most ``timeout`` seconds (and never longer than the provider's own setting)."""
+        seconds = self.config.timeout if timeout is None else max(0.1, min(timeout, self.config.timeout))
+        kwargs = self._request(model, request, seconds)
+        if self._client is None:
+            self._client = self._new_client()
+        try:
+            raw = await self._create(self._client, kwargs)
+            content = await raw.http_response.aread()
+        except self.status_error as exc:
+            # The SDKs' status errors carry the status, the parsed body and the response (for its headers).
+            status: int = getattr(exc, "status_code", 0)
+            response: Any = getattr(exc, "response", None)
+            raise self._mapped(status, getattr(exc, "body", None), response.headers if response else {}) from exc
+        except self.connection_error as exc:
+            raise unreachable(self.name, exc, timed_out=isinstance(exc, self.timeout_error)) from exc
+        except self.sdk_error as exc:
+            raise ProviderFailure(f"the provider's answer could not be read: {exc}", provider=self.name) from exc
+        try:
+            return self._reply(json.loads(content))
+        except NotAnAnswer as exc:
+            raise self._mapped(raw.status_code, {"message": exc.message, "code": exc.code}, raw.headers) from exc
+        except ValueError as exc:
+            raise ProviderFailure("the provider's answer was not JSON", provider=self.name,
+                                  status=raw.status_code) from exc
+
+    def _mapped(self, status: int, body: object, headers: Mapping[str, str]) -> ProviderError:
+        return wire_fault(self.name, status, body, dict(headers.items()), self._clock.now())
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None

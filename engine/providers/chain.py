@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
-from engine.errors import ProviderError, RequestFault
+from engine.errors import ProviderError, RequestFault, RetryableFailure
 from engine.providers.base import Answerer
-from engine.providers.classify import Fault, RetryableFailure
+from engine.providers.classify import Fault
 from engine.providers.mock import MockModel
 from engine.providers.prices import PriceTable
 from engine.providers.translate import Reply

@@ -37,7 +37,7 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Literal
 
-from engine.errors import ProviderError, ProviderFailure, RequestFault
+from engine.errors import ProviderError, ProviderFailure, RequestFault, RetryableFailure
 
 Fault = Literal["provider", "request"]
 
@@ -139,17 +139,6 @@ def error_fields(body: object) -> tuple[str | None, str | None, str | None]:
         return str(value) if value is not None and value != "" else None
 
     return text("type"), text("code"), text("message")
-
-
-class RetryableFailure(ProviderFailure):
-    """A provider failure worth one short retry on the same provider (429, 5xx, 529), after
-    ``retry_after`` seconds when the provider said how long."""
-
-    def __init__(
-        self, message: str, *, provider: str = "", status: int | None = None, retry_after: float | None = None,
-    ) -> None:
-        super().__init__(message, provider=provider, status=status)
-        self.retry_after = retry_after
 
 
 def wire_fault(

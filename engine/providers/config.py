@@ -23,34 +23,21 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
 from engine.errors import ConfigError
-from engine.providers.base import ProviderStatus
+from engine.providers.base import DEFAULT_TIMEOUT, Kind, ProviderConfig, ProviderStatus
 from engine.providers.chain import PATIENCE, Adapter, Chain, RetryPolicy
 from engine.providers.mock import MockModel, StandIn
 from engine.providers.prices import PriceTable, load_prices
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["openai", "anthropic"]
 KINDS: tuple[Kind, ...] = ("openai", "anthropic")
-DEFAULT_TIMEOUT = 120.0
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 _YES = frozenset({"1", "true", "yes", "on"})
-
-
-@dataclass(frozen=True)
-class ProviderConfig:
-    name: str
-    kind: Kind
-    url: str | None = None
-    key: str | None = field(default=None, repr=False)
-    model: str | None = None
-    timeout: float = DEFAULT_TIMEOUT
 
 
 def env_prefix(name: str) -> str:

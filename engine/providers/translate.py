@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.core.messages import Message, ModelRequest, ToolCall, ToolSpec
+from engine.errors import NotAnAnswer
 
 # What the model is told about a tool call that never reported back (the worker records the same
 # words as a step when it closes one; this covers a history that reached us without that step).
@@ -41,15 +42,6 @@ INTERRUPTED = (
 # Arguments that were not a JSON object are kept, verbatim, under this key (and sent back verbatim to
 # OpenAI), so a truncated or malformed call is neither lost nor turned into something it did not say.
 INVALID_JSON = "INVALID_JSON"
-
-
-class NotAnAnswer(ValueError):
-    """A response with a success status whose body is not an answer (an error body, no choices)."""
-
-    def __init__(self, message: str, *, code: object = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
 
 
 @dataclass(frozen=True)

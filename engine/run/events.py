@@ -18,12 +18,11 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-import asyncpg
-
-from engine.content import AudienceFacts, Bot, EventTrigger, Registry, admits
-from engine.content.audience import facts_in_room
+from engine.content import Bot, EventTrigger, Registry, admits
+from engine.errors import Conflict
 from engine.run.summon import Refused, Summoned, Summons, summon
-from engine.store.queries import Queries
+from engine.store import Tx
+from engine.surface import SurfaceFacts
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +46,11 @@ def hearers(registry: Registry, event_name: str) -> list[tuple[Bot, EventTrigger
 
 
 async def wake(
-    conn: asyncpg.Connection,
-    q: Queries,
+    tx: Tx,
     registry: Registry,
     event_name: str,
     *,
+    surface: SurfaceFacts,
     occurrence: str,
     room_id: str | None,
     subject: str | None,
@@ -59,7 +58,7 @@ async def wake(
     conversation: str,
 ) -> list[Summoned | Refused]:
     """Summon every bot that hears ``event_name``, in the caller's transaction; one result per bot that
-    hears it and may speak there (in ``room_id``, when given: only bots whose puppet is joined).
+    hears it and may speak there (in ``room_id``, when given: only bots whose user is joined), on ``surface``.
 
     ``occurrence`` is what happened once — the Matrix event id, or the webhook's delivery id — so the
     same event delivered twice summons nothing twice. ``facts`` go on the run untouched."""
@@ -68,13 +67,13 @@ async def wake(
         return []
     if room_id is not None:
         # For now a bot is enabled in a room by being in it (its puppet joined, as room_members says).
-        rows = await conn.fetch(q["our_members"], room_id, [bot.user_id for bot, _ in hearing])
-        joined = {r["user_id"] for r in rows if r["membership"] == "join"}
+        rows = await tx.rooms.ours(room_id, [bot.user_id for bot, _ in hearing])
+        joined = {r.user_id for r in rows if r.membership == "join"}
         hearing = [(bot, trigger) for bot, trigger in hearing if bot.user_id in joined]
         if not hearing:
             return []
-    room = await conn.fetchrow(q["get_room"], room_id) if room_id is not None else None
-    about = await subject_facts(conn, q, registry.server_name, room, subject)
+    room = await tx.rooms.get(room_id) if room_id is not None else None
+    about = await surface.facts(tx, room_id, subject)
     results: list[Summoned | Refused] = []
     for bot, trigger in hearing:
         extra = {"bot": bot.slug, "room": room_id, "event": event_name}
@@ -82,36 +81,23 @@ async def wake(
             log.info("event %s not for %s's serves:", event_name, bot.slug, extra=extra)
             results.append(Refused("audience"))
             continue
-        if await conn.fetchval(q["conversation_busy"], bot.slug, conversation):
+        if await tx.runs.conversation_busy(bot.slug, conversation):
             log.info("event %s: %s is busy in %s", event_name, bot.slug, conversation, extra=extra)
             results.append(Refused("busy"))
             continue
         summons = Summons(
-            bot=bot.slug, surface="rooms", prompt=trigger.ask, asked_by=None, subject=subject, facts=about,
+            bot=bot.slug, surface=surface.name, prompt=trigger.ask, asked_by=None, subject=subject, facts=about,
             room_id=room_id, trigger_event=f"event:{event_name}:{occurrence}:{bot.slug}",
             context={"kind": "event", "event": event_name, "facts": facts, "lines": []},
-            encrypted=bool(room is not None and room["encrypted"]),
+            encrypted=room is not None and room.encrypted,
         )
         try:
-            async with conn.transaction():  # a savepoint: a lost race undoes its run, not the caller's work
-                result = await summon(conn, q, registry, summons)
+            async with tx.savepoint():  # a lost race undoes its run, not the caller's work
+                result = await summon(tx, registry, summons)
                 if isinstance(result, Summoned):
-                    await conn.execute(q["mark_run_conversation"], result.run_id, conversation)
-        except asyncpg.UniqueViolationError:
+                    await tx.runs.mark_conversation(result.run_id, conversation)
+        except Conflict:
             log.info("event %s: %s became busy in %s", event_name, bot.slug, conversation, extra=extra)
             result = Refused("busy")
         results.append(result)
     return results
-
-
-async def subject_facts(
-    conn: asyncpg.Connection, q: Queries, server_name: str, room: asyncpg.Record | None, subject: str | None,
-    site_classes: frozenset[str] = frozenset(),
-) -> AudienceFacts:
-    """A person as the room knows them now (membership, power) — what ``serves:``, a room schedule's maker
-    or a tool's ``for:`` is checked against — or just who they are when there is no room, or nobody."""
-    if subject is None or room is None:
-        return AudienceFacts(user_id=subject, local_server=server_name, site_classes=site_classes)
-    member = await conn.fetchrow(q["get_member"], room["room_id"], subject)
-    is_member = member is not None and member["membership"] == "join"
-    return facts_in_room(subject, room, server_name, is_member=is_member, site_classes=site_classes)

@@ -7,46 +7,38 @@ from __future__ import annotations
 import logging
 
 from engine.content import Registry
-from engine.store.db import Database
+from engine.store import Store
 from engine.tools.search import index_rows
 
 log = logging.getLogger(__name__)
 
 
-async def publish(db: Database, registry: Registry) -> list[str]:
+async def publish(store: Store, registry: Registry) -> list[str]:
     """Publish ``registry``; returns the slugs of the bots now live."""
-    q = db.q
-    async with db.transaction("publish") as conn:
-        await conn.execute(q["publish_lock"])
+    async with store.transaction("publish") as tx:
+        await tx.content.lock()
         for bot in registry.bots.values():
-            await conn.execute(
-                q["upsert_bot"], bot.slug, bot.name, bot.user_id, list(bot.surfaces),
-                bot.model_dump(mode="json", by_alias=True),
-            )
-        await conn.execute(q["withdraw_bots_except"], list(registry.bots))
+            await tx.content.upsert_bot(bot.slug, bot.name, bot.user_id, list(bot.surfaces),
+                                        bot.model_dump(mode="json", by_alias=True))
+        await tx.content.withdraw_bots_except(list(registry.bots))
         for skill in registry.skills.values():
-            await conn.execute(q["upsert_skill"], skill.name, skill.description, skill.model_dump(mode="json", by_alias=True))
-        await conn.execute(q["withdraw_skills_except"], list(registry.skills))
+            await tx.content.upsert_skill(skill.name, skill.description, skill.model_dump(mode="json", by_alias=True))
+        await tx.content.withdraw_skills_except(list(registry.skills))
         for tool in registry.tools.values():
-            await conn.execute(q["upsert_tool"], tool.name, tool.kind, tool.model_dump(mode="json", by_alias=True))
-        await conn.execute(q["withdraw_tools_except"], list(registry.tools))
+            await tx.content.upsert_tool(tool.name, tool.kind, tool.model_dump(mode="json", by_alias=True))
+        await tx.content.withdraw_tools_except(list(registry.tools))
         for command in registry.commands.values():
-            await conn.execute(
-                q["upsert_command"], command.name, command.bot, command.tool, list(command.surfaces or ()),
-                command.shape(), command.prompt, command.model_dump(mode="json", by_alias=True),
+            await tx.content.upsert_command(
+                name=command.name, bot=command.bot, tool=command.tool, surfaces=list(command.surfaces or ()),
+                shape=command.shape(), prompt=command.prompt, compiled=command.model_dump(mode="json", by_alias=True),
             )
-        await conn.execute(q["withdraw_commands_except"], list(registry.commands))
-
-        await conn.execute(q["clear_bot_links"])
-        pairs = [(bot.slug, skill.name) for bot in registry.bots.values() for skill in registry.skills_of(bot)]
-        await conn.execute(q["insert_bot_skills"], [b for b, _ in pairs], [s for _, s in pairs])
-        pairs = [(bot.slug, tool) for bot in registry.bots.values() for tool in bot.tools]
-        await conn.execute(q["insert_bot_tools"], [b for b, _ in pairs], [t for _, t in pairs])
-
+        await tx.content.withdraw_commands_except(list(registry.commands))
+        await tx.content.link(
+            skills=[(bot.slug, skill.name) for bot in registry.bots.values() for skill in registry.skills_of(bot)],
+            tools=[(bot.slug, tool) for bot in registry.bots.values() for tool in bot.tools],
+        )
         # search_site's index, rebuilt whole: what was published is what is found.
-        await conn.execute(q["clear_site_search"])
-        rows = index_rows(registry)
-        await conn.execute(q["insert_site_search"], *([row[i] for row in rows] for i in range(4)))
+        await tx.search.rebuild(index_rows(registry))
     log.info(
         "published %d bot(s), %d skill(s), %d tool(s), %d command(s): %s",
         len(registry.bots), len(registry.skills), len(registry.tools), len(registry.commands),

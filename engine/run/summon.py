@@ -10,12 +10,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import asyncpg
-
 from engine.content import AudienceFacts, Registry, admits
-from engine.core.limits import Breach, Spent, breach
+from engine.core.limits import Breach, breach
 from engine.core.room_settings import room_refusal
-from engine.store.queries import Queries
+from engine.store import Tx
 
 log = logging.getLogger(__name__)
 
@@ -73,32 +71,31 @@ def refusal(registry: Registry, s: Summons) -> Refusal | None:
     return None
 
 
-async def summon(
-    conn: asyncpg.Connection, q: Queries, registry: Registry, s: Summons, *, max_attempts: int = 3,
-) -> Summoned | Refused:
+async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 3) -> Summoned | Refused:
     why = refusal(registry, s)
     if why is not None:
         log.info("summons refused: %s", why, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
-        return await _refused(conn, q, s, why)
-    if s.room_id is not None and s.surface == "rooms":
-        # The room's own say (its admins' `!bots …`): which bots answer here, and its quiet hours.
-        room = await conn.fetchrow(q["room_settings_now"], s.room_id)
-        here = room_refusal(room["settings"], s.bot, asked=s.asked_by is not None, now=room["now"]) if room else None
+        return await _refused(tx, s, why)
+    if s.room_id is not None:
+        # The room's own say (what its admins set): which bots answer there, and its quiet hours.
+        room = await tx.rooms.settings_now(s.room_id)
+        here = room_refusal(room.settings, s.bot, asked=s.asked_by is not None, now=room.now) if room else None
         if here is not None:
             log.info("summons refused: %s", here, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
-            return await _refused(conn, q, s, here)
+            return await _refused(tx, s, here)
     if s.later is not None and s.asked_by is not None and s.room_id is not None:
         # The live run's row is taken in this transaction, so a worker finishing it either sees the line
         # (it re-reads the context before each model call) or finished first, and this starts a new run.
-        joined = await conn.fetchval(q["join_live_run"], s.bot, s.asked_by, s.room_id, s.thread_root, s.later,
-                                     registry.strings.get("context", "later"))
+        joined = await tx.runs.join_live(bot=s.bot, asked_by=s.asked_by, room_id=s.room_id,
+                                         thread_root=s.thread_root, line=s.later,
+                                         header=registry.strings.get("context", "later"))
         if joined is not None:
             log.info("the line joined run %s", joined, extra={"bot": s.bot, "room": s.room_id, "run": joined})
-            return Summoned(int(joined), joined=True)
-    if not await conn.fetchval(q["provider_usable"], LIVENESS_SECONDS):
+            return Summoned(joined, joined=True)
+    if not await tx.workers.provider_usable(LIVENESS_SECONDS):
         # No provider, no bots: nothing would answer, so nothing is started (absent means no).
         log.warning("summons refused: no worker can answer model calls", extra={"bot": s.bot, "room": s.room_id})
-        return await _refused(conn, q, s, "no_provider")
+        return await _refused(tx, s, "no_provider")
     bot = registry.get(s.bot)
     assert bot is not None
     per: dict[str, float] = dict(bot.limits.per or {})
@@ -107,29 +104,28 @@ async def summon(
     if per and spender is not None:
         # Checked before the run exists (a refusal buys nothing), with the person's row locked so two
         # racing summonses are checked one after the other, never against the same snapshot.
-        await conn.execute(q["ensure_spender"], spender)
-        now = await conn.fetchval(q["lock_spender"], spender)
-        ledger = [Spent(r["at"], r["usd"]) for r in await conn.fetch(q["spender_ledger"], spender, bot.slug)]
-        over = breach(per, ledger, bot.limits.spend, now)
+        now = await tx.people.lock_spender(spender)
+        over = breach(per, await tx.people.ledger(spender, bot.slug), bot.limits.spend, now)
         if over is not None:
             log.info("summons refused: the %s ceiling", over.window, extra={"bot": s.bot, "asker": spender})
-            return await _refused(conn, q, s, "ceiling", over, detail=f"the {over.window} ceiling")
+            return await _refused(tx, s, "ceiling", over, detail=f"the {over.window} ceiling")
     limits = {"steps": bot.limits.steps, "spend": bot.limits.spend, "minutes": bot.limits.minutes}
-    run_id = await conn.fetchval(
-        q["insert_run"], bot.slug, s.surface, s.room_id, s.thread_root, s.trigger_event, s.asked_by,
-        s.subject, s.prompt, s.context, s.script, limits, max_attempts,
+    run_id = await tx.runs.insert(
+        bot=bot.slug, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
+        trigger_event=s.trigger_event, asked_by=s.asked_by, subject=s.subject, prompt=s.prompt,
+        context=s.context, script=s.script, limits=limits, max_attempts=max_attempts,
     )
     if run_id is None:
         return Refused("duplicate")
     if per and spender is not None:
-        await conn.execute(q["reserve_spend"], spender, bot.slug, run_id, bot.limits.spend)
+        await tx.people.reserve(spender, bot.slug, run_id, bot.limits.spend)
     log.info("summoned run %s", run_id, extra={"bot": bot.slug, "room": s.room_id, "run": run_id})
-    return Summoned(int(run_id))
+    return Summoned(run_id)
 
 
-async def _refused(conn: asyncpg.Connection, q: Queries, s: Summons, why: Refusal, over: Breach | None = None,
-                   *, detail: str | None = None) -> Refused:
+async def _refused(tx: Tx, s: Summons, why: Refusal, over: Breach | None = None, *,
+                   detail: str | None = None) -> Refused:
     """A refusal is a matter of record (``summon runs`` shows it): nothing was bought, nothing started."""
-    await conn.execute(q["record_refusal"], s.bot, s.surface, s.room_id, s.thread_root, s.trigger_event,
-                       s.asked_by, why, detail)
+    await tx.refusals.record(bot=s.bot, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
+                             trigger_event=s.trigger_event, asked_by=s.asked_by, reason=why, detail=detail)
     return Refused(why, over)

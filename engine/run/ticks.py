@@ -27,21 +27,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-import asyncpg
-
 from engine.clock import Clock
 from engine.content import AudienceFacts, Registry, Schedule, ScheduleTrigger
 from engine.content.audience import admits
 from engine.core.schedule import last_between
-from engine.run.events import subject_facts
+from engine.errors import StoreError
 from engine.run.summon import Refused, Summoned, Summons, summon
-from engine.store.db import Database
-from engine.store.queries import Queries
+from engine.store import Store, Tx
+from engine.surface import SurfaceFacts
 
 log = logging.getLogger(__name__)
 
 ResolveRoom = Callable[[str], Awaitable[str | None]]
-SummonFn = Callable[[asyncpg.Connection, Queries, Registry, Summons], Awaitable[Summoned | Refused]]
+SummonFn = Callable[[Tx, Registry, Summons], Awaitable[Summoned | Refused]]
 
 # An alias lookup holds the clock's row lock while it waits: never for longer than this.
 RESOLVE_SECONDS = 10.0
@@ -58,26 +56,28 @@ def trigger_key(trigger: ScheduleTrigger) -> str:
 
 
 async def schedule_tick(
-    db: Database,
+    store: Store,
     registry: Registry,
     now: datetime,
     *,
+    surface: SurfaceFacts,
     resolve_room: ResolveRoom,
     summon_fn: SummonFn = summon,
 ) -> list[int]:
-    """Fire what is owed at ``now``; returns the ids of the runs it started. ``resolve_room`` turns a
-    ``#alias:server`` into a room id (None when it cannot); a ``!id:server`` is used as written."""
+    """Fire what is owed at ``now`` (the database's time); returns the ids of the runs it started, on
+    ``surface``. ``resolve_room`` is the surface's: a schedule's ``in:`` as the room's id now (None when
+    it cannot be found)."""
     started: list[int] = []
     owed: list[tuple[str, str, ScheduleTrigger | RoomSchedule]] = [
         (bot.slug, trigger_key(trigger), trigger)
         for bot in registry for trigger in bot.hears if isinstance(trigger, ScheduleTrigger)
     ]
-    owed += await _room_schedules(db, registry)
+    owed += await _room_schedules(store, registry)
     # Each schedule in its own transaction: one that fails never holds back the others.
     for slug, key, trigger in owed:
         try:
-            run_id = await _fire(db, registry, slug, key, trigger, now, resolve_room, summon_fn)
-        except asyncpg.PostgresError:
+            run_id = await _fire(store, registry, slug, key, trigger, now, surface, resolve_room, summon_fn)
+        except StoreError:
             # Its own transaction rolled back, clock and all: the next tick tries it again.
             log.exception("schedule %s of %s failed; will try again", key, slug, extra={"bot": slug})
             continue
@@ -97,42 +97,42 @@ class RoomSchedule:
     made_by: str  # it asks on their behalf: their standing gates it, their ceilings count it
 
 
-async def _room_schedules(db: Database, registry: Registry) -> list[tuple[str, str, ScheduleTrigger | RoomSchedule]]:
+async def _room_schedules(store: Store, registry: Registry) -> list[tuple[str, str, ScheduleTrigger | RoomSchedule]]:
     owed: list[tuple[str, str, ScheduleTrigger | RoomSchedule]] = []
-    for row in await db.fetch("all_room_schedules"):
-        if registry.get(row["bot"]) is None:
+    for row in await store.schedules.all_in_rooms():
+        if registry.get(row.bot) is None:
             continue  # withdrawn: it wakes again when it is published again
         try:
-            schedule = Schedule.model_validate(row["schedule"])
+            schedule = Schedule.model_validate(row.schedule)
         except ValueError:
-            log.exception("room schedule %s no longer reads; skipped", row["id"], extra={"room": row["room_id"]})
+            log.exception("room schedule %s no longer reads; skipped", row.id, extra={"room": row.room_id})
             continue
-        owed.append((row["bot"], row["trigger"], RoomSchedule(schedule, row["room_id"], row["ask"], row["made_by"])))
+        owed.append((row.bot, row.trigger, RoomSchedule(schedule, row.room_id, row.ask, row.made_by)))
     return owed
 
 
 async def _fire(
-    db: Database,
+    store: Store,
     registry: Registry,
     bot: str,
     key: str,
     trigger: ScheduleTrigger | RoomSchedule,
     now: datetime,
+    surface: SurfaceFacts,
     resolve_room: ResolveRoom,
     summon_fn: SummonFn,
 ) -> int | None:
-    q = db.q
-    async with db.transaction("schedule_tick") as conn:
-        clock = await conn.fetchrow(q["clock_for_update"], bot, key)
+    async with store.transaction("schedule_tick") as tx:
+        clock = await tx.schedules.clock_for_update(bot, key)
         if clock is None:
             # Absent (start it) or held by another tick (which fires it, not us).
-            if await conn.fetchval(q["start_clock"], bot, key, now) is not None:
+            if await tx.schedules.start_clock(bot, key, now):
                 log.info("schedule %s of %s starts its clock", key, bot, extra={"bot": bot})
             return None
-        occurrence = last_between(trigger.schedule, clock["last_fired_at"], now)
+        occurrence = last_between(trigger.schedule, clock.last_fired_at, now)
         if occurrence is None:
             return None
-        await conn.execute(q["advance_clock"], bot, key, occurrence)
+        await tx.schedules.advance_clock(bot, key, occurrence)
         when = occurrence.isoformat()
         room_id = await _room(trigger.in_, resolve_room, bot)
         if room_id is None:
@@ -141,13 +141,13 @@ async def _fire(
                 key, bot, when, trigger.in_, extra={"bot": bot, "room": trigger.in_},
             )
             return None
-        room = await conn.fetchrow(q["get_room"], room_id)
+        room = await tx.rooms.get(room_id)
         facts = AudienceFacts(user_id=None, local_server=registry.server_name, is_member=False)
         subject = None
         if isinstance(trigger, RoomSchedule):
             # On its maker's behalf, as they stand now: a maker the bot no longer admits wakes nothing.
             subject = trigger.made_by
-            facts = await subject_facts(conn, q, registry.server_name, room, trigger.made_by)
+            facts = await surface.facts(tx, room_id, trigger.made_by)
             found = registry.get(bot)
             if found is None or not admits(found.audience, facts):
                 log.warning("room schedule %s of %s: its maker %s may no longer ask %s; it counts as fired",
@@ -155,7 +155,7 @@ async def _fire(
                 return None
         summons = Summons(
             bot=bot,
-            surface="rooms",
+            surface=surface.name,
             prompt=trigger.ask,
             asked_by=None,
             subject=subject,
@@ -163,9 +163,9 @@ async def _fire(
             room_id=room_id,
             trigger_event=f"schedule:{bot}:{key}:{when}",
             context={"kind": "schedule", "occurrence": when, "lines": []},
-            encrypted=bool(room is not None and room["encrypted"]),
+            encrypted=room is not None and room.encrypted,
         )
-        outcome = await summon_fn(conn, q, registry, summons)
+        outcome = await summon_fn(tx, registry, summons)
     if isinstance(outcome, Refused):
         log.warning(
             "schedule %s of %s owed %s, refused: %s; it counts as fired", key, bot, when, outcome.reason,
@@ -178,8 +178,6 @@ async def _fire(
 
 
 async def _room(room: str, resolve_room: ResolveRoom, bot: str) -> str | None:
-    if room.startswith("!"):
-        return room
     try:
         return await asyncio.wait_for(resolve_room(room), RESOLVE_SECONDS)
     except Exception:
@@ -193,38 +191,36 @@ KEEP_HOOK_DELIVERIES = 86_400.0
 KEEP_REFUSALS = 30 * 86_400.0
 
 
-async def prune(db: Database, *, deliveries: float = KEEP_HOOK_DELIVERIES, refusals: float = KEEP_REFUSALS) -> int:
+async def prune(store: Store, *, deliveries: float = KEEP_HOOK_DELIVERIES, refusals: float = KEEP_REFUSALS) -> int:
     """Forget old hook deliveries, refused summonses and finished room actions; how many rows went."""
-    gone = 0
-    for query, keep in (("prune_hook_deliveries", deliveries), ("prune_refusals", refusals),
-                        ("prune_room_actions", refusals)):
-        status = await db.execute(query, keep)
-        gone += int(status.split()[-1]) if status.split()[-1].isdecimal() else 0
+    gone = await store.hooks.prune(deliveries)
+    gone += await store.refusals.prune(refusals)
+    gone += await store.room_actions.prune(refusals)
     if gone:
         log.info("pruned %d old row(s)", gone)
     return gone
 
 
 async def run_ticks(
-    db: Database,
+    store: Store,
     registry_fn: Callable[[], Registry],
     clock: Clock,
     stop: asyncio.Event,
     *,
     every: float = 60,
+    surface: SurfaceFacts,
     resolve_room: ResolveRoom,
 ) -> None:
-    """Tick every ``every`` seconds until ``stop`` is set, against the registry published at the time."""
+    """Tick every ``every`` seconds (by ``clock``) until ``stop`` is set, against the registry published at
+    the time and the database's time."""
     while not stop.is_set():
         try:
-            await schedule_tick(db, registry_fn(), clock.now(), resolve_room=resolve_room)
-        except (OSError, asyncpg.PostgresError):
+            now = await store.schedules.now()
+            await schedule_tick(store, registry_fn(), now, surface=surface, resolve_room=resolve_room)
+        except StoreError:
             log.exception("schedule tick failed; will try again")
         try:
-            await prune(db)
-        except (OSError, asyncpg.PostgresError):
+            await prune(store)
+        except StoreError:
             log.exception("pruning failed; will try again")
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=every)
-        except TimeoutError:
-            pass
+        await clock.wait(stop, every)

@@ -17,21 +17,19 @@ import socket
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
-
-import asyncpg
 
 from engine.clock import Clock
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core.commands import command_prompt
+from engine.core.limits import DEFAULT_LIMITS, Limits
 from engine.core.loop import (
     CallModel,
     CloseInterrupted,
     End,
     Finished,
-    Limits,
     RunTool,
     RunView,
     Say,
@@ -52,9 +50,10 @@ from engine.core.messages import (
     load_step,
 )
 from engine.core.prompt import later_of, opening, said_since
-from engine.errors import LeaseLost
+from engine.errors import LeaseLost, StoreError
 from engine.providers.base import Answerer, ProviderStatus
-from engine.store.db import Database
+from engine.store import Store, Tx
+from engine.store.runs import Claim, Run
 from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
 from engine.tasks import TaskGroup
 from engine.tools.base import ContentTools, Offered, RunRef, ToolFn
@@ -85,7 +84,7 @@ def new_worker_id() -> str:
 class Worker:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         registry: Callable[[], Registry],
         answerer: Answerer,
         surfaces: Mapping[str, Surface],
@@ -93,25 +92,29 @@ class Worker:
         settings: WorkerSettings,
         *,
         tools: Mapping[str, ToolFn] | None = None,
+        harness: Mapping[str, ToolFn] | None = None,
         content_tools: ContentTools | None = None,
         site_classes: SiteClasses | None = None,
         worker_id: str | None = None,
         status: ProviderStatus | None = None,
     ) -> None:
-        """``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``)."""
-        self.db = db
-        self.q = db.q
+        """``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``);
+        ``harness`` are a test's or a bench's own tools, offered to every run (never in production)."""
+        self.store = store
         self._registry = registry
         self.answerer = answerer
         self.surfaces = surfaces
         self.clock = clock
         self.settings = settings
-        self.toolbox = ToolRunner(db, registry, tools=tools, content_tools=content_tools, site_classes=site_classes)
+        self.toolbox = ToolRunner(registry, surfaces, store, tools=tools, harness=harness,
+                                  content_tools=content_tools, site_classes=site_classes)
         self.id = worker_id or new_worker_id()
         self.status = status or ProviderStatus(usable=True, mode="stand-in")
         self._wake = asyncio.Event()
-        # Per held run: how many lines had joined it at its last fenced write (read in the same commit).
+        # Per held run: how many lines had joined it at its last fenced write (read in the same commit), and
+        # the database's time then (with this process's monotonic clock at that moment).
         self._joined: dict[int, int] = {}
+        self._seen: dict[int, tuple[datetime, float]] = {}
         self._generation = 0
 
     # --- the long-running parts --------------------------------------------------------------------
@@ -120,7 +123,7 @@ class Worker:
         """Claim and hold runs with ``slots`` concurrent slots, woken by NOTIFY, until ``stop`` is set."""
         try:
             async with TaskGroup("worker") as group:
-                group.spawn(self.db.listen("summon_runs", self._poke, stop), name="worker-listen")
+                group.spawn(self.store.listen("summon_runs", self._poke, stop), name="worker-listen")
                 for n in range(self.settings.slots):
                     group.spawn(self._slot(n, stop), name=f"worker-slot-{n}")
                 group.spawn(self._sweeper(stop), name="worker-sweep")
@@ -129,8 +132,8 @@ class Worker:
                 self._poke()
         finally:
             try:
-                await self.db.execute("forget_provider_status", self.id)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                await self.store.workers.forget(self.id)
+            except StoreError:
                 log.warning("could not take this worker's provider status down; it will go stale")
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
@@ -138,13 +141,10 @@ class Worker:
         s = self.status
         while not stop.is_set():
             try:
-                await self.db.execute("record_provider_status", self.id, s.usable, s.mode, list(s.providers))
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                await self.store.workers.beat(self.id, usable=s.usable, mode=s.mode, providers=list(s.providers))
+            except StoreError:
                 log.warning("could not record the provider status (the database is unavailable)")
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=self.settings.heartbeat_seconds)
-            except TimeoutError:
-                pass
+            await self.clock.wait(stop, self.settings.heartbeat_seconds)
 
     def _poke(self) -> None:
         self._generation += 1
@@ -155,46 +155,42 @@ class Worker:
             seen = self._generation
             try:
                 held = await self.work_once()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+            except StoreError:
                 log.warning("worker slot %s: the database is unavailable; retrying in 1s", n)
-                await asyncio.sleep(1)
+                await self.clock.sleep(1)
                 continue
             if held or stop.is_set():
                 continue
             if self._generation != seen:
                 continue
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_seconds)
-            except TimeoutError:
-                pass
+            await self.clock.wait(self._wake, self.settings.poll_seconds)
 
     async def _sweeper(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 await self.sweep()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+            except StoreError:
                 log.warning("lease sweep failed (the database is unavailable); will try again")
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=self.settings.sweep_seconds)
-            except TimeoutError:
-                pass
+            await self.clock.wait(stop, self.settings.sweep_seconds)
 
     # --- one claim, one run -----------------------------------------------------------------------
 
     async def work_once(self) -> bool:
         """Claim one run and hold it. False when nothing was claimable."""
-        row = await self.db.fetchrow("claim_run", self.id, self.settings.lease_seconds)
-        if row is None:
+        claim = await self.store.runs.claim(self.id, self.settings.lease_seconds)
+        if claim is None:
             return False
         try:
-            await self.hold(row)
+            await self.hold(claim)
         except LeaseLost as exc:
-            log.warning("%s; stopping work on it", exc, extra={"run": row["id"]})
+            log.warning("%s; stopping work on it", exc, extra={"run": claim.run.id})
         return True
 
-    async def hold(self, row: asyncpg.Record) -> None:
-        run = RunInfo.from_row(row)
+    async def hold(self, claim: Claim) -> None:
+        row = claim.run
+        run = RunInfo.of(row)
+        self._seen[run.id] = (claim.now, self.clock.monotonic())
         view = _view(row)
         surface = self.surfaces.get(run.surface)
         started = self.clock.monotonic()
@@ -203,7 +199,7 @@ class Worker:
         log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.id})
         if surface is not None:
             await surface.working(run, True)
-        self._joined[run.id] = len(later_of(row["context"] or {}))
+        self._joined[run.id] = len(later_of(row.context))
         try:
             await self._step_until_done(run, row, view, steps, surface, started, facts)
         except asyncio.CancelledError:
@@ -212,23 +208,24 @@ class Worker:
             raise
         finally:
             self._joined.pop(run.id, None)
+            self._seen.pop(run.id, None)
             if surface is not None:
                 await surface.working(run, False)
 
     async def _release_quietly(self, run: RunInfo) -> None:
         try:
-            await self.db.fetchval("hand_back_run", run.id, self.id)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+            await self.store.runs.hand_back(run.id, self.id)
+        except StoreError:
             log.warning("could not hand run %s back at shutdown; the sweep will", run.id)
 
     async def _step_until_done(
-        self, run: RunInfo, row: asyncpg.Record, view: RunView, steps: list[Step],
+        self, run: RunInfo, row: Run, view: RunView, steps: list[Step],
         surface: Surface | None, started: float, facts: AudienceFacts | None,
     ) -> None:
         ref = RunRef(run.id, run.bot, run.surface, run.room_id, run.thread_root)
-        context: dict[str, Any] = row["context"] or {}
+        context: dict[str, Any] = row.context
         while True:
-            action = decide(view, steps, self.clock.now())
+            action = decide(view, steps, self._now(run.id))
             if isinstance(action, Finished):
                 return
             if isinstance(action, Say | End):
@@ -239,13 +236,13 @@ class Worker:
                 # The context is read again only when the last fenced write saw more joined lines than the
                 # run has heard (a line joining after that is caught when the run finishes).
                 if self._joined.get(run.id, 0) > len(later_of(context)):
-                    context = await self.db.fetchval("run_context", run.id) or {}
+                    context = await self.store.runs.context(run.id)
                 text, count = said_since(context, heard(steps))
                 cancelled = bool(count) and await self._record(run.id, steps, HeardStep(text, count))
                 if not cancelled:
                     cancelled, last = await self._call_model(row, context, steps, self.toolbox.offer(ref, steps, facts))
                 if not cancelled:
-                    then = decide(view, [*steps, last], self.clock.now())
+                    then = decide(view, [*steps, last], self._now(run.id))
                     if isinstance(then, Say | End):
                         # The model's last word ends the run: record it, the answer (or ending) and the
                         # delivery in one commit rather than two — unless the asker said more meanwhile.
@@ -276,24 +273,24 @@ class Worker:
                 await self._hand_back(run)
                 return
 
-    def _asked(self, registry: Registry, context: dict[str, Any], row: asyncpg.Record) -> str:
+    def _asked(self, registry: Registry, context: dict[str, Any], row: Run) -> str:
         """What the run asks: a command's prompt, resolved here from the command as published; otherwise
         what the person said."""
         if "command" not in context:
-            return str(row["prompt"])
+            return row.prompt
         resolved = command_prompt(registry.commands, registry.strings, context)
         if resolved is None:
-            log.warning("run %s was a command that is gone; it asks what the person said", row["id"],
-                        extra={"run": row["id"], "bot": row["bot"]})
-            return str(row["prompt"])
+            log.warning("run %s was a command that is gone; it asks what the person said", row.id,
+                        extra={"run": row.id, "bot": row.bot})
+            return row.prompt
         return resolved
 
-    async def _call_model(self, row: asyncpg.Record, context: dict[str, Any], steps: list[Step],
+    async def _call_model(self, row: Run, context: dict[str, Any], steps: list[Step],
                           offer: Offered) -> tuple[bool, ModelStep]:
         """Call the model with what this run may use; record every failed attempt before the last, and
         return the last unrecorded (with the cancel flag read while recording the others)."""
         registry = self._registry()
-        bot = registry.get(row["bot"])
+        bot = registry.get(row.bot)
         system = bot.prompt if bot is not None else ""
         skills = offer.skills_section(registry.strings.get("skills", "header") or "")
         if skills:
@@ -306,40 +303,42 @@ class Worker:
             tools=offer.tools,
         )
         turn = sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
-        *earlier, last = await self.answerer.answer(request, script=row["script"], turn=turn)
+        *earlier, last = await self.answerer.answer(request, script=row.script, turn=turn)
         cancelled = False
         for attempt in earlier:
-            cancelled = await self._record(row["id"], steps, attempt) or cancelled
+            cancelled = await self._record(row.id, steps, attempt) or cancelled
         return cancelled, last
 
     # --- fenced writes ------------------------------------------------------------------------------
 
     async def _record(self, run_id: int, steps: list[Step], step: Step) -> bool:
         """Record the next step, fenced; return the cancel flag read in the same commit."""
-        async with self.db.transaction("record_step") as conn:
-            cancel = await self._fence(conn, run_id)
-            await self._insert_step(conn, run_id, len(steps) + 1, step)
+        async with self.store.transaction("record_step") as tx:
+            cancel = await self._fence(tx, run_id)
+            await self._insert_step(tx, run_id, len(steps) + 1, step)
         steps.append(step)
         return cancel
 
-    async def _fence(self, conn: asyncpg.Connection, run_id: int) -> bool:
-        flag = await conn.fetchrow(self.q["fence_run"], run_id, self.id, self.settings.lease_seconds)
-        if flag is None:
-            raise LeaseLost(run_id, self.id)
-        self._joined[run_id] = int(flag["later"])
-        return bool(flag["cancel_requested"])
+    async def _fence(self, tx: Tx, run_id: int) -> bool:
+        fence = await tx.runs.fence(run_id, self.id, self.settings.lease_seconds)
+        self._joined[run_id] = fence.later
+        self._seen[run_id] = (fence.now, self.clock.monotonic())
+        return fence.cancel_requested
 
-    async def _insert_step(self, conn: asyncpg.Connection, run_id: int, seq: int, step: Step) -> None:
+    def _now(self, run_id: int) -> datetime:
+        """The database's time (the one clock every stored time comes from), as read at this run's last
+        round trip and carried forward by this process's monotonic clock since."""
+        then, at = self._seen[run_id]
+        return then + timedelta(seconds=max(0.0, self.clock.monotonic() - at))
+
+    async def _insert_step(self, tx: Tx, run_id: int, seq: int, step: Step) -> None:
         model = step if isinstance(step, ModelStep) else None
-        try:
-            await conn.execute(
-                self.q["insert_step"], run_id, seq, step.kind, dump_step(step),
-                model.provider if model else None, model.model if model else None,
-                model.tokens_in if model else 0, model.tokens_out if model else 0,
-                model.cost_usd if model else 0, self.id,
-            )
-        except asyncpg.UniqueViolationError as exc:
-            raise LeaseLost(run_id, self.id) from exc
+        await tx.runs.insert_step(
+            run_id, seq, step.kind, dump_step(step), owner=self.id,
+            provider=model.provider if model else None, model=model.model if model else None,
+            tokens_in=model.tokens_in if model else 0, tokens_out=model.tokens_out if model else 0,
+            cost_usd=model.cost_usd if model else 0,
+        )
 
     async def _finish(
         self, run: RunInfo, view: RunView, steps: list[Step], pending: list[Step], action: Say | End,
@@ -350,21 +349,21 @@ class Worker:
         the asker added meanwhile (read under the fence's row lock, so a joining line either is seen here
         or starts a run of its own) make the answer a draft when the run may still ask the model: they are
         recorded and False is returned, so the model is asked again."""
-        async with self.db.transaction("finish_run") as conn:
-            if await self._fence(conn, run.id) and not (isinstance(action, End) and action.ending == "cancelled"):
+        async with self.store.transaction("finish_run") as tx:
+            if await self._fence(tx, run.id) and not (isinstance(action, End) and action.ending == "cancelled"):
                 action = End("cancelled")
             if isinstance(action, Say) and self._joined.get(run.id, 0) > heard([*steps, *pending]):
-                context = await conn.fetchval(self.q["run_context"], run.id) or {}
+                context = await tx.runs.context(run.id)
                 text, count = said_since(context, heard([*steps, *pending]))
                 more = [*steps, *pending, HeardStep(text, count)]
-                if count and not isinstance(decide(view, more, self.clock.now()), CallModel):
+                if count and not isinstance(decide(view, more, self._now(run.id)), CallModel):
                     # Out of steps, money or time: the answer it has is said rather than thrown away.
                     log.info("run %s: the asker said more, but the run may not ask the model again; answering",
                              run.id, extra={"run": run.id, "bot": run.bot})
                     count = 0
                 if count:
                     for n, step in enumerate([*pending, HeardStep(text, count)], start=len(steps) + 1):
-                        await self._insert_step(conn, run.id, n, step)
+                        await self._insert_step(tx, run.id, n, step)
                     steps.extend([*pending, HeardStep(text, count)])
                     log.info("run %s: the asker said more before the answer went out; asking again", run.id,
                              extra={"run": run.id, "bot": run.bot})
@@ -380,54 +379,52 @@ class Worker:
                 status = {"cancelled": "cancelled", "failed": "failed"}.get(action.ending, "done")
                 ending, reason, answer = action.ending, action.reason or None, None
             for n, step in enumerate([*pending, final], start=len(steps) + 1):
-                await self._insert_step(conn, run.id, n, step)
-            done = await conn.fetchval(self.q["finish_run"], run.id, self.id, status, ending, reason, answer)
-            if done is None:
-                raise LeaseLost(run.id, self.id)
-            await conn.execute(self.q["settle_spend"], run.id)
+                await self._insert_step(tx, run.id, n, step)
+            await tx.runs.finish(run.id, self.id, status=status, ending=ending, reason=reason, answer=answer)
+            await tx.people.settle(run.id)
             if surface is not None:
-                await surface.deliver(conn, run, outcome)
+                await surface.deliver(tx, run, outcome)
         steps.extend([*pending, final])
         log.info("run %s finished: %s", run.id, ending or "answered", extra={"run": run.id, "bot": run.bot})
         return True
 
     async def _hand_back(self, run: RunInfo) -> None:
-        released = await self.db.fetchval("hand_back_run", run.id, self.id)
-        if released is None:
+        if not await self.store.runs.hand_back(run.id, self.id):
             raise LeaseLost(run.id, self.id)
         log.info("run %s handed back after its budget", run.id, extra={"run": run.id})
 
     async def _steps(self, run_id: int) -> list[Step]:
-        return [load_step(r["payload"]) for r in await self.db.fetch("run_steps", run_id)]
+        return [load_step(payload) for payload in await self.store.runs.steps(run_id)]
 
     # --- the sweep ------------------------------------------------------------------------------------
 
     async def sweep(self) -> int:
         """Re-queue runs whose worker died; a cancelled or worn-out one is ended where it was asked."""
-        async with self.db.transaction("sweep_expired") as conn:
-            rows = await conn.fetch(self.q["sweep_expired"], self.settings.sweep_batch)
+        async with self.store.transaction("sweep_expired") as tx:
+            rows = await tx.runs.sweep(self.settings.sweep_batch)
             for r in rows:
-                if r["status"] in ("cancelled", "failed"):
-                    await conn.execute(self.q["settle_spend"], r["id"])
-                    full = await conn.fetchrow(self.q["get_run"], r["id"])
-                    info = RunInfo.from_row(full)
+                if r.status in ("cancelled", "failed"):
+                    await tx.people.settle(r.id)
+                    full = await tx.runs.get(r.id)
+                    assert full is not None
+                    info = RunInfo.of(full)
                     surface = self.surfaces.get(info.surface)
                     if surface is not None:
-                        await surface.deliver(conn, info, Ended(r["status"] if r["status"] == "cancelled" else "failed"))
+                        await surface.deliver(tx, info, Ended("cancelled" if r.status == "cancelled" else "failed"))
         if rows:
             log.info("sweep: %d expired lease(s) handled", len(rows))
         return len(rows)
 
 
-def _view(row: asyncpg.Record) -> RunView:
-    limits = row["limits"] or {}
-    started: datetime = row["started_at"] or row["created_at"]
+def _view(row: Run) -> RunView:
+    limits = row.limits or {}
     return RunView(
-        id=row["id"],
-        limits=Limits(steps=int(limits.get("steps", 12)), spend=float(limits.get("spend", 0.5)),
-                      minutes=float(limits.get("minutes", 10))),
-        started_at=started,
-        cancel_requested=bool(row["cancel_requested"]),
+        id=row.id,
+        limits=Limits(steps=int(limits.get("steps", DEFAULT_LIMITS.steps)),
+                      spend=float(limits.get("spend", DEFAULT_LIMITS.spend)),
+                      minutes=float(limits.get("minutes", DEFAULT_LIMITS.minutes))),
+        started_at=row.started_at or row.created_at,
+        cancel_requested=row.cancel_requested,
     )
 
 

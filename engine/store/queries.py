@@ -1,15 +1,16 @@
-"""Load ``sql/queries.sql`` (and every ``sql/queries/*.sql``, one file per table family) once:
-``-- name: x`` blocks, each with a one-line description, looked up by name. A name defined in two files
-is refused. No SQL strings live in Python, and nothing is built by formatting values in."""
+"""Load the named statements once: ``sql/queries/<family>.sql``, one file per table family, each a list of
+``-- name: x`` blocks with a one-line description, looked up by name. A name defined twice (in one file
+or two) is refused. No SQL strings live in Python, and nothing is built by formatting values in."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+QUERIES_DIR = SQL_DIR / "queries"
 _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
 
 
@@ -49,22 +50,29 @@ def parse_queries(text: str) -> dict[str, Query]:
     return found
 
 
-class Queries(Mapping[str, str]):
-    """``queries["claim_run"]`` is the statement; ``queries.describe("claim_run")`` says what it does."""
+def query_files(*paths: Path) -> list[Path]:
+    """The files ``paths`` name: a file as itself, a folder as its ``*.sql`` files in name order."""
+    return [file for path in paths for file in (sorted(path.glob("*.sql")) if path.is_dir() else [path])]
 
-    def __init__(self, path: Path = SQL_DIR / "queries.sql") -> None:
-        self._q = parse_queries(path.read_text(encoding="utf-8"))
-        family = path.parent / "queries"
-        for extra in sorted(family.glob("*.sql")) if family.is_dir() else ():
-            for name, query in parse_queries(extra.read_text(encoding="utf-8")).items():
+
+class Queries(Mapping[str, str]):
+    """``queries["claim_run"]`` is the statement; ``queries.describe("claim_run")`` says what it does.
+    Read from ``paths`` (files, or folders of ``*.sql``): by default every family under ``sql/queries/``."""
+
+    def __init__(self, *paths: Path) -> None:
+        self._q: dict[str, Query] = {}
+        self._file: dict[str, str] = {}
+        for file in query_files(*(paths or (QUERIES_DIR,))):
+            for name, query in parse_queries(file.read_text(encoding="utf-8")).items():
                 if name in self._q:
-                    raise ValueError(f"query {name!r} is defined twice ({extra.name} and another file)")
+                    raise ValueError(f"query {name!r} is defined twice ({self._file[name]} and {file.name})")
                 self._q[name] = query
+                self._file[name] = file.name
 
     def __getitem__(self, name: str) -> str:
         return self._q[name].sql
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._q)
 
     def __len__(self) -> int:

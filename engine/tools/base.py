@@ -17,6 +17,7 @@ from engine.content import Registry
 from engine.content.audience import Audience, AudienceFacts, admits
 from engine.content.parts import Skill, Tool
 from engine.core.messages import Step, ToolCallStep, ToolResultStep, ToolSpec
+from engine.errors import ToolError as ToolError  # a site's code tool raises it from here too
 from engine.tools.schemas import content_specs
 
 
@@ -29,11 +30,6 @@ class RunRef:
     surface: str
     room_id: str | None = None
     thread_root: str | None = None
-
-
-class ToolError(Exception):
-    """A tool's failure in words the model can act on (a bad argument, an API's 404, a denied URL).
-    The worker hands the message back as the tool's result, marked as an error."""
 
 
 # A tool as the worker runs it: the run (never a person) and the model's arguments → what the model reads.
@@ -170,8 +166,8 @@ def offered(
         tool = registry.tools.get(name)
         if tool is None or not _allowed(tool.audience, facts):
             continue
-        if tool.needs == "desk" and run.surface != "desk":
-            continue
+        if tool.needs is not None and run.surface != tool.needs:
+            continue  # a tool that needs a surface is offered only there
         for spec, operation in content_specs(tool):
             specs.setdefault(spec.name, spec)
             targets.setdefault(spec.name, (tool.name, operation))

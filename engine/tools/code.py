@@ -29,7 +29,8 @@ from typing import Any
 
 from engine.content.code import SIGNATURE
 from engine.content.parts import Tool
-from engine.tools.base import RunRef, ToolError
+from engine.errors import ContentFault, ToolError, ToolEscaped
+from engine.tools.base import RunRef
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ RunFn = Callable[[RunRef, dict[str, Any]], Any]
 CODE_TIMEOUT = 60.0
 
 
-class ModuleLoadError(Exception):
+class ModuleLoadError(ContentFault):
     """Why a code tool's module does not load, said ``at its line N`` where there is one."""
 
 
@@ -128,7 +129,7 @@ class CodeTools:
                     result = await asyncio.wait_for(_contained(result), self.timeout)
         except ToolError:
             raise
-        except _Exited as exc:
+        except ToolEscaped as exc:
             log.warning("code tool %s tried to exit the process (%r); refused", tool.name, exc.args[0],
                         extra={"run": run.id, "bot": run.bot})
             raise ToolError(f"{tool.name} failed (it tried to exit); tell the person it did not work") from exc
@@ -175,20 +176,15 @@ def _check_arguments(tool: Tool, arguments: object) -> None:
             raise ToolError(f"{tool.name} takes no {', '.join(unknown)} (it takes: {', '.join(declared) or 'nothing'})")
 
 
-class _Exited(Exception):
-    """A code tool raised SystemExit or KeyboardInterrupt: contained, never let out into the event loop
-    (asyncio re-raises those two out of ``run``, which would stop the whole service)."""
-
-
 async def _contained(awaitable: Awaitable[Any]) -> Any:
     try:
         return await awaitable
     except (SystemExit, KeyboardInterrupt) as exc:
-        raise _Exited(exc) from None
+        raise ToolEscaped(exc) from None
 
 
 def _contained_sync(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except (SystemExit, KeyboardInterrupt) as exc:
-        raise _Exited(exc) from None
+        raise ToolEscaped(exc) from None

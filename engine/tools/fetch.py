@@ -37,7 +37,8 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from engine.tools.base import RunRef, ToolError, ToolFn
+from engine.errors import ToolError
+from engine.tools.base import RunRef, ToolFn
 from engine.tools.fenced import fence, html_to_text
 
 log = logging.getLogger(__name__)

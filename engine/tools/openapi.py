@@ -29,7 +29,7 @@ import httpx
 
 from engine.content.openapi import tool_name
 from engine.content.parts import Operation, Tool
-from engine.tools.base import ToolError
+from engine.errors import ToolError
 
 log = logging.getLogger(__name__)
 

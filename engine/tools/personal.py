@@ -17,13 +17,10 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import asyncpg
-
 from engine.content.strings import Strings
-from engine.errors import StoreError
-from engine.store.db import Database
-from engine.store.queries import Queries
-from engine.tools.base import RunRef, ToolError, ToolFn
+from engine.errors import ToolError
+from engine.store import Families, Store, Tx
+from engine.tools.base import RunRef, ToolFn
 
 log = logging.getLogger(__name__)
 
@@ -31,41 +28,35 @@ log = logging.getLogger(__name__)
 Words = Callable[[], Strings]
 # Tells the staff about a raised ticket, in the ticket's own transaction (the composition root wires it to
 # the Matrix outbox); raising stands or falls with the telling.
-Notify = Callable[[asyncpg.Connection, Mapping[str, Any]], Awaitable[None]]
+Notify = Callable[[Tx, Mapping[str, Any]], Awaitable[None]]
 
 SUBJECT_MAX = 300
 BODY_MAX = 8000
 
 
-def make_about_me(db: Database, words: Words) -> ToolFn:
+def make_about_me(store: Store, words: Words) -> ToolFn:
     async def about_me(run: RunRef, args: dict[str, Any]) -> str:
-        try:
-            async with db.transaction("about_me") as conn:
-                await conn.execute(db.q["personal_as_tools"])
-                await conn.fetchval(db.q["personal_become"], run.id)
-                facts = await conn.fetchval(db.q["personal_about_me"])
-        except asyncpg.PostgresError as exc:
-            raise StoreError(f"about_me for run {run.id}: {exc}") from exc
+        async with store.transaction("about_me") as tx:
+            await tx.people.as_tools()
+            await tx.people.become(run.id)
+            facts = await tx.people.about_me()
         return phrase_facts(facts, words())
 
     return about_me
 
 
-def make_raise_ticket(db: Database, words: Words, notify: Notify | None = None) -> ToolFn:
+def make_raise_ticket(store: Store, words: Words, notify: Notify | None = None) -> ToolFn:
     async def raise_ticket(run: RunRef, args: dict[str, Any]) -> str:
         title, body = _ticket_text(args)
         said = words()
-        try:
-            async with db.transaction("raise_ticket") as conn:
-                await conn.execute(db.q["personal_as_tools"])
-                ticket = await conn.fetchval(db.q["personal_raise_ticket"], run.id, title, body)
-                if ticket is None:
-                    return said.get("tools", "nobody") or "null"
-                await conn.execute(db.q["personal_as_engine"])
-                if notify is not None:
-                    await notify(conn, ticket)
-        except asyncpg.PostgresError as exc:
-            raise StoreError(f"raise_ticket for run {run.id}: {exc}") from exc
+        async with store.transaction("raise_ticket") as tx:
+            await tx.people.as_tools()
+            ticket = await tx.people.raise_ticket(run.id, title, body)
+            if ticket is None:
+                return said.get("tools", "nobody") or "null"
+            await tx.people.as_engine()
+            if notify is not None:
+                await notify(tx, ticket)
         log.info("ticket %s raised", ticket["id"], extra={"run": run.id, "bot": run.bot})
         raised = said.get("tools", "ticket_raised")
         return raised.format(ticket=f"#{ticket['id']}") if raised else json.dumps({"ticket": ticket["id"]})
@@ -109,10 +100,9 @@ def _ticket_text(args: Mapping[str, Any]) -> tuple[str, str]:
 # `serves:`. It runs as the engine's own role and is given an account by the caller on purpose.
 
 
-async def site_classes(conn: asyncpg.Connection, q: Queries, user_id: str | None) -> frozenset[str]:
+async def site_classes(db: Families, user_id: str | None) -> frozenset[str]:
     """The site's classes for ``user_id`` (``customer``, ``subscribed``, ``tier:<slug>``, ``role:<name>``,
     ``bought:<product>``), read from the people tables; none for nobody."""
     if user_id is None:
         return frozenset()
-    classes = await conn.fetchval(q["site_classes"], user_id)
-    return frozenset(classes or ())
+    return await db.people.site_classes(user_id)

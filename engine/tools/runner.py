@@ -11,14 +11,14 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import asyncpg
-
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core.messages import Step, ToolSpec
-from engine.run.events import subject_facts
-from engine.store.db import Database
-from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolError, ToolFn, offered
+from engine.errors import ToolError
+from engine.store import Families
+from engine.store.runs import Run
+from engine.surface import Surface
+from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolFn, offered
 
 log = logging.getLogger(__name__)
 
@@ -34,35 +34,41 @@ SiteClasses = Callable[[str], Awaitable[frozenset[str]]]
 
 class ToolRunner:
     def __init__(
-        self, db: Database, registry: Callable[[], Registry], *, tools: Mapping[str, ToolFn] | None = None,
+        self, registry: Callable[[], Registry], surfaces: Mapping[str, Surface], db: Families, *,
+        tools: Mapping[str, ToolFn] | None = None, harness: Mapping[str, ToolFn] | None = None,
         content_tools: ContentTools | None = None, site_classes: SiteClasses | None = None,
     ) -> None:
-        """``tools`` are implementations by name: the built-ins a bot may list (offered per its file), and
-        any other name is a harness tool (a test's or a bench's) offered to every run. ``content_tools``
-        runs the site's OpenAPI and code tools."""
-        self.db = db
+        """``tools`` are the built-ins' implementations (a bot is offered those its file lists);
+        ``harness`` are a test's or a bench's own tools, offered to every run — never given in production.
+        ``content_tools`` runs the site's OpenAPI and code tools."""
+        unknown = sorted(set(tools or ()) - set(BUILTIN_SPECS))
+        if unknown:
+            raise ValueError(f"not built-in tools: {', '.join(unknown)} (a test's own tools are its harness)")
         self._registry = registry
+        self.surfaces = surfaces
+        self.db = db
         self.tools = dict(tools or {})
+        self.harness = dict(harness or {})
         self.content_tools = content_tools
         self.site_classes = site_classes
 
     def offer(self, run: RunRef, steps: list[Step], facts: AudienceFacts | None) -> Offered:
-        harness = {name: ToolSpec(name, f"The {name} tool.") for name in self.tools if name not in BUILTIN_SPECS}
+        harness = {name: ToolSpec(name, f"The {name} tool.") for name in self.harness}
         return offered(run, steps, self._registry(), facts, harness=harness)
 
-    async def asker(self, row: asyncpg.Record) -> AudienceFacts | None:
-        """What is known about whoever asked the run, now (None: nobody asked — a schedule, an event)."""
-        asker: str | None = row["asked_by"]
+    async def asker(self, row: Run) -> AudienceFacts | None:
+        """What is known about whoever asked the run, now (None: nobody asked — a schedule, an event), as
+        the surface it was asked on says."""
+        asker = row.asked_by
         if asker is None:
             return None
         registry = self._registry()
-        if not _gated(registry, row["bot"]):
+        surface = self.surfaces.get(row.surface)
+        if surface is None or not _gated(registry, row.bot):
             # Nothing this bot may use has an audience: who asked changes nothing, so nothing is read.
             return AudienceFacts(user_id=asker, local_server=registry.server_name)
         classes = await self.site_classes(asker) if self.site_classes is not None else frozenset()
-        async with self.db.pool.acquire() as conn:
-            room = await conn.fetchrow(self.db.q["get_room"], row["room_id"]) if row["room_id"] else None
-            return await subject_facts(conn, self.db.q, registry.server_name, room, asker, classes)
+        return await surface.facts(self.db, row.room_id, asker, site_classes=classes)
 
     async def run(self, run: RunRef, offer: Offered, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         """The tool's result and whether it is an error. Withheld is absent, never refused."""
@@ -80,7 +86,7 @@ class ToolRunner:
                 if tool is None or self.content_tools is None:
                     return UNKNOWN_TOOL.format(name=name), True
                 return await self.content_tools.call(tool, target[1], run, arguments), False
-            fn = self.tools.get(name)
+            fn = self.tools.get(name) or self.harness.get(name)
             if fn is None:
                 log.error("tool %s is offered but this worker has no implementation of it", name,
                           extra={"run": run.id})

@@ -14,8 +14,9 @@ from typing import Any
 
 from engine.content import Registry
 from engine.content.audience import Audience
-from engine.store.db import Database
-from engine.tools.base import RunRef, ToolError, ToolFn
+from engine.errors import ToolError
+from engine.store import Store
+from engine.tools.base import RunRef, ToolFn
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def _where(collection: str, slug: str) -> str:
     return f"the site's docs: {slug}"
 
 
-def make_search_site(db: Database, *, hits: int = HITS) -> ToolFn:
+def make_search_site(store: Store, *, hits: int = HITS) -> ToolFn:
     """The built-in ``search_site``: ``{"query": str}`` → the best few matches, each with its title,
     where it is, and a snippet with the matching words in bold."""
 
@@ -66,14 +67,14 @@ def make_search_site(db: Database, *, hits: int = HITS) -> ToolFn:
         query = " ".join(query.split())
         if len(query) > MAX_QUERY:
             raise ToolError(f"that query is {len(query)} characters; search with a few words (at most {MAX_QUERY})")
-        found = await db.fetch("search_site", query, hits)
+        found = await store.search.find(query, hits)
         log.debug("search_site %r: %d hit(s)", query, len(found), extra={"run": run.id, "bot": run.bot})
         if not found:
             return f'Nothing on this site matches "{query}". Try other words, or say you could not find it.'
         lines = [f'{len(found)} result(s) for "{query}", best first:']
         for n, row in enumerate(found, 1):
-            snippet = " ".join(str(row["snippet"]).split())
-            lines.append(f"{n}. {row['title']} — {_where(row['collection'], row['slug'])}\n   {snippet}")
+            snippet = " ".join(row.snippet.split())
+            lines.append(f"{n}. {row.title} — {_where(row.collection, row.slug)}\n   {snippet}")
         return "\n".join(lines)
 
     return search_site

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.content.parts import Tool
-from engine.tools.base import RunRef, ToolError
+from engine.errors import ToolError
+from engine.tools.base import RunRef
 from engine.tools.code import CodeTools
 from engine.tools.openapi import OpenAPITools
 

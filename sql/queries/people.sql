@@ -1,5 +1,30 @@
--- The site's people (SPEC §8): what a personal tool asks, and the audience reader. The personal queries
--- name nobody: whom they answer for is set by agent_become_v1 from the run and read by row security.
+-- The site's people (SPEC §8) and what they spend: ceilings and the ledger, what a personal tool asks, and the
+-- audience reader. The personal queries name nobody: whom they answer for is set by agent_become_v1 from the run
+-- and read by row security (engine/store/people.py).
+
+-- name: ensure_spender
+-- A person who may spend gets a row the first time (the row ceilings lock).
+INSERT INTO spenders (who) VALUES ($1) ON CONFLICT (who) DO NOTHING;
+
+-- name: lock_spender
+-- Lock the person's row for the rest of the transaction: their summonses are checked one at a time.
+SELECT now() AS now FROM spenders WHERE who = $1 FOR UPDATE;
+
+-- name: spender_ledger
+-- What person $1 spent on bot $2 in the last 30 days (the longest window), reservations included.
+SELECT at, usd::float8 AS usd FROM spend_ledger
+ WHERE who = $1 AND bot = $2 AND at > now() - interval '30 days'
+ ORDER BY at;
+
+-- name: reserve_spend
+-- Hold a run's own spend limit against the person's ceilings until the run ends.
+INSERT INTO spend_ledger (who, bot, run_id, usd) VALUES ($1, $2, $3, $4);
+
+-- name: settle_spend
+-- A run ended: its reservation becomes what it really cost.
+UPDATE spend_ledger
+   SET usd = (SELECT coalesce(sum(cost_usd), 0) FROM agent_steps WHERE run_id = $1), reserved = false
+ WHERE run_id = $1;
 
 -- name: personal_as_tools
 -- For the rest of this transaction, act as the tools role: it owns nothing and row security applies to it.

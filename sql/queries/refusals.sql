@@ -1,4 +1,4 @@
--- Refused summonses, kept for the operator.
+-- Refused summonses, kept for the operator (engine/store/refusals.py).
 
 -- name: record_refusal
 -- Remember one refused summons: which bot, where, who asked, why (and for a ceiling, which window).
@@ -12,3 +12,7 @@ SELECT id, bot, surface, room_id, thread_root, trigger_event, asked_by, reason, 
  WHERE ($1::text IS NULL OR room_id = $1) AND ($2::text IS NULL OR bot = $2)
  ORDER BY id DESC
  LIMIT $3;
+
+-- name: prune_refusals
+-- Forget refused summonses recorded more than $1 seconds ago.
+DELETE FROM summon_refusals WHERE created_at < now() - make_interval(secs => $1);

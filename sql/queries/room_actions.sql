@@ -1,4 +1,4 @@
--- Membership work for the homeserver, remembered until it is done (appservice/matrix/rooms.py).
+-- Membership work for the homeserver, remembered until it is done (engine/store/room_actions.py).
 
 -- name: remember_room_action
 -- Remember action $2 in room $1; the caller carries it out at once, and it is due for a retry only after

@@ -1,4 +1,4 @@
--- search_site: the index a publish rebuilds (engine/run/publish.py) and the tool reads (engine/tools/search.py).
+-- search_site: the index a publish rebuilds and the tool reads (engine/store/search.py).
 
 -- name: clear_site_search
 -- A publish empties the search index before writing it again from what it publishes.

@@ -47,6 +47,7 @@ from nio import (
 
 from appservice.app import Service
 from appservice.config import load_config
+from appservice.dev import SCRIPT_KEY, scripted_turns
 from tests.bench.echo_as import EchoAS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -171,7 +172,7 @@ class Person:
 
     async def round(self, room: str, puppet: str, i: int) -> Round:
         content = {"msgtype": "m.text", "body": f"Helper: ping {i}", "m.mentions": {"user_ids": [puppet]},
-                   "org.summon.script": [{"text": f"pong {i}"}]}
+                   SCRIPT_KEY: [{"text": f"pong {i}"}]}
         sent_at = time.monotonic()
         resp = await self.client.room_send(room, "m.room.message", content)
         send_returned = time.monotonic()
@@ -278,7 +279,7 @@ def instrument(service: Any, marks: Marks) -> Callable[[], None]:
 async def phase_summon(stack: dict[str, str], args: argparse.Namespace, marks: Marks) -> list[Round]:
     env = {**os.environ, "SUMMON_AS_TOKEN": stack["SUMMON_AS_TOKEN"], "SUMMON_HS_TOKEN": stack["SUMMON_HS_TOKEN"],
            "SUMMON_DATABASE_DSN": stack["SUMMON_DSN"]}
-    service = Service(load_config(Path(stack["SUMMON_CONFIG"]), env), accept_scripts=True)
+    service = Service(load_config(Path(stack["SUMMON_CONFIG"]), env), scripts=scripted_turns)
     after_start = instrument(service, marks)
     try:
         await service.start()

@@ -15,23 +15,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
+from appservice.matrix.surface import RoomFacts
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
+from engine.content.audience import AudienceFacts
 from engine.content.files import read_content
 from engine.core.messages import Step
 from engine.providers.mock import MockModel
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
-from engine.store.db import Database, migrate
+from engine.store import Families, Store, Tx, migrate
 from engine.surface import RunInfo
+from engine.tools.base import RunRef
+from tests.store import TestStore
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = REPO / ".dev" / "bench-engine-run"
 PORTS = {"SUMMON_PG_PORT": "55435", "SUMMON_HS_PORT": "8011", "SUMMON_AS_PORT": "29336"}
 RUNS = 400
-SCRIPT = [{"tool_calls": [{"id": "a", "name": "noop", "arguments": {}}]}, {"text": "done"}]
+SCRIPT: list[dict[str, Any]] = [{"tool_calls": [{"id": "a", "name": "noop", "arguments": {}}]}, {"text": "done"}]
 
 
 class Timed(Worker):
@@ -40,11 +42,11 @@ class Timed(Worker):
 
     async def work_once(self) -> bool:
         started = time.perf_counter()
-        row = await self.db.fetchrow("claim_run", self.id, self.settings.lease_seconds)
+        claim = await self.store.runs.claim(self.id, self.settings.lease_seconds)
         self.claims.append(time.perf_counter() - started)
-        if row is None:
+        if claim is None:
             return False
-        await self.hold(row)
+        await self.hold(claim)
         return True
 
     async def _record(self, run_id: int, steps: list[Step], step: Step) -> bool:
@@ -56,16 +58,29 @@ class Timed(Worker):
 
 
 class Silent:
+    """The rooms surface, saying nothing: who a person is comes from the room as stored (as the Matrix
+    surface reads it); nothing is delivered, typed or published."""
+
     name = "rooms"
 
-    async def deliver(self, conn: asyncpg.Connection, run: RunInfo, outcome: Any) -> None:
+    def __init__(self) -> None:
+        self.room_facts = RoomFacts("localhost")
+
+    async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
+                    site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+        return await self.room_facts.facts(db, room_id, user_id, site_classes=site_classes)
+
+    async def deliver(self, tx: Tx, run: RunInfo, outcome: Any) -> None:
         return None
 
     async def working(self, run: RunInfo, on: bool) -> None:
         return None
 
+    async def published(self, registry: Registry) -> None:
+        return None
 
-async def noop(run: RunInfo, arguments: dict[str, Any]) -> str:
+
+async def noop(run: RunRef, arguments: dict[str, Any]) -> str:
     return "ok"
 
 
@@ -74,17 +89,19 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def round_(dsn: str, registry: Registry, workers: int) -> None:
-    db = await Database.connect(dsn, min_size=workers + 2, max_size=workers + 4)
+    db = await TestStore.open(dsn, min_size=workers + 2, max_size=workers + 4)
     try:
         await db.pool.execute("TRUNCATE agent_runs, agent_steps CASCADE")
         for _ in range(RUNS):
-            await db.fetchval("insert_run", "helper", "rooms", "!bench:localhost", None, None, "@b:localhost",
-                              "@b:localhost", "go", {}, SCRIPT, {"steps": 8, "spend": 1, "minutes": 5}, 3)
+            await db.runs.insert(bot="helper", surface="rooms", room_id="!bench:localhost", thread_root=None,
+                                 trigger_event=None, asked_by="@b:localhost", subject="@b:localhost", prompt="go",
+                                 context={}, script=SCRIPT, limits={"steps": 8, "spend": 1, "minutes": 5},
+                                 max_attempts=3)
         clock = SystemClock()
         pool = []
         for n in range(workers):
             w = Timed(db, lambda: registry, MockModel(clock), {"rooms": Silent()}, clock, WorkerSettings(),
-                      tools={"noop": noop}, worker_id=f"bench-{n}")
+                      harness={"noop": noop}, worker_id=f"bench-{n}")
             w.claims, w.commits = [], []
             pool.append(w)
 
@@ -117,7 +134,7 @@ async def main() -> int:
         await migrate(dsn)
         result = compile_sources(read_content(REPO / "content"), server_name="localhost")
         assert isinstance(result, Registry), result
-        db = await Database.connect(dsn, min_size=1, max_size=2)
+        db = await Store.connect(dsn, min_size=1, max_size=2)
         await publish(db, result)
         await db.close()
         print(f"engine alone: {RUNS} runs of claim → model → tool → model → answer (5 step rows), "

@@ -24,6 +24,7 @@ from nio import AsyncClient, RegisterResponse, RoomMessagesResponse, RoomSendRes
 import tests.bench.__main__ as bench
 from appservice.app import Service
 from appservice.config import load_config
+from appservice.dev import SCRIPT_KEY, scripted_turns
 
 ROOMS, PER_ROOM, LATENCY = 50, 4, 0.5
 ECHO_FLOOR = 0.15  # seconds: the echo appservice's p50 measured by `python -m tests.bench`
@@ -42,7 +43,7 @@ async def main() -> int:
             "worker": config.worker.model_copy(update={"slots": 64}),
             "database": config.database.model_copy(update={"pool_max": 30}),
         })
-        service = Service(config, accept_scripts=True)
+        service = Service(config, scripts=scripted_turns)
         await service.start()
         for _ in range(PER_ROOM):
             person = AsyncClient(stack["SUMMON_HS_URL"], f"load{uuid.uuid4().hex[:8]}")
@@ -53,8 +54,7 @@ async def main() -> int:
         others = [str(p.user_id) for p in people[1:]]
         rooms = [str((await client.room_create(invite=[puppet, *others])).room_id) for _ in range(ROOMS)]  # type: ignore[union-attr]
         await asyncio.gather(*(p.join(room) for p in people[1:] for room in rooms))
-        while await service.db.pool.fetchval(
-                "SELECT count(*) FROM room_members WHERE user_id = $1 AND membership = 'join'", puppet) < ROOMS:
+        while len(await service.store.rooms.joined_by(puppet)) < ROOMS:
             await asyncio.sleep(0.1)
 
         sent: dict[str, float] = {}
@@ -62,7 +62,7 @@ async def main() -> int:
         async def mention(room: str, n: int) -> None:
             content: dict[str, Any] = {"msgtype": "m.text", "body": f"Helper: load {n}",
                                        "m.mentions": {"user_ids": [puppet]},
-                                       "org.summon.script": [{"text": f"done {n}", "delay": str(LATENCY)}]}  # no floats in events
+                                       SCRIPT_KEY: [{"text": f"done {n}", "delay": str(LATENCY)}]}  # no floats in events
             at = time.time()
             resp = await people[n].room_send(room, "m.room.message", content)
             assert isinstance(resp, RoomSendResponse), resp

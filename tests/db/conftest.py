@@ -7,7 +7,7 @@ import pytest
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.run.publish import publish
-from engine.store.db import Database
+from tests.store import TestStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,9 +20,9 @@ def registry() -> Registry:
 
 
 @pytest.fixture
-async def published(db: Database, registry: Registry) -> Registry:
+async def published(db: TestStore, registry: Registry) -> Registry:
     """The shipped bots, published, with a live worker that can answer (else every summons is refused:
     no provider, no bots)."""
     await publish(db, registry)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
     return registry

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.store.db import Database
+from tests.store import TestStore
 
 
-async def insert_run(db: Database, *, script: list[dict[str, Any]] | None, bot: str = "helper",
+async def insert_run(db: TestStore, *, script: list[dict[str, Any]] | None, bot: str = "helper",
                      limits: dict[str, Any] | None = None, room_id: str = "!room:localhost",
                      trigger: str | None = None, max_attempts: int = 3) -> int:
-    run_id = await db.fetchval(
-        "insert_run", bot, "rooms", room_id, None, trigger, "@alice:localhost", "@alice:localhost",
-        "hello", {"kind": "timeline", "lines": [{"name": "alice", "said": "hello"}]}, script,
-        limits or {"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts,
+    run_id = await db.runs.insert(
+        bot=bot, surface="rooms", room_id=room_id, thread_root=None, trigger_event=trigger,
+        asked_by="@alice:localhost", subject="@alice:localhost", prompt="hello",
+        context={"kind": "timeline", "lines": [{"name": "alice", "said": "hello"}]}, script=script,
+        limits=limits or {"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=max_attempts,
     )
     assert run_id is not None
-    return int(run_id)
+    return run_id
 
 
-async def steps_of(db: Database, run_id: int) -> list[dict[str, Any]]:
+async def steps_of(db: TestStore, run_id: int) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.pool.fetch(
         "SELECT seq, kind, worker, payload FROM agent_steps WHERE run_id = $1 ORDER BY seq", run_id)]

@@ -6,33 +6,32 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.ingest import Ingest
+from appservice.matrix.dispatch import Dispatcher
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.core.messages import ModelStep, Step
 from engine.providers.mock import MockModel
 from engine.run.worker import Worker, WorkerSettings
-from engine.store.db import Database
 from engine.surface import Ended, RunInfo
 from tests.db.runs import insert_run, steps_of
-from tests.db.test_ingest import HELPER, ROOM, feed, message, state
+from tests.db.test_ingest import HELPER, ROOM, feed, message, pipeline, state
 from tests.db.test_worker import RecordingSurface
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 
 
 @pytest.fixture
-def ingest(db: Database, published: Registry) -> Ingest:
-    return Ingest(db, lambda: published, server_name="localhost", service_user="@summon:localhost",
-                  accept_scripts=True)
+def ingest(db: TestStore, published: Registry) -> Dispatcher:
+    return pipeline(db, published)
 
 
-async def cancel_flags(db: Database) -> dict[str, bool]:
+async def cancel_flags(db: TestStore) -> dict[str, bool]:
     rows = await db.pool.fetch("SELECT asked_by, cancel_requested FROM agent_runs")
     return {r["asked_by"]: r["cancel_requested"] for r in rows}
 
 
-async def two_runs(ingest: Ingest, db: Database) -> None:
+async def two_runs(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, "setup", [
         state("m.room.create", "", {"room_version": "10", "creator": "@alice:localhost"}),
         state("m.room.power_levels", "", {"users": {"@alice:localhost": 100, "@mod:localhost": 50}, "users_default": 0}),
@@ -41,19 +40,19 @@ async def two_runs(ingest: Ingest, db: Database) -> None:
     ])
 
 
-async def test_cancel_stops_only_the_senders_own_run(ingest: Ingest, db: Database) -> None:
+async def test_cancel_stops_only_the_senders_own_run(ingest: Dispatcher, db: TestStore) -> None:
     await two_runs(ingest, db)
     await feed(ingest, db, "t1", [message("!cancel", sender="@bob:localhost")])
     assert await cancel_flags(db) == {"@bob:localhost": True, "@carol:localhost": False}
 
 
-async def test_a_moderator_may_cancel_anyones(ingest: Ingest, db: Database) -> None:
+async def test_a_moderator_may_cancel_anyones(ingest: Dispatcher, db: TestStore) -> None:
     await two_runs(ingest, db)
     await feed(ingest, db, "t1", [message("/cancel", sender="@mod:localhost")])
     assert await cancel_flags(db) == {"@bob:localhost": True, "@carol:localhost": True}
 
 
-async def test_a_stop_reaction_on_the_asking_line_cancels_that_run(ingest: Ingest, db: Database) -> None:
+async def test_a_stop_reaction_on_the_asking_line_cancels_that_run(ingest: Dispatcher, db: TestStore) -> None:
     await two_runs(ingest, db)
     carol_line = await db.pool.fetchval("SELECT trigger_event FROM agent_runs WHERE asked_by = '@carol:localhost'")
     react = {"event_id": "$react", "room_id": ROOM, "sender": "@bob:localhost", "type": "m.reaction",
@@ -64,7 +63,7 @@ async def test_a_stop_reaction_on_the_asking_line_cancels_that_run(ingest: Inges
     assert await cancel_flags(db) == {"@bob:localhost": False, "@carol:localhost": True}
 
 
-async def test_a_cancelled_queued_run_ends_cancelled_when_claimed(ingest: Ingest, db: Database, published: Registry) -> None:
+async def test_a_cancelled_queued_run_ends_cancelled_when_claimed(ingest: Dispatcher, db: TestStore, published: Registry) -> None:
     await feed(ingest, db, "t0", [message("Helper?", mentions=[HELPER], **{"org.summon.script": [{"text": "too late"}]})])
     await feed(ingest, db, "t1", [message("!cancel")])
     surface = RecordingSurface()
@@ -84,11 +83,13 @@ class CancelAfterModelStep(Worker):
     async def _record(self, run_id: int, steps: list[Step], step: Step) -> bool:
         cancelled = await super()._record(run_id, steps, step)
         if isinstance(step, ModelStep) and step.tool_calls:
-            await self.db.pool.execute("UPDATE agent_runs SET cancel_requested = true WHERE id = $1", run_id)
+            store = self.store
+            assert isinstance(store, TestStore)
+            await store.pool.execute("UPDATE agent_runs SET cancel_requested = true WHERE id = $1", run_id)
         return cancelled
 
 
-async def test_a_tool_requested_before_the_cancel_never_runs(db: Database, published: Registry) -> None:
+async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, published: Registry) -> None:
     await db.pool.execute("CREATE TABLE tickets_for_test (run_id bigint, subject text)")
 
     async def raise_ticket(run: RunInfo, arguments: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ import pytest
 from engine.content import AudienceFacts, Registry, compile_sources
 from engine.run.publish import publish
 from engine.run.summon import Refused, Summoned, Summons, summon
-from engine.store.db import Database
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 
@@ -28,11 +28,11 @@ You are a bot with a small allowance.
 
 
 @pytest.fixture
-async def capped(db: Database) -> Registry:
+async def capped(db: TestStore) -> Registry:
     registry = compile_sources({"bots/capped.md": CAPPED}, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
     return registry
 
 
@@ -42,12 +42,12 @@ def summons(n: int, who: str = "@greedy:localhost") -> Summons:
                    room_id="!r:localhost", trigger_event=f"$t{who}{n}")
 
 
-async def one(db: Database, registry: Registry, s: Summons) -> Summoned | Refused:
-    async with db.transaction("test_summon") as conn:
-        return await summon(conn, db.q, registry, s)
+async def one(db: TestStore, registry: Registry, s: Summons) -> Summoned | Refused:
+    async with db.transaction("test_summon") as tx:
+        return await summon(tx, registry, s)
 
 
-async def test_concurrent_summonses_never_take_the_ledger_over_the_ceiling(db: Database, capped: Registry) -> None:
+async def test_concurrent_summonses_never_take_the_ledger_over_the_ceiling(db: TestStore, capped: Registry) -> None:
     results = await asyncio.gather(*(one(db, capped, summons(n)) for n in range(200)))
     taken = [r for r in results if isinstance(r, Summoned)]
     refused = [r for r in results if isinstance(r, Refused)]
@@ -61,35 +61,34 @@ async def test_concurrent_summonses_never_take_the_ledger_over_the_ceiling(db: D
     assert breach is not None and breach.window == "minute" and breach.frees_at is not None
 
 
-async def test_a_ceiling_is_per_person(db: Database, capped: Registry) -> None:
+async def test_a_ceiling_is_per_person(db: TestStore, capped: Registry) -> None:
     for n in range(3):
         assert isinstance(await one(db, capped, summons(n)), Summoned)
     assert isinstance(await one(db, capped, summons(9)), Refused)
     assert isinstance(await one(db, capped, summons(0, who="@other:localhost")), Summoned)
 
 
-async def test_a_finished_run_settles_its_reservation_to_what_it_cost(db: Database, capped: Registry) -> None:
+async def test_a_finished_run_settles_its_reservation_to_what_it_cost(db: TestStore, capped: Registry) -> None:
     result = await one(db, capped, summons(0))
     assert isinstance(result, Summoned)
     await db.pool.execute(
         "INSERT INTO agent_steps (run_id, seq, kind, payload, cost_usd, worker) VALUES ($1, 1, 'model', '{}', 0.002, 'w')",
         result.run_id)
-    await db.execute("settle_spend", result.run_id)
+    await db.people.settle(result.run_id)
     row = await db.pool.fetchrow("SELECT usd::float8 AS usd, reserved FROM spend_ledger WHERE run_id = $1", result.run_id)
     assert (row["usd"], row["reserved"]) == (0.002, False)
 
 
-async def test_a_person_over_the_ceiling_is_told_which_window_and_when_it_frees(db: Database) -> None:
-    from appservice.matrix.ingest import Ingest
+async def test_a_person_over_the_ceiling_is_told_which_window_and_when_it_frees(db: TestStore) -> None:
     from engine.content.files import KIT_DIR, read_content
-    from tests.db.test_ingest import feed, message
+    from tests.db.test_ingest import feed, message, pipeline
 
     # The kit's strings carry the words.
     registry = compile_sources({"bots/capped.md": CAPPED}, server_name="localhost", kit=read_content(KIT_DIR))
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
-    ingest = Ingest(db, lambda: registry, server_name="localhost", service_user="@summon:localhost")
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
+    ingest = pipeline(db, registry)
     # Four questions in four threads (in one thread, a second mention would join the live run instead).
     lines = [message(f"Capped, question {n}", mentions=["@bot_capped:localhost"],
                      **{"m.relates_to": {"rel_type": "m.thread", "event_id": f"$root{n}"}}) for n in range(4)]

@@ -11,10 +11,12 @@ import asyncpg
 import pytest
 
 from appservice.matrix.commands import help_text
-from appservice.matrix.ingest import Ingest
-from engine.content import Registry, facts_from_power_levels
+from appservice.matrix.dispatch import Dispatcher
+from appservice.matrix.power import standing
+from engine.content import Registry
 from engine.core.commands import command_prompt
-from engine.store.db import Database
+from tests.db.test_ingest import pipeline
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 ROOM = "!cmds:localhost"
@@ -50,34 +52,33 @@ ROOM_STATE = [
 ]
 
 
-async def feed(ingest: Ingest, db: Database, events: list[dict[str, Any]]) -> None:
-    async with db.transaction("test_txn") as conn:
-        await ingest.transaction(conn, f"t{next(_ids)}", events)
+async def feed(ingest: Dispatcher, db: TestStore, events: list[dict[str, Any]]) -> None:
+    await ingest.transaction(f"t{next(_ids)}", events)
 
 
-async def runs(db: Database) -> list[asyncpg.Record]:
+async def runs(db: TestStore) -> list[asyncpg.Record]:
     return list(await db.pool.fetch("SELECT bot, asked_by, prompt, context, script, trigger_event FROM agent_runs ORDER BY id"))
 
 
-async def replies(db: Database) -> list[asyncpg.Record]:
+async def replies(db: TestStore) -> list[asyncpg.Record]:
     return list(await db.pool.fetch("SELECT txn_id, sender, content FROM outbox ORDER BY id"))
 
 
 @pytest.fixture
-async def ingest(db: Database, published: Registry) -> Ingest:
-    made = Ingest(db, lambda: published, server_name="localhost", service_user=SERVICE, accept_scripts=True)
-    made.commands.scripts = made._script  # the wiring ingest gives it
+async def ingest(db: TestStore, published: Registry) -> Dispatcher:
+    made = pipeline(db, published)  # scripts honoured: the wiring gives the commands handler the reader too
     await feed(made, db, ROOM_STATE)
     return made
 
 
-async def test_a_command_asks_its_bot_with_the_resolved_prompt_and_keeps_its_arguments(ingest: Ingest, db: Database) -> None:
+async def test_a_command_asks_its_bot_with_the_resolved_prompt_and_keeps_its_arguments(
+        ingest: Dispatcher, db: TestStore, published: Registry) -> None:
     said = message("!summarise since=2d", **{"org.summon.script": [{"text": "catch-up"}]})
     await feed(ingest, db, [message("we talked about the budget"), said])
     [run] = await runs(db)
     assert (run["bot"], run["asked_by"], run["trigger_event"]) == ("helper", BOB, said["event_id"])
     assert run["prompt"] == "!summarise since=2d"  # what the person said; the worker resolves what it asks
-    asks = command_prompt(ingest._registry().commands, ingest._registry().strings, run["context"])
+    asks = command_prompt(published.commands, published.strings, run["context"])
     assert asks is not None
     assert asks.startswith("Read what was said in this room over the last 2 days and write a short catch-up")
     assert run["context"]["command"] == {"name": "summarise", "args": {"since": "2d", "length": "short"}}
@@ -92,20 +93,20 @@ async def test_a_command_asks_its_bot_with_the_resolved_prompt_and_keeps_its_arg
     ("/summarise length=DETAILED 36h", {"since": "1d 12h", "length": "detailed"}),
     ("Helper: !summarise 3h", {"since": "3h", "length": "short"}),
 ])
-async def test_arguments_by_position_name_and_default(ingest: Ingest, db: Database, body: str, args: dict[str, str]) -> None:
+async def test_arguments_by_position_name_and_default(ingest: Dispatcher, db: TestStore, body: str, args: dict[str, str]) -> None:
     await feed(ingest, db, [message(body)])
     [run] = await runs(db)
     assert run["context"]["command"]["args"] == args
 
 
-async def test_an_msc4332_block_names_the_command_and_its_values(ingest: Ingest, db: Database) -> None:
+async def test_an_msc4332_block_names_the_command_and_its_values(ingest: Dispatcher, db: TestStore) -> None:
     block = {"syntax": "summarise {since} {length}", "variables": {"since": "1 week", "length": "detailed"}}
     await feed(ingest, db, [message("!summarise 1 week detailed", mentions=[HELPER], **{"m.bot.command": block})])
     [run] = await runs(db)
     assert run["context"]["command"]["args"] == {"since": "1w", "length": "detailed"}
 
 
-async def test_a_bad_argument_is_answered_by_the_bot_naming_the_field(ingest: Ingest, db: Database) -> None:
+async def test_a_bad_argument_is_answered_by_the_bot_naming_the_field(ingest: Dispatcher, db: TestStore) -> None:
     said = message("!summarise since=banana")
     await feed(ingest, db, [said])
     assert await runs(db) == []
@@ -119,7 +120,7 @@ async def test_a_bad_argument_is_answered_by_the_bot_naming_the_field(ingest: In
     assert content["m.mentions"] == {"user_ids": [BOB]}
 
 
-async def test_a_bad_argument_in_a_thread_is_answered_in_it(ingest: Ingest, db: Database) -> None:
+async def test_a_bad_argument_in_a_thread_is_answered_in_it(ingest: Dispatcher, db: TestStore) -> None:
     root = message("a thread")
     said = message("!summarise since=2d lots", **{"m.relates_to": {"rel_type": "m.thread", "event_id": root["event_id"]}})
     await feed(ingest, db, [root, said])
@@ -129,23 +130,23 @@ async def test_a_bad_argument_in_a_thread_is_answered_in_it(ingest: Ingest, db: 
     assert "How long" in reply["content"]["body"] and "one of short, detailed" in reply["content"]["body"]
 
 
-async def test_an_unknown_field_lists_the_fields(ingest: Ingest, db: Database) -> None:
+async def test_an_unknown_field_lists_the_fields(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [message("!summarise topic=budget")])
     [reply] = await replies(db)
     assert "since (How far back), length (How long)" in reply["content"]["body"]
 
 
-async def test_a_moderators_command_is_withheld_from_a_member(ingest: Ingest, db: Database) -> None:
+async def test_a_moderators_command_is_withheld_from_a_member(ingest: Dispatcher, db: TestStore,
+                                                              published: Registry) -> None:
     await feed(ingest, db, [message("!triage")])
     assert await runs(db) == [] and await replies(db) == []  # as if it did not exist
     await feed(ingest, db, [message("!triage 2d", sender=MOD)])
     [run] = await runs(db)
     assert (run["bot"], run["asked_by"]) == ("helper", MOD)
-    assert "over the last 2 days" in (command_prompt(ingest._registry().commands, ingest._registry().strings,
-                                                      run["context"]) or "")
+    assert "over the last 2 days" in (command_prompt(published.commands, published.strings, run["context"]) or "")
 
 
-async def test_a_word_that_is_no_command_is_just_a_line(ingest: Ingest, db: Database) -> None:
+async def test_a_word_that_is_no_command_is_just_a_line(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [message("!nothing here")])
     assert await runs(db) == [] and await replies(db) == []
     # …unless it names a bot: then it is a mention like any other.
@@ -155,13 +156,13 @@ async def test_a_word_that_is_no_command_is_just_a_line(ingest: Ingest, db: Data
     assert "command" not in run["context"]
 
 
-async def test_a_command_said_to_another_bot_is_that_bots_line(ingest: Ingest, db: Database) -> None:
+async def test_a_command_said_to_another_bot_is_that_bots_line(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [message("Echo: !summarise 2d", mentions=[ECHO])])
     [run] = await runs(db)
     assert (run["bot"], run["prompt"]) == ("echo", "Echo: !summarise 2d")
 
 
-async def test_a_command_whose_bot_is_not_in_the_room_is_just_a_line(ingest: Ingest, db: Database) -> None:
+async def test_a_command_whose_bot_is_not_in_the_room_is_just_a_line(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [state("m.room.member", HELPER, {"membership": "leave"}, sender=HELPER),
                             message("!summarise")])
     assert await runs(db) == [] and await replies(db) == []
@@ -171,7 +172,7 @@ def body_of(reply: asyncpg.Record) -> str:
     return str(reply["content"]["body"])
 
 
-async def test_help_lists_what_this_person_may_run_here(ingest: Ingest, db: Database) -> None:
+async def test_help_lists_what_this_person_may_run_here(ingest: Dispatcher, db: TestStore) -> None:
     member_asks, mod_asks = message("!help"), message("!help", sender=MOD)
     await feed(ingest, db, [member_asks, mod_asks])
     assert await runs(db) == []
@@ -186,14 +187,14 @@ async def test_help_lists_what_this_person_may_run_here(ingest: Ingest, db: Data
     assert "Bots you can ask here (mention one): Echo, Helper" in body_of(for_member)
 
 
-async def test_help_is_answered_by_a_bot_when_the_service_is_not_in_the_room(ingest: Ingest, db: Database) -> None:
+async def test_help_is_answered_by_a_bot_when_the_service_is_not_in_the_room(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [state("m.room.member", SERVICE, {"membership": "leave"}, sender=SERVICE),
                             message("!help")])
     [reply] = await replies(db)
     assert reply["sender"] == ECHO  # the first of our bots here, by slug
 
 
-async def test_help_with_no_provider_lists_no_bots_and_says_why(ingest: Ingest, db: Database) -> None:
+async def test_help_with_no_provider_lists_no_bots_and_says_why(ingest: Dispatcher, db: TestStore) -> None:
     await db.pool.execute("DELETE FROM provider_status")
     await feed(ingest, db, [message("!help")])
     [reply] = await replies(db)
@@ -202,5 +203,5 @@ async def test_help_with_no_provider_lists_no_bots_and_says_why(ingest: Ingest, 
 
 
 def test_help_text_with_nothing_to_offer(published: Registry) -> None:
-    facts = facts_from_power_levels(BOB, {}, None, "10", True, "localhost")
+    facts = standing(BOB, {}, None, "10").facts("localhost", is_member=True)
     assert help_text(published, facts, {BOB: "Bob"}, usable=True) == "There is nothing here you can run or ask."

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from appservice.matrix.context import ContextSettings, ThreadFetch
-from appservice.matrix.ingest import Ingest
+from appservice.matrix.dispatch import Dispatcher
 from engine.content import Registry
 from engine.core.prompt import opening, said_since
 from engine.errors import MatrixError
-from engine.store.db import Database
+from tests.db.test_ingest import pipeline
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 ROOM = "!ctx:localhost"
@@ -59,12 +60,11 @@ def room_name(value: str) -> dict[str, Any]:
             "state_key": "", "origin_server_ts": _ts(), "content": {"name": value}}
 
 
-async def feed(ingest: Ingest, db: Database, events: list[dict[str, Any]]) -> None:
-    async with db.transaction("test_txn") as conn:
-        await ingest.transaction(conn, f"t{next(_n)}", events)
+async def feed(ingest: Dispatcher, db: TestStore, events: list[dict[str, Any]]) -> None:
+    await ingest.transaction(f"t{next(_n)}", events)
 
 
-async def context_of(db: Database, event_id: str) -> dict[str, Any]:
+async def context_of(db: TestStore, event_id: str) -> dict[str, Any]:
     run = await db.pool.fetchrow("SELECT context FROM agent_runs WHERE trigger_event = $1", event_id)
     assert run is not None, f"no run for {event_id}"
     context: dict[str, Any] = run["context"]
@@ -75,19 +75,18 @@ def said(context: dict[str, Any]) -> list[str]:
     return [line["said"] for line in context["lines"]]
 
 
-MakeIngest = Callable[..., Ingest]
+MakeIngest = Callable[..., Dispatcher]
 
 
 @pytest.fixture
-def make_ingest(db: Database, published: Registry) -> MakeIngest:
-    def make(**kwargs: Any) -> Ingest:
-        return Ingest(db, lambda: published, server_name="localhost", service_user="@summon:localhost",
-                      accept_scripts=True, **kwargs)
+def make_ingest(db: TestStore, published: Registry) -> MakeIngest:
+    def make(**wiring: Any) -> Dispatcher:
+        return pipeline(db, published, **wiring)
     return make
 
 
 @pytest.fixture
-def ingest(make_ingest: MakeIngest) -> Ingest:
+def ingest(make_ingest: MakeIngest) -> Dispatcher:
     return make_ingest()
 
 
@@ -100,7 +99,7 @@ def opened(visible: str = "shared") -> list[dict[str, Any]]:
 # --- history visibility ---------------------------------------------------------------------------
 
 
-async def test_joined_a_later_joiner_sees_nothing_from_before_their_join(ingest: Ingest, db: Database) -> None:
+async def test_joined_a_later_joiner_sees_nothing_from_before_their_join(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [*opened("joined"), say("before bob"), member(BOB, "join", "Bob"), say("after bob")])
     asked = say("Helper, what did I miss?", BOB, ask=True)
     alice_asks = say("Helper, and for me?", ask=True)
@@ -111,7 +110,7 @@ async def test_joined_a_later_joiner_sees_nothing_from_before_their_join(ingest:
     assert "before bob" in said(await context_of(db, alice_asks["event_id"]))
 
 
-async def test_invited_sees_from_the_invite(ingest: Ingest, db: Database) -> None:
+async def test_invited_sees_from_the_invite(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [*opened("invited"), say("before the invite"), member(BOB, "invite"),
                             say("while invited"), member(BOB, "join", "Bob"), say("after joining")])
     asked = say("Helper?", BOB, ask=True)
@@ -122,7 +121,7 @@ async def test_invited_sees_from_the_invite(ingest: Ingest, db: Database) -> Non
 
 
 @pytest.mark.parametrize("visible", ["shared", "world_readable"])
-async def test_shared_and_world_readable_show_everything(ingest: Ingest, db: Database, visible: str) -> None:
+async def test_shared_and_world_readable_show_everything(ingest: Dispatcher, db: TestStore, visible: str) -> None:
     await feed(ingest, db, [*opened(visible), say("long before bob"), member(BOB, "join", "Bob")])
     asked = say("Helper?", BOB, ask=True)
     await feed(ingest, db, [asked])
@@ -130,7 +129,7 @@ async def test_shared_and_world_readable_show_everything(ingest: Ingest, db: Dat
 
 
 @pytest.mark.parametrize(("visible", "sees_gap"), [("joined", False), ("invited", False), ("shared", True)])
-async def test_a_leave_gap_is_hidden_unless_history_is_shared(ingest: Ingest, db: Database, visible: str,
+async def test_a_leave_gap_is_hidden_unless_history_is_shared(ingest: Dispatcher, db: TestStore, visible: str,
                                                               sees_gap: bool) -> None:
     await feed(ingest, db, [*opened(visible), member(BOB, "join", "Bob"), say("while bob was here"),
                             member(BOB, "leave"), say("while bob was away"), member(BOB, "join", "Bob"),
@@ -143,7 +142,7 @@ async def test_a_leave_gap_is_hidden_unless_history_is_shared(ingest: Ingest, db
     assert ("while bob was away" in lines) is sees_gap
 
 
-async def test_visibility_is_read_as_it_was_at_each_line(ingest: Ingest, db: Database) -> None:
+async def test_visibility_is_read_as_it_was_at_each_line(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [*opened("shared"), say("said while shared"), visibility("joined"),
                             say("said while joined-only"), member(BOB, "join", "Bob"), visibility("shared"),
                             say("shared again")])
@@ -155,7 +154,7 @@ async def test_visibility_is_read_as_it_was_at_each_line(ingest: Ingest, db: Dat
     assert "shared again" in lines
 
 
-async def test_a_rename_is_not_a_joining_and_leaving_is_told(ingest: Ingest, db: Database) -> None:
+async def test_a_rename_is_not_a_joining_and_leaving_is_told(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [*opened(), member(BOB, "join", "Bob"), member(BOB, "join", "Robert"), say("hi"),
                             member(BOB, "leave")])
     asked = say("Helper?", ask=True)
@@ -169,7 +168,7 @@ async def test_a_rename_is_not_a_joining_and_leaving_is_told(ingest: Ingest, db:
 # --- thread and timeline --------------------------------------------------------------------------
 
 
-async def test_a_thread_gets_its_root_and_replies_and_the_timeline_does_not(ingest: Ingest, db: Database) -> None:
+async def test_a_thread_gets_its_root_and_replies_and_the_timeline_does_not(ingest: Dispatcher, db: TestStore) -> None:
     root = say("Which laptop should I buy?")
     await feed(ingest, db, [*opened(), say("lunch?"), root, say("a ThinkPad", BOB, thread=root["event_id"]),
                             say("a MacBook Air", thread=root["event_id"]), say("anyone for coffee?")])
@@ -191,7 +190,7 @@ async def test_a_thread_gets_its_root_and_replies_and_the_timeline_does_not(inge
     assert said(timeline)[-2:] == ["anyone for coffee?", "Helper, what are we talking about?"]
 
 
-async def test_the_framing_words_and_display_names_come_from_the_room(ingest: Ingest, db: Database) -> None:
+async def test_the_framing_words_and_display_names_come_from_the_room(ingest: Dispatcher, db: TestStore) -> None:
     bridged = "@telegram_123:localhost"
     await feed(ingest, db, [*opened(), room_name("Laptops"), member(bridged, "join", "Tom (Telegram)"),
                             say("hello from the bridge", bridged)])
@@ -207,7 +206,7 @@ async def test_the_framing_words_and_display_names_come_from_the_room(ingest: In
     assert "Tom (Telegram) joined.\nTom (Telegram): hello from the bridge\nAlice: Helper, who said hello?" in text
 
 
-async def test_the_budget_keeps_the_newest_lines(make_ingest: MakeIngest, db: Database) -> None:
+async def test_the_budget_keeps_the_newest_lines(make_ingest: MakeIngest, db: TestStore) -> None:
     ingest = make_ingest(context=ContextSettings(tokens=60))
     words = [f"line number {n} " + "x" * 40 for n in range(20)]
     await feed(ingest, db, opened() + [say(w) for w in words])
@@ -222,7 +221,7 @@ async def test_the_budget_keeps_the_newest_lines(make_ingest: MakeIngest, db: Da
     assert sum(len(line["name"]) + len(line["said"]) + 4 for line in context["lines"]) <= 60 * 4
 
 
-async def test_a_thread_over_budget_keeps_its_root(make_ingest: MakeIngest, db: Database) -> None:
+async def test_a_thread_over_budget_keeps_its_root(make_ingest: MakeIngest, db: TestStore) -> None:
     ingest = make_ingest(context=ContextSettings(tokens=50))
     root = say("The question the thread is about")
     await feed(ingest, db, [*opened(), root,
@@ -252,7 +251,7 @@ def fetcher(events: list[dict[str, Any]] | None = None, *, fails: bool = False, 
     return fetch
 
 
-async def test_a_thread_from_before_we_came_is_fetched_and_kept(make_ingest: MakeIngest, db: Database) -> None:
+async def test_a_thread_from_before_we_came_is_fetched_and_kept(make_ingest: MakeIngest, db: TestStore) -> None:
     root = say("Old question, from before the bot came", event_id="$oldroot")
     reply = say("an old answer", BOB, thread="$oldroot")
     gone = {**say("redacted reply", thread="$oldroot"), "unsigned": {"redacted_because": {}}}
@@ -261,7 +260,7 @@ async def test_a_thread_from_before_we_came_is_fetched_and_kept(make_ingest: Mak
         "event_id": "$edit", "sender": ALICE, "type": "m.room.message", "origin_server_ts": _ts(),
         "content": {"msgtype": "m.text", "body": "* the typo", "m.new_content": {"msgtype": "m.text", "body": "the typo"},
                     "m.relates_to": {"rel_type": "m.replace", "event_id": edited["event_id"]}}}}}
-    ingest = make_ingest(fetch_thread=fetcher([root, reply, gone, edited]))
+    ingest = make_ingest(thread_fetch=fetcher([root, reply, gone, edited]))
     await feed(ingest, db, [*opened(), member(BOB, "join", "Bob")])
     # The state we read after joining says when everyone joined; the old lines are older than that.
     for event in (reply, gone, edited):
@@ -275,11 +274,27 @@ async def test_a_thread_from_before_we_came_is_fetched_and_kept(make_ingest: Mak
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 1  # fetched lines summon nothing
 
 
-async def test_fetched_lines_the_asker_could_not_see_are_withheld(make_ingest: MakeIngest, db: Database) -> None:
+async def test_the_asking_line_the_homeserver_lists_in_the_thread_still_summons(make_ingest: MakeIngest,
+                                                                              db: TestStore) -> None:
+    # A real homeserver's thread listing already holds the line that asks (and any later line of the same
+    # transaction): those are stored by their own handler, as news, so they still act.
+    root = say("Old question, from before the bot came", event_id="$oldroot3")
+    asked = say("Helper, settle it?", ask=True, thread="$oldroot3")
+    again = say("Helper, and another thing?", BOB, ask=True, thread="$oldroot3")
+    ingest = make_ingest(thread_fetch=fetcher([root, asked, again]))
+    await feed(ingest, db, [*opened(), member(BOB, "join", "Bob")])
+    await feed(ingest, db, [asked, again])
+    assert said(await context_of(db, asked["event_id"])) == ["Old question, from before the bot came",
+                                                             "Helper, settle it?"]
+    assert await db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = ANY($1::text[])",
+                                  [asked["event_id"], again["event_id"]]) == 2
+
+
+async def test_fetched_lines_the_asker_could_not_see_are_withheld(make_ingest: MakeIngest, db: TestStore) -> None:
     events = opened("joined")
     root = say("Before bob", event_id="$oldroot2")  # under joined, before bob joined: never fed to us
     events.append(member(BOB, "join", "Bob"))
-    ingest = make_ingest(fetch_thread=fetcher([root]))
+    ingest = make_ingest(thread_fetch=fetcher([root]))
     await feed(ingest, db, events)
     asked = say("Helper?", BOB, ask=True, thread="$oldroot2")
     await feed(ingest, db, [asked])
@@ -287,10 +302,10 @@ async def test_fetched_lines_the_asker_could_not_see_are_withheld(make_ingest: M
 
 
 @pytest.mark.parametrize("how", ["fails", "hangs", "none"])
-async def test_a_thread_that_cannot_be_fetched_is_marked_incomplete(make_ingest: MakeIngest, db: Database,
+async def test_a_thread_that_cannot_be_fetched_is_marked_incomplete(make_ingest: MakeIngest, db: TestStore,
                                                                     how: str) -> None:
     fetch = {"fails": fetcher(fails=True), "hangs": fetcher(hangs=True), "none": None}[how]
-    ingest = make_ingest(fetch_thread=fetch, context=ContextSettings(fetch_seconds=0.2))
+    ingest = make_ingest(thread_fetch=fetch, context=ContextSettings(fetch_seconds=0.2))
     await feed(ingest, db, opened())
     asked = say("Helper?", ask=True, thread="$unknownroot")
     await feed(ingest, db, [asked])
@@ -304,7 +319,7 @@ async def test_a_thread_that_cannot_be_fetched_is_marked_incomplete(make_ingest:
 # --- etiquette ------------------------------------------------------------------------------------
 
 
-async def test_notices_and_bots_never_summon(ingest: Ingest, db: Database) -> None:
+async def test_notices_and_bots_never_summon(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [
         *opened(),
         {**say("Helper, a notice"), "content": {"msgtype": "m.notice", "body": "Helper, a notice",
@@ -315,7 +330,7 @@ async def test_notices_and_bots_never_summon(ingest: Ingest, db: Database) -> No
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 0
 
 
-async def test_a_bot_asked_in_a_thread_answers_only_when_asked(ingest: Ingest, db: Database) -> None:
+async def test_a_bot_asked_in_a_thread_answers_only_when_asked(ingest: Dispatcher, db: TestStore) -> None:
     root = say("Planning the trip")
     asked = say("Helper, what should we pack?", BOB, ask=True, thread=root["event_id"])
     await feed(ingest, db, [*opened(), member(BOB, "join", "Bob"), root, asked])
@@ -325,7 +340,7 @@ async def test_a_bot_asked_in_a_thread_answers_only_when_asked(ingest: Ingest, d
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 1
 
 
-async def test_a_second_mention_joins_the_run_still_working(ingest: Ingest, db: Database) -> None:
+async def test_a_second_mention_joins_the_run_still_working(ingest: Dispatcher, db: TestStore) -> None:
     root = say("Laptops")
     first = say("Helper, which is lightest?", ask=True, thread=root["event_id"])
     await feed(ingest, db, [*opened(), root, first])
@@ -340,7 +355,7 @@ async def test_a_second_mention_joins_the_run_still_working(ingest: Ingest, db: 
     assert said(context)[-1] == "Helper, which is lightest?"
     assert [line["said"] for line in context["later"]] == ["Helper, and under 1000?", "Helper, or second hand?"]
     assert context["later"][0]["name"] == "Alice"
-    assert await db.fetchval("run_context", runs[0]["id"]) == context
+    assert await db.runs.context(runs[0]["id"]) == context
     # The worker brings them in as a step of their own (said_since), after what the run has heard so far.
     text, count = said_since(context, 0)
     assert count == 2
@@ -366,7 +381,7 @@ def redaction(target: dict[str, Any], sender: str) -> dict[str, Any]:
             "redacts": target["event_id"], "origin_server_ts": _ts(), "content": {}}
 
 
-async def test_redacting_the_visibility_event_does_not_open_the_history(ingest: Ingest, db: Database) -> None:
+async def test_redacting_the_visibility_event_does_not_open_the_history(ingest: Dispatcher, db: TestStore) -> None:
     """Matrix keeps `history_visibility` when its event is redacted; so do we."""
     room = opened("joined")
     await feed(ingest, db, [*room, say("secret before bob"), member(BOB, "join", "Bob"), redaction(room[1], ALICE)])
@@ -375,7 +390,7 @@ async def test_redacting_the_visibility_event_does_not_open_the_history(ingest: 
     assert "secret before bob" not in said(await context_of(db, asked["event_id"]))
 
 
-async def test_a_redaction_by_someone_without_the_power_is_not_applied(ingest: Ingest, db: Database) -> None:
+async def test_a_redaction_by_someone_without_the_power_is_not_applied(ingest: Dispatcher, db: TestStore) -> None:
     line = say("alice's own words")
     await feed(ingest, db, [*opened(), member(BOB, "join", "Bob"), line, redaction(line, BOB)])
     assert await db.pool.fetchval("SELECT redacted FROM room_events WHERE event_id = $1", line["event_id"]) is False
@@ -383,7 +398,7 @@ async def test_a_redaction_by_someone_without_the_power_is_not_applied(ingest: I
     assert await db.pool.fetchval("SELECT redacted FROM room_events WHERE event_id = $1", line["event_id"]) is True
 
 
-async def test_an_unknown_visibility_value_hides_what_came_before(ingest: Ingest, db: Database) -> None:
+async def test_an_unknown_visibility_value_hides_what_came_before(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [*opened("members_only_please"), say("before bob"), member(BOB, "join", "Bob")])
     asked = say("Helper, what did I miss?", BOB, ask=True)
     await feed(ingest, db, [asked])

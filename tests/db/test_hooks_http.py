@@ -15,10 +15,11 @@ from aiohttp.test_utils import TestClient
 
 from appservice.config import HookKey
 from appservice.hooks import DELIVERY, KEY, SIGNATURE, TIMESTAMP, EventHooks, sign
+from appservice.matrix.surface import RoomFacts
 from engine.clock import FakeClock
 from engine.content import Registry, compile_sources
 from engine.run.publish import publish
-from engine.store.db import Database
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 
@@ -40,15 +41,15 @@ ClientMaker = Callable[..., Awaitable[TestClient[web.Request, web.Application]]]
 
 
 @pytest.fixture
-async def client(db: Database, aiohttp_client: ClientMaker) -> TestClient[web.Request, web.Application]:
+async def client(db: TestStore, aiohttp_client: ClientMaker) -> TestClient[web.Request, web.Application]:
     registry = compile_sources({"bots/cashier.md": CASHIER}, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
-    await db.execute("ensure_room", ROOM)
-    await db.execute("upsert_member", ROOM, "@bot_cashier:localhost", "join", None)
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
+    await db.rooms.ensure(ROOM)
+    await db.rooms.set_member(ROOM, "@bot_cashier:localhost", "join", None)
     app = web.Application()
-    EventHooks(db, lambda: registry, KEYS, FakeClock(datetime.fromtimestamp(NOW, UTC))).routes(app)
+    EventHooks(db, lambda: registry, KEYS, FakeClock(datetime.fromtimestamp(NOW, UTC)), RoomFacts("localhost")).routes(app)
     return await aiohttp_client(app)
 
 
@@ -61,7 +62,7 @@ def signed(body: bytes, *, ts: int = NOW, delivery: str | None = None, secret: s
             SIGNATURE: sign(secret, str(ts), body), "Content-Type": "application/json"}
 
 
-async def stored(db: Database) -> tuple[int, int]:
+async def stored(db: TestStore) -> tuple[int, int]:
     runs = await db.pool.fetchval("SELECT count(*) FROM agent_runs")
     deliveries = await db.pool.fetchval("SELECT count(*) FROM hook_deliveries")
     return runs, deliveries
@@ -88,13 +89,13 @@ BODY = json.dumps(FACTS).encode()
     ids=["bad_signature", "stale", "future", "unknown_key", "unsigned", "signature_of_another_body"],
 )
 async def test_who_cannot_post_gets_401_and_nothing_is_stored(
-        client: TestClient[Any, Any], db: Database, headers: dict[str, str], status: int) -> None:
+        client: TestClient[Any, Any], db: TestStore, headers: dict[str, str], status: int) -> None:
     code, answer = await post(client, "site.purchase.paid", BODY, headers)
     assert code == status and "error" in answer
     assert await stored(db) == (0, 0)
 
 
-async def test_a_key_not_scoped_to_the_event_is_403(client: TestClient[Any, Any], db: Database) -> None:
+async def test_a_key_not_scoped_to_the_event_is_403(client: TestClient[Any, Any], db: TestStore) -> None:
     body = json.dumps(FACTS).encode()
     code, answer = await post(client, "site.refund.issued", body, signed(body))
     assert code == 403 and "site.refund.issued" in answer["error"]
@@ -103,37 +104,37 @@ async def test_a_key_not_scoped_to_the_event_is_403(client: TestClient[Any, Any]
 
 @pytest.mark.parametrize("body", [b"{not json", b"[]", json.dumps({"subject": "@ann:localhost"}).encode()],
                          ids=["not_json", "not_an_object", "no_room"])
-async def test_a_bad_body_is_400(client: TestClient[Any, Any], db: Database, body: bytes) -> None:
+async def test_a_bad_body_is_400(client: TestClient[Any, Any], db: TestStore, body: bytes) -> None:
     code, _ = await post(client, "site.purchase.paid", body, signed(body))
     assert code == 400
     assert await stored(db) == (0, 0)
 
 
-async def test_only_site_events_are_posted_here(client: TestClient[Any, Any], db: Database) -> None:
+async def test_only_site_events_are_posted_here(client: TestClient[Any, Any], db: TestStore) -> None:
     code, _ = await post(client, "member.joined", BODY, signed(BODY))
     assert code == 404
     assert await stored(db) == (0, 0)
 
 
-async def test_an_event_nobody_hears_is_accepted_and_costs_nothing(client: TestClient[Any, Any], db: Database) -> None:
+async def test_an_event_nobody_hears_is_accepted_and_costs_nothing(client: TestClient[Any, Any], db: TestStore) -> None:
     code, answer = await post(client, "site.purchase.refunded", BODY, signed(BODY))
     assert code == 202 and answer["runs"] == []
     assert await stored(db) == (0, 0)
 
 
-async def test_a_heard_event_wakes_its_bot_with_the_body_as_facts(client: TestClient[Any, Any], db: Database) -> None:
+async def test_a_heard_event_wakes_its_bot_with_the_body_as_facts(client: TestClient[Any, Any], db: TestStore) -> None:
     headers = signed(BODY)
     code, answer = await post(client, "site.purchase.paid", BODY, headers)
     assert code == 202 and len(answer["runs"]) == 1 and answer["refused"] == []
-    run = await db.fetchrow("get_run", answer["runs"][0])
+    run = await db.runs.get(answer["runs"][0])
     assert run is not None
-    assert (run["bot"], run["room_id"], run["subject"], run["asked_by"]) == ("cashier", ROOM, "@ann:localhost", None)
-    assert run["context"]["facts"] == FACTS
-    assert run["trigger_event"] == f"event:site.purchase.paid:{headers[DELIVERY]}:cashier"
-    assert run["conversation"] == "@ann:localhost"
+    assert (run.bot, run.room_id, run.subject, run.asked_by) == ("cashier", ROOM, "@ann:localhost", None)
+    assert run.context["facts"] == FACTS
+    assert run.trigger_event == f"event:site.purchase.paid:{headers[DELIVERY]}:cashier"
+    assert run.conversation == "@ann:localhost"
 
 
-async def test_a_replayed_delivery_wakes_nothing_new(client: TestClient[Any, Any], db: Database) -> None:
+async def test_a_replayed_delivery_wakes_nothing_new(client: TestClient[Any, Any], db: TestStore) -> None:
     headers = signed(BODY)
     first, _ = await post(client, "site.purchase.paid", BODY, headers)
     await db.pool.execute("UPDATE agent_runs SET status = 'done'")  # not busy: only the replay holds it back
@@ -145,7 +146,7 @@ async def test_a_replayed_delivery_wakes_nothing_new(client: TestClient[Any, Any
     assert await stored(db) == (1, 1)
 
 
-async def test_a_second_event_while_the_first_run_is_queued_is_busy(client: TestClient[Any, Any], db: Database) -> None:
+async def test_a_second_event_while_the_first_run_is_queued_is_busy(client: TestClient[Any, Any], db: TestStore) -> None:
     again = json.dumps({**FACTS, "order": {"id": 13}}).encode()
     await post(client, "site.purchase.paid", BODY, signed(BODY))
     code, answer = await post(client, "site.purchase.paid", again, signed(again))

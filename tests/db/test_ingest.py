@@ -8,10 +8,13 @@ from typing import Any
 
 import pytest
 
+from appservice.app import wire_dispatcher
+from appservice.dev import scripted_turns
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
-from appservice.matrix.ingest import Ingest
+from appservice.matrix.surface import RoomFacts
 from engine.content import Registry
-from engine.store.db import Database
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 ROOM = "!room:localhost"
@@ -35,25 +38,32 @@ def state(event_type: str, state_key: str, content: dict[str, Any], sender: str 
             "origin_server_ts": 1_700_000_000_000 + n, "content": content, **extra}
 
 
-async def feed(ingest: Ingest, db: Database, txn: str, events: list[dict[str, Any]]) -> list[Followup] | None:
-    async with db.transaction("test_txn") as conn:
-        return await ingest.transaction(conn, txn, events)
+def pipeline(db: TestStore, registry: Registry, **wiring: Any) -> Dispatcher:
+    """The Matrix surface's intake as the service wires it (``appservice.app.wire_dispatcher``), with the
+    tests' scripted model turns honoured, and no homeserver (a thread not stored stays incomplete)."""
+    return wire_dispatcher(db, lambda: registry, server_name="localhost", service_user="@summon:localhost",
+                           facts=RoomFacts("localhost"), scripts=scripted_turns, **wiring)
 
 
-async def count(db: Database, sql: str, *args: Any) -> int:
+async def feed(ingest: Dispatcher, db: TestStore, txn: str, events: list[dict[str, Any]]) -> list[Followup] | None:
+    """One homeserver transaction taken in: what it decided to tell the homeserver (None: a replay)."""
+    remembered = await ingest.transaction(txn, events)
+    return None if remembered is None else [f for _, f in remembered]
+
+
+async def count(db: TestStore, sql: str, *args: Any) -> int:
     return int(await db.pool.fetchval(sql, *args))
 
 
 @pytest.fixture
-def ingest(db: Database, published: Registry) -> Ingest:
-    return Ingest(db, lambda: published, server_name="localhost", service_user="@summon:localhost",
-                  accept_scripts=True)
+def ingest(db: TestStore, published: Registry) -> Dispatcher:
+    return pipeline(db, published)
 
 
 HELPER = "@bot_helper:localhost"
 
 
-async def test_a_replayed_transaction_stores_one_line_and_summons_one_run(ingest: Ingest, db: Database) -> None:
+async def test_a_replayed_transaction_stores_one_line_and_summons_one_run(ingest: Dispatcher, db: TestStore) -> None:
     ask = message("Helper, hi", mentions=[HELPER])
     assert await feed(ingest, db, "t1", [ask]) == []
     assert await feed(ingest, db, "t1", [ask]) is None  # same txn id: a replay
@@ -63,7 +73,7 @@ async def test_a_replayed_transaction_stores_one_line_and_summons_one_run(ingest
     assert await count(db, "SELECT count(*) FROM as_transactions") == 2
 
 
-async def test_lines_that_must_not_summon(ingest: Ingest, db: Database) -> None:
+async def test_lines_that_must_not_summon(ingest: Dispatcher, db: TestStore) -> None:
     quiet = [
         message("Helper, this is a notice", mentions=[HELPER], msgtype="m.notice"),
         message("Helper, I am a bot myself", mentions=[HELPER], sender="@bot_echo:localhost"),
@@ -75,7 +85,7 @@ async def test_lines_that_must_not_summon(ingest: Ingest, db: Database) -> None:
     assert await count(db, "SELECT count(*) FROM agent_runs") == 0
 
 
-async def test_the_first_bot_named_is_summoned_with_the_timeline_as_context(ingest: Ingest, db: Database) -> None:
+async def test_the_first_bot_named_is_summoned_with_the_timeline_as_context(ingest: Dispatcher, db: TestStore) -> None:
     before = message("we were talking about editors")
     ask = message("Echo and Helper, which editor?", mentions=["@bot_echo:localhost", HELPER])
     await feed(ingest, db, "t1", [
@@ -87,7 +97,7 @@ async def test_the_first_bot_named_is_summoned_with_the_timeline_as_context(inge
         ("Alice", "we were talking about editors"), ("Alice", "Echo and Helper, which editor?")]
 
 
-async def test_an_edit_replaces_the_text_and_a_redaction_drops_the_line(ingest: Ingest, db: Database) -> None:
+async def test_an_edit_replaces_the_text_and_a_redaction_drops_the_line(ingest: Dispatcher, db: TestStore) -> None:
     first = message("teh answer")
     gone = message("oops, a secret")
     edit = message("* the answer", **{"m.new_content": {"msgtype": "m.text", "body": "the answer"},
@@ -95,18 +105,18 @@ async def test_an_edit_replaces_the_text_and_a_redaction_drops_the_line(ingest: 
     redaction = {"event_id": "$red1", "room_id": ROOM, "sender": "@alice:localhost", "type": "m.room.redaction",
                  "redacts": gone["event_id"], "origin_server_ts": 1_800_000_000_000, "content": {}}
     await feed(ingest, db, "t1", [first, gone, edit, redaction])
-    rows = await db.fetch("context_timeline", ROOM, 2_000_000_000_000, "@alice:localhost", 10)
-    assert [r["said"] for r in rows] == ["the answer"]
+    rows = await db.lines.timeline(ROOM, until_ts=2_000_000_000_000, viewer="@alice:localhost", limit=10)
+    assert [r.said for r in rows] == ["the answer"]
 
 
-async def test_encrypted_events_are_never_stored(ingest: Ingest, db: Database) -> None:
+async def test_encrypted_events_are_never_stored(ingest: Dispatcher, db: TestStore) -> None:
     enc = {"event_id": "$enc", "room_id": ROOM, "sender": "@alice:localhost", "type": "m.room.encrypted",
            "origin_server_ts": 1, "content": {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "x"}}
     await feed(ingest, db, "t1", [enc])
     assert await count(db, "SELECT count(*) FROM room_events") == 0
 
 
-async def test_a_room_turning_encrypted_cancels_its_queued_runs_and_is_left(ingest: Ingest, db: Database) -> None:
+async def test_a_room_turning_encrypted_cancels_its_queued_runs_and_is_left(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, "t1", [message("Helper?", mentions=[HELPER], **{"org.summon.script": [{"text": "x"}]})])
     followups = await feed(ingest, db, "t2", [state("m.room.encryption", "", {"algorithm": "m.megolm.v1.aes-sha2"})])
     assert followups == [LeaveEncrypted(ROOM)]
@@ -117,7 +127,7 @@ async def test_a_room_turning_encrypted_cancels_its_queued_runs_and_is_left(inge
     assert await count(db, "SELECT count(*) FROM agent_runs") == 1
 
 
-async def test_invites_are_joined_or_declined(ingest: Ingest, db: Database) -> None:
+async def test_invites_are_joined_or_declined(ingest: Dispatcher, db: TestStore) -> None:
     invite = state("m.room.member", HELPER, {"membership": "invite"})
     encrypted_invite = state("m.room.member", "@bot_echo:localhost", {"membership": "invite"},
                              unsigned={"invite_room_state": [
@@ -129,29 +139,30 @@ async def test_invites_are_joined_or_declined(ingest: Ingest, db: Database) -> N
     assert await feed(ingest, db, "t3", [encrypted_invite]) == [Decline(ROOM, "@bot_echo:localhost", "encrypted")]
 
 
-async def test_a_script_is_ignored_where_scripts_are_not_accepted(db: Database, published: Registry) -> None:
-    strict = Ingest(db, lambda: published, server_name="localhost", service_user="@summon:localhost")
+async def test_a_script_is_ignored_where_scripts_are_not_accepted(db: TestStore, published: Registry) -> None:
+    strict = wire_dispatcher(db, lambda: published, server_name="localhost", service_user="@summon:localhost",
+                             facts=RoomFacts("localhost"))
     await feed(strict, db, "t1", [message("Helper?", mentions=[HELPER], **{"org.summon.script": [{"text": "pwned"}]})])
     assert await db.pool.fetchval("SELECT script FROM agent_runs") is None
 
 
-async def test_a_malformed_event_is_skipped_and_the_rest_is_stored(ingest: Ingest, db: Database) -> None:
+async def test_a_malformed_event_is_skipped_and_the_rest_is_stored(ingest: Dispatcher, db: TestStore) -> None:
     bad = {"event_id": "$bad", "room_id": ROOM, "type": "m.room.message", "content": "not an object"}
     good = message("still here")
     await feed(ingest, db, "t1", [bad, {"no": "room"}, good])
     assert await count(db, "SELECT count(*) FROM room_events") == 1
 
 
-async def test_with_no_live_worker_that_can_answer_nothing_is_summoned(ingest: Ingest, db: Database) -> None:
+async def test_with_no_live_worker_that_can_answer_nothing_is_summoned(ingest: Dispatcher, db: TestStore) -> None:
     await db.pool.execute("DELETE FROM provider_status")
     await feed(ingest, db, "t1", [message("Helper?", mentions=[HELPER])])
-    await db.execute("record_provider_status", "w-dead", True, "live", ["openai"])
+    await db.workers.beat("w-dead", usable=True, mode="live", providers=["openai"])
     await db.pool.execute("UPDATE provider_status SET heartbeat_at = now() - interval '5 minutes'")
     await feed(ingest, db, "t2", [message("Helper??", mentions=[HELPER])])  # absent (stale) means no
-    await db.execute("record_provider_status", "w-broken", False, "live", [])
+    await db.workers.beat("w-broken", usable=False, mode="live", providers=[])
     await feed(ingest, db, "t3", [message("Helper???", mentions=[HELPER])])
     assert await count(db, "SELECT count(*) FROM agent_runs") == 0
-    await db.execute("record_provider_status", "w-live", True, "live", ["openai"])
+    await db.workers.beat("w-live", usable=True, mode="live", providers=["openai"])
     await feed(ingest, db, "t4", [message("Helper!", mentions=[HELPER])])
     assert await count(db, "SELECT count(*) FROM agent_runs") == 1
 
@@ -166,15 +177,15 @@ You greet people.
 """
 
 
-async def test_a_person_joining_wakes_the_bots_in_the_room_that_hear_it(db: Database) -> None:
+async def test_a_person_joining_wakes_the_bots_in_the_room_that_hear_it(db: TestStore) -> None:
     from engine.content import compile_sources
     from engine.run.publish import publish
 
     registry = compile_sources({"bots/greeter.md": GREETER}, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
-    ingest = Ingest(db, lambda: registry, server_name="localhost", service_user="@summon:localhost")
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
+    ingest = pipeline(db, registry)
     await feed(ingest, db, "t1", [state("m.room.member", "@bot_greeter:localhost", {"membership": "join"})])
     joined = state("m.room.member", "@dana:localhost", {"membership": "join", "displayname": "Dana"},
                    sender="@dana:localhost")
@@ -190,7 +201,7 @@ async def test_a_person_joining_wakes_the_bots_in_the_room_that_hear_it(db: Data
     assert run["context"]["facts"]["display_name"] == "Dana"
 
 
-async def test_a_rooms_state_read_after_a_join_wakes_and_summons_nobody(db: Database) -> None:
+async def test_a_rooms_state_read_after_a_join_wakes_and_summons_nobody(db: TestStore) -> None:
     """The state a puppet reads when it joins is a record of who is there, not news: nobody already in the
     room is greeted as if they just joined, and no old line summons."""
     from engine.content import compile_sources
@@ -199,27 +210,27 @@ async def test_a_rooms_state_read_after_a_join_wakes_and_summons_nobody(db: Data
     registry = compile_sources({"bots/greeter.md": GREETER}, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
-    ingest = Ingest(db, lambda: registry, server_name="localhost", service_user="@summon:localhost")
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
+    ingest = pipeline(db, registry)
     await feed(ingest, db, "t1", [state("m.room.member", "@bot_greeter:localhost", {"membership": "join"})])
     there = state("m.room.member", "@erin:localhost", {"membership": "join", "displayname": "Erin"},
                   sender="@erin:localhost")
     followups: list[Followup] = []
-    async with db.transaction("test_backfill") as conn:
-        await ingest.event(conn, there, followups, backfill=True)
+    async with db.transaction("test_backfill") as tx:
+        await ingest.event(tx, there, followups, backfill=True)
     assert await count(db, "SELECT count(*) FROM agent_runs") == 0
     assert await db.pool.fetchval("SELECT display_name FROM room_members WHERE user_id = '@erin:localhost'") == "Erin"
 
 
 async def test_a_handler_that_fails_loses_neither_its_line_nor_the_other_events(
-    db: Database, published: Registry, monkeypatch: pytest.MonkeyPatch,
+    db: TestStore, published: Registry, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ingest = Ingest(db, lambda: published, server_name="localhost", service_user="@summon:localhost")
+    ingest = pipeline(db, published)
 
     async def broken(*args: Any, **kwargs: Any) -> bool:
         raise OverflowError("a number too big for a handler")
 
-    monkeypatch.setattr(ingest.commands, "heard", broken)
+    monkeypatch.setattr(ingest.lines.commands, "heard", broken)
     bad = message("!summarise since=99999999999d")
     fine = message("Helper, hello", mentions=[HELPER])
     await feed(ingest, db, "t1", [bad, fine])

@@ -11,16 +11,16 @@ import pytest
 import yaml
 
 from engine.content import Registry
-from engine.store.db import Database
 from engine.surface import RunInfo
 from tests.db.runs import insert_run
 from tests.db.test_worker import RecordingSurface, make_worker
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 REPO = Path(__file__).resolve().parents[2]
 
 
-async def test_runs_shows_the_outcome_and_every_step(db: Database, dsn: str, published: Registry, tmp_path: Path) -> None:
+async def test_runs_shows_the_outcome_and_every_step(db: TestStore, dsn: str, published: Registry, tmp_path: Path) -> None:
     async def lookup(run: RunInfo, arguments: dict[str, Any]) -> str:
         return "sunny"
 
@@ -56,13 +56,13 @@ async def test_runs_shows_the_outcome_and_every_step(db: Database, dsn: str, pub
     assert runs("--bot", "nobody").strip() == "no runs"
 
 
-async def test_a_refused_summons_is_recorded_and_shown(db: Database, dsn: str, published: Registry, tmp_path: Path) -> None:
+async def test_a_refused_summons_is_recorded_and_shown(db: TestStore, dsn: str, published: Registry, tmp_path: Path) -> None:
     from engine.content.audience import AudienceFacts
     from engine.run.summon import Refused, Summons, summon
 
     facts = AudienceFacts(user_id="@mallory:localhost", local_server="localhost")
-    async with db.transaction("test") as conn:
-        result = await summon(conn, db.q, published, Summons(
+    async with db.transaction("test") as tx:
+        result = await summon(tx, published, Summons(
             bot="helper", surface="desk", prompt="hi", asked_by="@mallory:localhost", facts=facts,
             room_id="!r:localhost", trigger_event="$refused1"))
     assert isinstance(result, Refused) and result.reason == "not_on_surface"

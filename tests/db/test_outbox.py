@@ -15,7 +15,8 @@ import pytest
 from aiohttp import web
 
 from appservice.matrix.outbox import MatrixSender, Outbox
-from engine.store.db import Database
+from engine.clock import SystemClock
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 
@@ -56,13 +57,13 @@ async def homeserver() -> AsyncIterator[tuple[FakeHomeserver, str]]:
     await runner.cleanup()
 
 
-async def enqueue(db: Database, txn: str) -> None:
-    async with db.transaction("test_enqueue") as conn:
-        await Outbox.enqueue(conn, db.q, txn_id=txn, room_id="!r:localhost", sender="@bot_helper:localhost",
-                             event_type="m.room.message", content={"msgtype": "m.notice", "body": "hi"})
+async def enqueue(db: TestStore, txn: str) -> None:
+    async with db.transaction("test_enqueue") as tx:
+        await tx.outbox.enqueue(txn_id=txn, room_id="!r:localhost", sender="@bot_helper:localhost",
+                                event_type="m.room.message", content={"msgtype": "m.notice", "body": "hi"})
 
 
-async def drain(outbox: Outbox, db: Database, *, until: float) -> None:
+async def drain(outbox: Outbox, db: TestStore, *, until: float) -> None:
     loop = asyncio.get_running_loop()
     while loop.time() < until:
         await outbox.send_due()
@@ -72,11 +73,11 @@ async def drain(outbox: Outbox, db: Database, *, until: float) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_a_429_waits_what_the_homeserver_asked_then_sends_once(db: Database, homeserver: tuple[FakeHomeserver, str]) -> None:
+async def test_a_429_waits_what_the_homeserver_asked_then_sends_once(db: TestStore, homeserver: tuple[FakeHomeserver, str]) -> None:
     fake, url = homeserver
     fake.answers = [(429, {"errcode": "M_LIMIT_EXCEEDED", "error": "slow down", "retry_after_ms": 700})]
     async with aiohttp.ClientSession() as session:
-        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"))
+        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
         await enqueue(db, "t-429")
         await drain(outbox, db, until=asyncio.get_running_loop().time() + 10)
     row = await db.pool.fetchrow("SELECT status, event_id, attempts FROM outbox WHERE txn_id = 't-429'")
@@ -92,28 +93,28 @@ async def test_a_429_waits_what_the_homeserver_asked_then_sends_once(db: Databas
     assert fake.looked == 1  # it looked for an earlier landing before sending again
 
 
-async def test_5xx_and_an_unreachable_homeserver_back_off_and_retry(db: Database, homeserver: tuple[FakeHomeserver, str]) -> None:
+async def test_5xx_and_an_unreachable_homeserver_back_off_and_retry(db: TestStore, homeserver: tuple[FakeHomeserver, str]) -> None:
     fake, url = homeserver
     fake.answers = [(502, {}), (500, {"errcode": "M_UNKNOWN", "error": "oops"})]
     async with aiohttp.ClientSession() as session:
-        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"))
+        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
         await enqueue(db, "t-5xx")
         await drain(outbox, db, until=asyncio.get_running_loop().time() + 15)
         row = await db.pool.fetchrow("SELECT status, attempts FROM outbox WHERE txn_id = 't-5xx'")
         assert (row["status"], row["attempts"]) == ("sent", 3)
 
-        unreachable = Outbox(db, MatrixSender(session, "http://127.0.0.1:9", "as_token_xxxxxxxxxxxx"))
+        unreachable = Outbox(db, MatrixSender(session, "http://127.0.0.1:9", "as_token_xxxxxxxxxxxx"), SystemClock())
         await enqueue(db, "t-down")
         await unreachable.send_due()
     row = await db.pool.fetchrow("SELECT status, last_error, next_attempt_at > now() AS later FROM outbox WHERE txn_id = 't-down'")
     assert row["status"] == "pending" and row["later"] and "unreachable" in row["last_error"]
 
 
-async def test_a_refusal_for_good_is_kept_with_its_reason(db: Database, homeserver: tuple[FakeHomeserver, str]) -> None:
+async def test_a_refusal_for_good_is_kept_with_its_reason(db: TestStore, homeserver: tuple[FakeHomeserver, str]) -> None:
     fake, url = homeserver
     fake.answers = [(403, {"errcode": "M_FORBIDDEN", "error": "not in room"})]
     async with aiohttp.ClientSession() as session:
-        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"))
+        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
         await enqueue(db, "t-403")
         await outbox.send_due()
     row = await db.pool.fetchrow("SELECT status, last_error FROM outbox WHERE txn_id = 't-403'")

@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.ingest import Ingest
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.offers import KEYCAPS
 from appservice.matrix.surface import MatrixSurface
+from engine.clock import SystemClock
 from engine.content import Registry
-from engine.store.db import Database
 from engine.surface import Answered, RunInfo
 from engine.tasks import TaskGroup
+from tests.db.test_ingest import pipeline
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 ROOM = "!choices:localhost"
@@ -45,70 +47,73 @@ def said(body: str, sender: str, *, reply_to: str | None = None, thread: str | N
     return _event("m.room.message", sender, content)
 
 
-async def feed(ingest: Ingest, db: Database, events: list[dict[str, Any]]) -> None:
-    async with db.transaction("test_txn") as conn:
-        await ingest.transaction(conn, f"txn{next(_ids)}", events)
+async def feed(ingest: Dispatcher, db: TestStore, events: list[dict[str, Any]]) -> None:
+    await ingest.transaction(f"txn{next(_ids)}", events)
 
 
 @pytest.fixture
-def ingest(db: Database, published: Registry) -> Ingest:
-    return Ingest(db, lambda: published, server_name="localhost", service_user="@summon:localhost")
+def ingest(db: TestStore, published: Registry) -> Dispatcher:
+    return pipeline(db, published)
 
 
 @pytest.fixture
-def surface(db: Database, published: Registry) -> MatrixSurface:
-    return MatrixSurface(db, None, lambda: published, TaskGroup("test"))  # type: ignore[arg-type]
+def surface(db: TestStore, published: Registry) -> MatrixSurface:
+    return MatrixSurface(db, None, lambda: published, TaskGroup("test"), SystemClock(),  # type: ignore[arg-type]
+                         server_name="localhost")
 
 
-async def answered(db: Database, surface: MatrixSurface, text: str, *, thread: str | None = None,
+async def answered(db: TestStore, surface: MatrixSurface, text: str, *, thread: str | None = None,
                    asker: str = ALICE) -> tuple[int, str]:
     """A finished run of Helper's whose answer is ``text``, delivered and sent: (run id, answer event id)."""
-    await db.execute("ensure_room", ROOM)
+    await db.rooms.ensure(ROOM)
     trigger = f"$ask{next(_ids)}"
-    run_id = await db.fetchval("insert_run", "helper", "rooms", ROOM, thread, trigger, asker, asker, "which?",
-                               {"kind": "timeline", "lines": []}, None, {"steps": 8, "spend": 0.25, "minutes": 5}, 3)
+    run_id = await db.runs.insert(
+        bot="helper", surface="rooms", room_id=ROOM, thread_root=thread, trigger_event=trigger, asked_by=asker,
+        subject=asker, prompt="which?", context={"kind": "timeline", "lines": []}, script=None,
+        limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
+    assert run_id is not None
     await db.pool.execute("UPDATE agent_runs SET status = 'done', answer = $2 WHERE id = $1", run_id, text)
     run = RunInfo(id=run_id, bot="helper", surface="rooms", room_id=ROOM, thread_root=thread, trigger_event=trigger,
                   asked_by=asker)
-    async with db.transaction("finish") as conn:
-        await surface.deliver(conn, run, Answered(text))
+    async with db.transaction("finish") as tx:
+        await surface.deliver(tx, run, Answered(text))
     return run_id, await sent(db, f"summon.run{run_id}.answer")
 
 
-async def sent(db: Database, txn: str) -> str:
+async def sent(db: TestStore, txn: str) -> str:
     """The outbox sent the message queued under ``txn``: it has an event id now."""
     row = await db.pool.fetchrow("SELECT id FROM outbox WHERE txn_id = $1", txn)
     assert row is not None, txn
     event_id = f"$sent.{txn}"
-    await db.execute("outbox_sent", row["id"], event_id)
+    await db.outbox.sent(row["id"], event_id)
     return event_id
 
 
-async def outbox(db: Database, like: str) -> list[dict[str, Any]]:
+async def outbox(db: TestStore, like: str) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.pool.fetch(
         "SELECT txn_id, event_type, content, of_txn, sender FROM outbox WHERE txn_id LIKE $1 ORDER BY id", like)]
 
 
-async def presses(db: Database) -> list[dict[str, Any]]:
+async def presses(db: TestStore) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.pool.fetch(
         "SELECT chooser, choice, how, event_id, taken, run_id FROM bot_choices ORDER BY id")]
 
 
-async def runs_asked(db: Database, prompt: str) -> list[dict[str, Any]]:
+async def runs_asked(db: TestStore, prompt: str) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.pool.fetch(
         "SELECT id, asked_by, prompt, trigger_event, thread_root FROM agent_runs WHERE prompt = $1", prompt)]
 
 
 async def test_an_offer_is_recorded_when_the_answer_is_stored_and_shown_numbered_with_keycaps(
-        db: Database, surface: MatrixSurface) -> None:
+        db: TestStore, surface: MatrixSurface) -> None:
     run_id, answer = await answered(db, surface, OFFER)
-    offer = await db.fetchrow("offer_of_run", run_id)
+    offer = await db.offers.of_run(run_id)
     assert offer is not None
-    assert offer["words"] == "Which copy is it?"
-    assert [c["label"] for c in offer["choices"]] == ["The paperback", "The hardcover"]
-    assert offer["links"] == [{"label": "Read the delivery policy", "url": "https://example.org/refunds"}]
-    assert (offer["style"], offer["asked_by"], offer["taken_at"]) == ("reactions", ALICE, None)
-    assert (offer["answer_txn"], offer["answer_event"]) == (f"summon.run{run_id}.answer", answer)
+    assert offer.words == "Which copy is it?"
+    assert [c["label"] for c in offer.choices] == ["The paperback", "The hardcover"]
+    assert offer.links == [{"label": "Read the delivery policy", "url": "https://example.org/refunds"}]
+    assert (offer.style, offer.asked_by, offer.taken_at) == ("reactions", ALICE, None)
+    assert (offer.answer_txn, offer.answer_event) == (f"summon.run{run_id}.answer", answer)
     queued = await outbox(db, f"summon.run{run_id}.%")
     body = queued[0]["content"]["body"]
     assert body.startswith("Which copy is it?\n\n1. The paperback\n2. The hardcover")
@@ -121,12 +126,12 @@ async def test_an_offer_is_recorded_when_the_answer_is_stored_and_shown_numbered
 
     # An answer without choices is unchanged, and offers nothing.
     plain, _ = await answered(db, surface, "- just\n- a list")
-    assert await db.fetchrow("offer_of_run", plain) is None
+    assert await db.offers.of_run(plain) is None
     assert [r["content"]["body"] for r in await outbox(db, f"summon.run{plain}.%")] == ["- just\n- a list"]
 
 
 async def test_twenty_presses_at_once_one_is_taken_the_rest_are_told_it_is_gone(
-        ingest: Ingest, db: Database, surface: MatrixSurface, published: Registry) -> None:
+        ingest: Dispatcher, db: TestStore, surface: MatrixSurface, published: Registry) -> None:
     run_id, answer = await answered(db, surface, OFFER)
     people = [f"@p{n}:localhost" for n in range(20)]
     await feed(ingest, db, [_event("m.room.member", p, {"membership": "join", "displayname": f"P{n}"})
@@ -135,46 +140,46 @@ async def test_twenty_presses_at_once_one_is_taken_the_rest_are_told_it_is_gone(
     await asyncio.gather(*(feed(ingest, db, [r]) for r in reactions))
     await feed(ingest, db, [reactions[0]])  # delivered again: still one press
 
-    offer = await db.fetchrow("offer_of_run", run_id)
-    assert offer is not None and offer["taken_by"] in people
+    offer = await db.offers.of_run(run_id)
+    assert offer is not None and offer.taken_by in people
     rows = await presses(db)
     assert len(rows) == 20
     winners = [r for r in rows if r["taken"]]
-    assert len(winners) == 1 and winners[0]["chooser"] == offer["taken_by"]
-    assert winners[0]["choice"] == offer["taken_choice"]
-    label = ["The paperback", "The hardcover"][offer["taken_choice"] - 1]
+    assert len(winners) == 1 and winners[0]["chooser"] == offer.taken_by
+    assert winners[0]["choice"] == offer.taken_choice
+    label = ["The paperback", "The hardcover"][offer.taken_choice - 1]
     runs = await runs_asked(db, label)
     assert len(runs) == 1 and runs[0]["id"] == winners[0]["run_id"]
-    assert (runs[0]["asked_by"], runs[0]["trigger_event"]) == (offer["taken_by"], winners[0]["event_id"])
+    assert (runs[0]["asked_by"], runs[0]["trigger_event"]) == (offer.taken_by, winners[0]["event_id"])
 
     gone = await outbox(db, "summon.gone.%")
     assert len(gone) == 19
-    name = f"P{people.index(offer['taken_by'])}"
+    name = f"P{people.index(offer.taken_by)}"
     words = published.strings.get("choices", "gone")
     assert words
     assert gone[0]["content"]["body"] == words.format(bot="Helper", choice=label, name=name)
-    assert {g["content"]["m.mentions"]["user_ids"][0] for g in gone} == set(people) - {offer["taken_by"]}
+    assert {g["content"]["m.mentions"]["user_ids"][0] for g in gone} == set(people) - {offer.taken_by}
 
     # The spent set is marked: the answer edited, the keycaps taken away.
     spent = await outbox(db, f"summon.run{run_id}.answer.spent")
     assert len(spent) == 1 and spent[0]["of_txn"] == f"summon.run{run_id}.answer"
-    assert f"✅ {offer['taken_choice']}. {label} — taken by {name}" in spent[0]["content"]["body"]
+    assert f"✅ {offer.taken_choice}. {label} — taken by {name}" in spent[0]["content"]["body"]
     removed = await outbox(db, f"summon.run{run_id}.key%.gone")
     assert [(r["event_type"], r["of_txn"]) for r in removed] == [
         ("m.room.redaction", f"summon.run{run_id}.key{k}") for k in (1, 2)]
 
     # The run a keycap summoned answers under the offer, not to the reaction.
     pressed = runs[0]["id"]
-    async with db.transaction("finish") as conn:
-        await surface.deliver(conn, RunInfo(id=pressed, bot="helper", surface="rooms", room_id=ROOM, thread_root=None,
-                                            trigger_event=winners[0]["event_id"], asked_by=offer["taken_by"]),
+    async with db.transaction("finish") as tx:
+        await surface.deliver(tx, RunInfo(id=pressed, bot="helper", surface="rooms", room_id=ROOM, thread_root=None,
+                                            trigger_event=winners[0]["event_id"], asked_by=offer.taken_by),
                               Answered("Paperbacks ship tomorrow."))
     reply = (await outbox(db, f"summon.run{pressed}.answer"))[0]["content"]
     assert reply["m.relates_to"] == {"m.in_reply_to": {"event_id": answer}}
 
 
 async def test_a_bare_number_is_a_press_only_from_the_asker(
-        ingest: Ingest, db: Database, surface: MatrixSurface) -> None:
+        ingest: Dispatcher, db: TestStore, surface: MatrixSurface) -> None:
     _, answer = await answered(db, surface, OFFER)
     bob_says = said("2", "@bob:localhost", reply_to=answer)
     await feed(ingest, db, [bob_says])
@@ -192,7 +197,7 @@ async def test_a_bare_number_is_a_press_only_from_the_asker(
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = $1", alice_says["event_id"]) == 1
 
 
-async def test_a_bare_number_in_the_offers_thread(ingest: Ingest, db: Database, surface: MatrixSurface) -> None:
+async def test_a_bare_number_in_the_offers_thread(ingest: Dispatcher, db: TestStore, surface: MatrixSurface) -> None:
     root = said("which copy?", ALICE)
     await feed(ingest, db, [root])
     await answered(db, surface, OFFER, thread=root["event_id"])
@@ -206,7 +211,7 @@ async def test_a_bare_number_in_the_offers_thread(ingest: Ingest, db: Database, 
 
 
 async def test_a_press_after_the_offer_is_spent_is_recorded_and_told(
-        ingest: Ingest, db: Database, surface: MatrixSurface) -> None:
+        ingest: Dispatcher, db: TestStore, surface: MatrixSurface) -> None:
     _, answer = await answered(db, surface, OFFER)
     await feed(ingest, db, [said("1", ALICE, reply_to=answer)])
     late = keycap(answer, 2, "@bob:localhost")
@@ -225,7 +230,7 @@ async def test_a_press_after_the_offer_is_spent_is_recorded_and_told(
 
 
 async def test_our_own_keycaps_and_keycaps_elsewhere_are_not_presses(
-        ingest: Ingest, db: Database, surface: MatrixSurface) -> None:
+        ingest: Dispatcher, db: TestStore, surface: MatrixSurface) -> None:
     _, answer = await answered(db, surface, OFFER)
     await feed(ingest, db, [keycap(answer, 1, HELPER), keycap("$not-an-offer", 1, ALICE),
                             keycap(answer, 3, ALICE)])  # three: the offer has two choices
@@ -234,19 +239,19 @@ async def test_our_own_keycaps_and_keycaps_elsewhere_are_not_presses(
 
 
 async def test_a_refused_press_leaves_the_offer_to_be_had(
-        ingest: Ingest, db: Database, surface: MatrixSurface) -> None:
+        ingest: Dispatcher, db: TestStore, surface: MatrixSurface) -> None:
     run_id, answer = await answered(db, surface, OFFER)
     await db.pool.execute("UPDATE rooms SET encrypted = true WHERE room_id = $1", ROOM)
     await feed(ingest, db, [keycap(answer, 1, "@bob:localhost")])
-    offer = await db.fetchrow("offer_of_run", run_id)
-    assert offer is not None and offer["taken_at"] is None
+    offer = await db.offers.of_run(run_id)
+    assert offer is not None and offer.taken_at is None
     assert [r["taken"] for r in await presses(db)] == [False]
 
 
 @pytest.mark.parametrize("prefix", ["unstable", "stable"])
 async def test_a_room_that_chooses_polls_gets_a_poll_and_a_vote_takes_it(
-        prefix: str, ingest: Ingest, db: Database, surface: MatrixSurface, published: Registry) -> None:
-    await db.execute("ensure_room", ROOM)
+        prefix: str, ingest: Dispatcher, db: TestStore, surface: MatrixSurface, published: Registry) -> None:
+    await db.rooms.ensure(ROOM)
     await db.pool.execute("""UPDATE rooms SET settings = '{"choices": "poll"}' WHERE room_id = $1""", ROOM)
     run_id, _answer = await answered(db, surface, OFFER)
     queued = await outbox(db, f"summon.run{run_id}.%")

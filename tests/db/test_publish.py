@@ -11,7 +11,8 @@ import pytest
 from engine.content import Registry, compile_sources
 from engine.content.files import compile_content, read_content, read_kit
 from engine.run.publish import publish
-from engine.store.db import Database
+from engine.store.queries import Queries
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 
@@ -26,11 +27,11 @@ def shipped() -> Registry:
     return result
 
 
-async def rows(db: Database, query: str, *args: object) -> list[dict[str, object]]:
-    return [dict(r) for r in await db.fetch(query, *args)]
+async def rows(db: TestStore, query: str, *args: object) -> list[dict[str, object]]:
+    return [dict(r) for r in await db.tests.fetch(query, *args)]
 
 
-async def test_the_shipped_content_is_projected_into_every_table(db: Database) -> None:
+async def test_the_shipped_content_is_projected_into_every_table(db: TestStore) -> None:
     registry = shipped()
     assert await publish(db, registry) == ["echo", "helper"]
     bots = await rows(db, "published_bots")
@@ -54,7 +55,7 @@ async def test_the_shipped_content_is_projected_into_every_table(db: Database) -
     assert "desk" not in [b["slug"] for b in bots]
 
 
-async def test_publishing_again_withdraws_what_is_gone_and_relinks(db: Database, tmp_path: Path) -> None:
+async def test_publishing_again_withdraws_what_is_gone_and_relinks(db: TestStore, tmp_path: Path) -> None:
     await publish(db, shipped())
     content = tmp_path / "content"
     shutil.copytree(REPO / "content", content)
@@ -78,7 +79,7 @@ async def test_publishing_again_withdraws_what_is_gone_and_relinks(db: Database,
         assert await conn.fetchval("SELECT withdrawn_at IS NOT NULL FROM bots WHERE slug = 'echo'") is True
 
 
-async def test_a_publish_that_fails_publishes_nothing(db: Database) -> None:
+async def test_a_publish_that_fails_publishes_nothing(db: TestStore) -> None:
     first = shipped()
     await publish(db, first)
     before = [await rows(db, q) for q in ("published_bots", "published_skills", "published_commands")]
@@ -87,21 +88,22 @@ async def test_a_publish_that_fails_publishes_nothing(db: Database) -> None:
     sources["bots/helper.md"] = sources["bots/helper.md"].replace("name: Helper", "name: Renamed")
     second = compile_sources(sources, server_name=SERVER, kit=read_kit())
     assert isinstance(second, Registry)
-    queries = db.q
-    broken = {name: queries[name] for name in queries}
-    broken["upsert_command"] = "SELECT no_such_column FROM commands"  # fails after bots and skills were written
-    db.q = broken  # type: ignore[assignment]
-    try:
-        with pytest.raises(Exception, match="no_such_column"):
-            await publish(db, second)
-    finally:
-        db.q = queries
+
+    class Broken(Queries):
+        def __getitem__(self, name: str) -> str:
+            if name == "upsert_command":  # fails after bots and skills were written
+                return "SELECT no_such_column FROM commands"
+            return super().__getitem__(name)
+
+    broken = TestStore(db.pool, Broken(), db.dsn)  # the same database, its statements one broken
+    with pytest.raises(Exception, match="no_such_column"):
+        await publish(broken, second)
     after = [await rows(db, q) for q in ("published_bots", "published_skills", "published_commands")]
     assert after == before
     assert [b["name"] for b in after[0]] == ["Echo", "Helper"]
 
 
-async def test_a_file_that_does_not_compile_never_reaches_publish(db: Database, tmp_path: Path) -> None:
+async def test_a_file_that_does_not_compile_never_reaches_publish(db: TestStore, tmp_path: Path) -> None:
     content = tmp_path / "content"
     shutil.copytree(REPO / "content", content)
     (content / "bots" / "helper.md").write_text("---\nname: Helper\ntools: [lookup]\n---\nx\n", encoding="utf-8")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.store.db import Database
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ You say good morning.
 """
 
 
-async def test_publish_refuses_a_schedule_into_an_encrypted_room(db: Database, dsn: str, tmp_path: Path) -> None:
+async def test_publish_refuses_a_schedule_into_an_encrypted_room(db: TestStore, dsn: str, tmp_path: Path) -> None:
     (tmp_path / "content" / "bots").mkdir(parents=True)
     (tmp_path / "content" / "bots" / "morning.md").write_text(MORNING)
     config = tmp_path / "summon.yaml"
@@ -40,8 +40,8 @@ async def test_publish_refuses_a_schedule_into_an_encrypted_room(db: Database, d
                               capture_output=True, text=True, timeout=60)
 
     assert publish().returncode == 0  # not known to be encrypted (yet)
-    await db.execute("ensure_room", "!secret:localhost")
-    await db.execute("mark_room_encrypted", "!secret:localhost")
+    await db.rooms.ensure("!secret:localhost")
+    await db.rooms.mark_encrypted("!secret:localhost")
     refused = publish()
     assert refused.returncode == 1
     assert "morning.md:" in refused.stderr and "!secret:localhost" in refused.stderr

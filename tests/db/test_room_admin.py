@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, InvitePuppet, PuppetLeaves
-from appservice.matrix.ingest import Ingest
+from appservice.matrix.surface import RoomFacts
 from engine.content import AudienceFacts, Registry
 from engine.content.audience import parse_audience
 from engine.run.summon import Refused, Summons, summon
 from engine.run.ticks import schedule_tick
-from engine.store.db import Database
+from tests.db.test_ingest import feed, pipeline
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 ROOM = "!admin:localhost"
@@ -59,14 +61,13 @@ def room(*, version: str = "10", power: dict[str, Any] | None = None, joined: tu
 
 
 class Room:
-    def __init__(self, ingest: Ingest, db: Database) -> None:
+    def __init__(self, ingest: Dispatcher, db: TestStore) -> None:
         self.ingest = ingest
         self.db = db
         self.txns = itertools.count(1)
 
     async def feed(self, *events: dict[str, Any]) -> list[Followup]:
-        async with self.db.transaction("test_txn") as conn:
-            followups = await self.ingest.transaction(conn, f"txn{next(self.txns)}", list(events))
+        followups = await feed(self.ingest, self.db, f"txn{next(self.txns)}", list(events))
         assert followups is not None
         return followups
 
@@ -92,24 +93,24 @@ class Room:
 
 
 @pytest.fixture
-def ingest(db: Database, published: Registry) -> Ingest:
-    return Ingest(db, lambda: published, server_name="localhost", service_user=SERVICE, accept_scripts=True)
+def ingest(db: TestStore, published: Registry) -> Dispatcher:
+    return pipeline(db, published)
 
 
 @pytest.fixture
-async def here(ingest: Ingest, db: Database) -> Room:
+async def here(ingest: Dispatcher, db: TestStore) -> Room:
     r = Room(ingest, db)
     await r.feed(*room())
     return r
 
 
-async def outbox_count(db: Database) -> int:
+async def outbox_count(db: TestStore) -> int:
     return int(await db.pool.fetchval("SELECT count(*) FROM outbox WHERE txn_id LIKE 'summon.admin.%'"))
 
 
 # --- who may, and where -----------------------------------------------------------------------------
 
-async def test_a_non_admin_is_refused_in_one_line_naming_the_level(here: Room, db: Database) -> None:
+async def test_a_non_admin_is_refused_in_one_line_naming_the_level(here: Room, db: TestStore) -> None:
     event_id, followups = await here.say("!bots add helper", sender=BOB)
     body = await here.reply(event_id)
     assert "power level 50" in body and "yours is 0" in body
@@ -117,13 +118,13 @@ async def test_a_non_admin_is_refused_in_one_line_naming_the_level(here: Room, d
     assert await here.settings() == {}
 
 
-async def test_the_level_is_the_rooms_state_default(ingest: Ingest, db: Database) -> None:
+async def test_the_level_is_the_rooms_state_default(ingest: Dispatcher, db: TestStore) -> None:
     r = Room(ingest, db)
     await r.feed(*room(power={"users": {ALICE: 100, BOB: 10}, "state_default": 10}))
     assert "choices: poll" in await r.ask("!bots set choices poll", sender=BOB)
 
 
-async def test_room_version_12_creators_count_whatever_the_levels_say(ingest: Ingest, db: Database) -> None:
+async def test_room_version_12_creators_count_whatever_the_levels_say(ingest: Dispatcher, db: TestStore) -> None:
     # In v12 creators cannot be listed in `users` at all: alice (the creator) and bob (an additional
     # creator) are both at users_default 0, and both may.
     r = Room(ingest, db)
@@ -135,13 +136,13 @@ async def test_room_version_12_creators_count_whatever_the_levels_say(ingest: In
     assert "power level 50" in await r.ask("!bots set choices poll", sender=carol)
 
 
-async def test_before_version_12_a_creator_is_only_as_powerful_as_the_levels_say(ingest: Ingest, db: Database) -> None:
+async def test_before_version_12_a_creator_is_only_as_powerful_as_the_levels_say(ingest: Dispatcher, db: TestStore) -> None:
     r = Room(ingest, db)
     await r.feed(*room(version="11", power={"users": {}, "users_default": 0}))
     assert "power level 50" in await r.ask("!bots set choices poll")
 
 
-async def test_a_line_where_the_service_is_not_is_not_for_it(ingest: Ingest, db: Database) -> None:
+async def test_a_line_where_the_service_is_not_is_not_for_it(ingest: Dispatcher, db: TestStore) -> None:
     r = Room(ingest, db)
     await r.feed(*room(joined=(HELPER,)))
     await r.say("!bots list")
@@ -150,7 +151,7 @@ async def test_a_line_where_the_service_is_not_is_not_for_it(ingest: Ingest, db:
     assert "Helper" in await r.ask("!bots list", mentions=[SERVICE])
 
 
-async def test_a_reply_is_a_notice_in_the_thread_replying_to_the_line(here: Room, db: Database) -> None:
+async def test_a_reply_is_a_notice_in_the_thread_replying_to_the_line(here: Room, db: TestStore) -> None:
     event_id, _ = await here.say("!bots set choices", thread="$root")
     content = await db.pool.fetchval("SELECT content FROM outbox WHERE txn_id = $1", f"summon.admin.{event_id}")
     assert content["m.relates_to"] == {"rel_type": "m.thread", "event_id": "$root", "is_falling_back": False,
@@ -158,7 +159,7 @@ async def test_a_reply_is_a_notice_in_the_thread_replying_to_the_line(here: Room
     assert content["m.mentions"] == {"user_ids": [ALICE]}
 
 
-async def test_a_replayed_line_is_answered_once(here: Room, db: Database) -> None:
+async def test_a_replayed_line_is_answered_once(here: Room, db: TestStore) -> None:
     line = message("!bots list")
     await here.feed(line)
     await here.feed(line)
@@ -197,7 +198,7 @@ async def test_add_invites_the_puppet_and_enables_the_bot(here: Room) -> None:
     assert "already here" in await here.reply(event_id)
 
 
-async def test_remove_makes_the_puppet_leave_and_the_bot_stop_answering_here(here: Room, db: Database) -> None:
+async def test_remove_makes_the_puppet_leave_and_the_bot_stop_answering_here(here: Room, db: TestStore) -> None:
     await here.feed(member(HELPER), member(ECHO))
     event_id, followups = await here.say("!bots remove helper")
     assert followups == [PuppetLeaves(ROOM, HELPER, f"removed with !bots by {ALICE}")]
@@ -223,7 +224,7 @@ async def test_set_choices_replies_with_the_current_and_allowed_values(here: Roo
     assert (await here.settings())["choices"] == "poll"
 
 
-async def test_quiet_hours_keep_bots_from_waking_by_themselves(here: Room, db: Database, published: Registry) -> None:
+async def test_quiet_hours_keep_bots_from_waking_by_themselves(here: Room, db: TestStore, published: Registry) -> None:
     hour = (await db.pool.fetchval("SELECT now()")).astimezone(dt.UTC).hour
     window = f"{(hour - 1) % 24:02d}:00-{(hour + 2) % 24:02d}:00"
     assert await here.ask(f"!bots set quiet {window}") == (
@@ -231,8 +232,8 @@ async def test_quiet_hours_keep_bots_from_waking_by_themselves(here: Room, db: D
     unasked = Summons(bot="helper", surface="rooms", prompt="Good morning", asked_by=None,
                       facts=AudienceFacts(user_id=None, local_server="localhost"), room_id=ROOM,
                       trigger_event="schedule:x")
-    async with db.transaction("t") as conn:
-        assert await summon(conn, db.q, published, unasked) == Refused("quiet")
+    async with db.transaction("t") as tx:
+        assert await summon(tx, published, unasked) == Refused("quiet")
     # A person asking is still answered.
     await here.say("Helper?", mentions=[HELPER])
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 1
@@ -240,7 +241,7 @@ async def test_quiet_hours_keep_bots_from_waking_by_themselves(here: Room, db: D
     assert "quiet" not in await here.settings()
 
 
-async def test_schedule_list_and_unschedule(here: Room, db: Database) -> None:
+async def test_schedule_list_and_unschedule(here: Room, db: TestStore) -> None:
     body = await here.ask('!bots schedule helper every monday at 08:00 ask "Say good morning."')
     n = await db.pool.fetchval("SELECT id FROM room_schedules")
     assert f"Scheduled #{n}: Helper every week on monday at 08:00 (UTC), asked “Say good morning.”. Next: " in body
@@ -259,13 +260,13 @@ async def test_schedule_list_and_unschedule(here: Room, db: Database) -> None:
     assert await here.ask("!bots schedules") == "Nothing is scheduled here."
 
 
-async def test_a_bad_schedule_names_the_field_and_keeps_nothing(here: Room, db: Database) -> None:
+async def test_a_bad_schedule_names_the_field_and_keeps_nothing(here: Room, db: TestStore) -> None:
     body = await here.ask('!bots schedule helper every 15 minutes at 08:00 ask "hi"')
     assert "when" in body and "a time of day goes with every: day, week or month" in body
     assert await db.pool.fetchval("SELECT count(*) FROM room_schedules") == 0
 
 
-async def test_an_encrypted_room_has_no_scheduling_and_is_not_offered_it(here: Room, db: Database) -> None:
+async def test_an_encrypted_room_has_no_scheduling_and_is_not_offered_it(here: Room, db: TestStore) -> None:
     await db.pool.execute("UPDATE rooms SET encrypted = true WHERE room_id = $1", ROOM)
     usage = await here.ask("!bots")
     assert "schedule" not in usage and "list" in usage
@@ -274,28 +275,31 @@ async def test_an_encrypted_room_has_no_scheduling_and_is_not_offered_it(here: R
     assert await db.pool.fetchval("SELECT count(*) FROM room_schedules") == 0
 
 
-async def test_a_room_schedule_fires_once_through_the_tick(here: Room, db: Database, published: Registry) -> None:
+async def test_a_room_schedule_fires_once_through_the_tick(here: Room, db: TestStore, published: Registry) -> None:
     await here.ask('!bots schedule helper every day at 08:00 ask "Say good morning."')
     n = await db.pool.fetchval("SELECT id FROM room_schedules")
     now = (await db.pool.fetchval("SELECT now()")).astimezone(dt.UTC)
 
-    async def no_alias(alias: str) -> str | None:
-        raise AssertionError(alias)
+    async def no_alias(room: str) -> str | None:
+        if room.startswith("!"):
+            return room  # a room's id is what it is
+        raise AssertionError(room)
 
     # Three days later (down for two of them): the last occurrence fires, once.
     later = now + dt.timedelta(days=3)
-    started = await schedule_tick(db, published, later, resolve_room=no_alias)
+    started = await schedule_tick(db, published, later, surface=RoomFacts("localhost"), resolve_room=no_alias)
     assert len(started) == 1
     run = await db.pool.fetchrow(
         "SELECT bot, room_id, prompt, asked_by, subject, trigger_event FROM agent_runs WHERE id = $1", started[0])
     assert (run["bot"], run["room_id"], run["prompt"], run["asked_by"]) == ("helper", ROOM, "Say good morning.", None)
     assert run["subject"] == ALICE  # on its maker's behalf: their ceilings count it
     assert run["trigger_event"].startswith(f"schedule:helper:room:{n}:")
-    assert await schedule_tick(db, published, later + dt.timedelta(minutes=1), resolve_room=no_alias) == []
+    assert await schedule_tick(db, published, later + dt.timedelta(minutes=1), surface=RoomFacts("localhost"),
+                               resolve_room=no_alias) == []
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 1
 
 
-async def test_a_room_schedule_may_not_come_round_too_often_nor_pile_up(here: Room, db: Database) -> None:
+async def test_a_room_schedule_may_not_come_round_too_often_nor_pile_up(here: Room, db: TestStore) -> None:
     body = await here.ask('!bots schedule helper every 5 minutes ask "ping"')
     assert "at most every 15 minutes" in body
     assert await db.pool.fetchval("SELECT count(*) FROM room_schedules") == 0
@@ -306,7 +310,7 @@ async def test_a_room_schedule_may_not_come_round_too_often_nor_pile_up(here: Ro
     assert await db.pool.fetchval("SELECT count(*) FROM room_schedules") == 20
 
 
-async def test_a_room_schedule_asks_only_a_bot_its_maker_may_ask(here: Room, db: Database, published: Registry) -> None:
+async def test_a_room_schedule_asks_only_a_bot_its_maker_may_ask(here: Room, db: TestStore, published: Registry) -> None:
     # The maker loses their standing after setting it: it wakes nothing, and counts as fired.
     await here.ask('!bots schedule helper every day at 08:00 ask "Say good morning."')
     now = (await db.pool.fetchval("SELECT now()")).astimezone(dt.UTC)
@@ -314,14 +318,17 @@ async def test_a_room_schedule_asks_only_a_bot_its_maker_may_ask(here: Room, db:
     registry = Registry.of(published.server_name, [capped], skills=published.skills.values(),
                            strings=published.strings)
 
-    async def no_alias(alias: str) -> str | None:
-        raise AssertionError(alias)
+    async def no_alias(room: str) -> str | None:
+        if room.startswith("!"):
+            return room  # a room's id is what it is
+        raise AssertionError(room)
 
-    assert await schedule_tick(db, registry, now + dt.timedelta(days=1), resolve_room=no_alias) == []
+    assert await schedule_tick(db, registry, now + dt.timedelta(days=1), surface=RoomFacts("localhost"),
+                               resolve_room=no_alias) == []
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 0
 
 
-async def test_runs_spend_and_cancel(here: Room, db: Database) -> None:
+async def test_runs_spend_and_cancel(here: Room, db: TestStore) -> None:
     assert await here.ask("!bots runs") == "No runs here yet."
     await here.say("Helper, what is new?", mentions=[HELPER])
     run_id = await db.pool.fetchval("SELECT id FROM agent_runs")
@@ -344,14 +351,14 @@ async def test_runs_spend_and_cancel(here: Room, db: Database) -> None:
 
 
 async def test_an_add_whose_reply_fails_invites_nobody_and_changes_nothing(
-    here: Room, ingest: Ingest, monkeypatch: pytest.MonkeyPatch,
+    here: Room, ingest: Dispatcher, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What a line decides for the homeserver counts only if acting on the line stood: the settings roll
     back with the failure, and so does the invite."""
     async def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the reply could not be queued")
 
-    monkeypatch.setattr(ingest.admin, "_reply", broken)
+    monkeypatch.setattr(ingest.lines.admin, "_reply", broken)
     before = await here.settings()
     _, followups = await here.say("!bots add helper")
     assert followups == []

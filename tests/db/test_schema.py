@@ -10,21 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from engine.store.db import Database, migration_files
+from engine.store.migrate import migration_files
+from engine.store.queries import QUERIES_DIR, Queries
+from tests.store import TestStore
 
 SCHEMA = Path(__file__).resolve().parents[2] / "sql" / "schema.txt"
+MIGRATIONS = Queries(QUERIES_DIR / "migrations.sql")
 PARTS = ("describe_columns", "describe_indexes", "describe_constraints", "describe_triggers", "describe_functions")
 
 
-async def describe(db: Database) -> str:
+async def describe(db: TestStore) -> str:
     lines: list[str] = []
     for part in PARTS:
-        lines += [r["line"] for r in await db.fetch(part)]
+        lines += [r["line"] for r in await db.tests.fetch(part)]
     return "\n".join(lines) + "\n"
 
 
 @pytest.mark.db
-async def test_migrated_database_equals_schema_file(db: Database) -> None:
+async def test_migrated_database_equals_schema_file(db: TestStore) -> None:
     actual = await describe(db)
     if os.environ.get("SUMMON_UPDATE_SCHEMA") == "1":
         SCHEMA.write_text(actual)
@@ -33,7 +36,7 @@ async def test_migrated_database_equals_schema_file(db: Database) -> None:
 
 
 @pytest.mark.db
-async def test_every_migration_was_applied_in_order(db: Database) -> None:
-    applied = [r["version"] for r in await db.fetch("applied_migrations")]
+async def test_every_migration_was_applied_in_order(db: TestStore) -> None:
+    applied = [r["version"] for r in await db.pool.fetch(MIGRATIONS["applied_migrations"])]
     assert sorted(applied) == [p.stem for p in migration_files()]
     assert "schema_migrations" in await describe(db)

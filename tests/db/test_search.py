@@ -11,10 +11,11 @@ import pytest
 from engine.content import Registry
 from engine.content.files import compile_content, read_docs
 from engine.content.registry import Doc
+from engine.errors import ToolError
 from engine.run.publish import publish
-from engine.store.db import Database
-from engine.tools.base import RunRef, ToolError
+from engine.tools.base import RunRef
 from engine.tools.search import index_rows, make_search_site
+from tests.store import TestStore
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = RunRef(id=1, bot="helper", surface="rooms")
@@ -33,7 +34,7 @@ def site(tmp_path: Path) -> Path:
     return root
 
 
-async def test_a_publish_indexes_the_docs_and_the_skills(db: Database, published: Registry) -> None:
+async def test_a_publish_indexes_the_docs_and_the_skills(db: TestStore, published: Registry) -> None:
     assert published.docs, "content/docs/ ships pages"
     search = make_search_site(db)
     out = await search(RUN, {"query": "encrypted rooms"})
@@ -45,7 +46,7 @@ async def test_a_publish_indexes_the_docs_and_the_skills(db: Database, published
     assert 'open_skill("no-promises")' in out
 
 
-async def test_a_republish_finds_the_new_words_and_not_the_old(db: Database, site: Path) -> None:
+async def test_a_republish_finds_the_new_words_and_not_the_old(db: TestStore, site: Path) -> None:
     page = site / "docs" / "opening-hours.md"
     page.write_text("# Opening hours\n\nThe help desk answers on Tuesdays, from nine to five.\n", encoding="utf-8")
     await publish(db, compiled(site))
@@ -62,7 +63,7 @@ async def test_a_republish_finds_the_new_words_and_not_the_old(db: Database, sit
     assert "Nothing on this site matches" in await search(RUN, {"query": "thursdays"})
 
 
-async def test_hits_are_ranked_title_first_and_say_where_they_are(db: Database, site: Path) -> None:
+async def test_hits_are_ranked_title_first_and_say_where_they_are(db: TestStore, site: Path) -> None:
     docs = site / "docs"
     (docs / "returns.md").write_text("---\ntitle: Returns and refunds\n---\nSend it back within a month.\n",
                                      encoding="utf-8")
@@ -83,7 +84,7 @@ async def test_hits_are_ranked_title_first_and_say_where_they_are(db: Database, 
     assert "**refund**" in out
 
 
-async def test_few_hits_come_back(db: Database, site: Path) -> None:
+async def test_few_hits_come_back(db: TestStore, site: Path) -> None:
     for n in range(8):
         (site / "docs" / f"page-{n}.md").write_text(f"# Page {n}\n\nAbout widgets, part {n}.\n", encoding="utf-8")
     await publish(db, compiled(site))
@@ -91,7 +92,7 @@ async def test_few_hits_come_back(db: Database, site: Path) -> None:
     assert out.splitlines()[0] == '5 result(s) for "widgets", best first:'
 
 
-async def test_nothing_found_is_said_plainly(db: Database, published: Registry) -> None:
+async def test_nothing_found_is_said_plainly(db: TestStore, published: Registry) -> None:
     out = await make_search_site(db)(RUN, {"query": "xylophone zeppelin"})
     assert out.startswith('Nothing on this site matches "xylophone zeppelin".')
     # only stop words: an empty search, not an error
@@ -99,17 +100,17 @@ async def test_nothing_found_is_said_plainly(db: Database, published: Registry) 
 
 
 @pytest.mark.parametrize("arguments", [{"query": ""}, {"query": "   \n "}, {}, {"query": 7}])
-async def test_an_empty_query_is_refused(db: Database, arguments: dict[str, object]) -> None:
+async def test_an_empty_query_is_refused(db: TestStore, arguments: dict[str, object]) -> None:
     with pytest.raises(ToolError, match="search_site needs"):
         await make_search_site(db)(RUN, arguments)
 
 
-async def test_a_long_query_is_refused(db: Database) -> None:
+async def test_a_long_query_is_refused(db: TestStore) -> None:
     with pytest.raises(ToolError, match="a few words"):
         await make_search_site(db)(RUN, {"query": "word " * 100})
 
 
-async def test_what_is_not_for_anyone_is_not_indexed(db: Database, site: Path) -> None:
+async def test_what_is_not_for_anyone_is_not_indexed(db: TestStore, site: Path) -> None:
     (site / "skills" / "staff-discounts.md").write_text(
         "---\ndescription: Open this when staff ask about their discount.\nfor: admin\n---\n"
         "Staff get forty percent off marmalade.\n",

@@ -6,16 +6,16 @@ import asyncio
 import datetime as dt
 import logging
 
-import asyncpg
 import pytest
 
+from appservice.matrix.surface import RoomFacts
 from engine.clock import FakeClock
 from engine.content import Registry, ScheduleTrigger, compile_sources
 from engine.run.publish import publish
 from engine.run.summon import Refused, Summoned, Summons, summon
 from engine.run.ticks import run_ticks, schedule_tick, trigger_key
-from engine.store.db import Database
-from engine.store.queries import Queries
+from engine.store import Tx
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 
@@ -34,16 +34,21 @@ UTC = dt.UTC
 MONDAY = dt.datetime(2026, 1, 5, 7, 0, tzinfo=UTC)  # 07:00 in Dublin, an hour before it is owed
 
 
-async def no_alias(alias: str) -> str | None:
-    raise AssertionError(f"a room id needs no resolving, but {alias} was resolved")
+async def no_alias(room: str) -> str | None:
+    if room.startswith("!"):
+        return room  # a room id is resolved as itself
+    raise AssertionError(f"a room id needs no alias lookup, but {room} was looked up")
+
+
+ROOMS = RoomFacts("localhost")
 
 
 @pytest.fixture
-async def morning(db: Database) -> Registry:
+async def morning(db: TestStore) -> Registry:
     registry = compile_sources({"bots/morning.md": MORNING}, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
     return registry
 
 
@@ -52,23 +57,23 @@ def key_of(registry: Registry) -> str:
     return trigger_key(trigger)
 
 
-async def tick(db: Database, registry: Registry, now: dt.datetime) -> list[int]:
-    return await schedule_tick(db, registry, now, resolve_room=no_alias)
+async def tick(db: TestStore, registry: Registry, now: dt.datetime) -> list[int]:
+    return await schedule_tick(db, registry, now, surface=ROOMS, resolve_room=no_alias)
 
 
-async def clock(db: Database) -> list[tuple[str, dt.datetime, dt.datetime]]:
+async def clock(db: TestStore) -> list[tuple[str, dt.datetime, dt.datetime]]:
     rows = await db.pool.fetch("SELECT bot, last_fired_at, started_at FROM bot_clock ORDER BY bot, trigger")
     return [(r["bot"], r["last_fired_at"], r["started_at"]) for r in rows]
 
 
-async def runs(db: Database) -> list[dict[str, object]]:
+async def runs(db: TestStore) -> list[dict[str, object]]:
     rows = await db.pool.fetch(
         "SELECT bot, surface, room_id, trigger_event, asked_by, prompt, context, status FROM agent_runs ORDER BY id")
     return [dict(r) for r in rows]
 
 
 async def test_a_bot_that_never_fired_starts_its_clock_at_now_and_fires_nothing(
-    db: Database, morning: Registry,
+    db: TestStore, morning: Registry,
 ) -> None:
     # 09:00 in Dublin: today's 08:00 is past, but a new clock never fires for the past.
     now = MONDAY + dt.timedelta(hours=2)
@@ -80,7 +85,7 @@ async def test_a_bot_that_never_fired_starts_its_clock_at_now_and_fires_nothing(
     assert await clock(db) == [("morning", now, now)]
 
 
-async def test_a_day_later_it_fires_once_and_keeps_the_clock(db: Database, morning: Registry) -> None:
+async def test_a_day_later_it_fires_once_and_keeps_the_clock(db: TestStore, morning: Registry) -> None:
     await tick(db, morning, MONDAY)
     assert await tick(db, morning, MONDAY + dt.timedelta(minutes=59)) == []
     fired = await tick(db, morning, MONDAY + dt.timedelta(hours=1))
@@ -100,7 +105,7 @@ async def test_a_day_later_it_fires_once_and_keeps_the_clock(db: Database, morni
     assert len(await runs(db)) == 2
 
 
-async def test_a_week_down_fires_once_with_the_last_occurrence(db: Database, morning: Registry) -> None:
+async def test_a_week_down_fires_once_with_the_last_occurrence(db: TestStore, morning: Registry) -> None:
     await tick(db, morning, MONDAY)
     later = MONDAY + dt.timedelta(days=7, hours=5)
     fired = await tick(db, morning, later)
@@ -112,7 +117,7 @@ async def test_a_week_down_fires_once_with_the_last_occurrence(db: Database, mor
     assert await tick(db, morning, later + dt.timedelta(minutes=1)) == []
 
 
-async def test_two_ticks_at_once_fire_once(db: Database, morning: Registry) -> None:
+async def test_two_ticks_at_once_fire_once(db: TestStore, morning: Registry) -> None:
     await tick(db, morning, MONDAY)
     now = MONDAY + dt.timedelta(hours=3)
     results = await asyncio.gather(*(tick(db, morning, now) for _ in range(8)))
@@ -120,14 +125,14 @@ async def test_two_ticks_at_once_fire_once(db: Database, morning: Registry) -> N
     assert len(await runs(db)) == 1
 
 
-async def test_two_ticks_that_both_start_a_clock_start_it_once(db: Database, morning: Registry) -> None:
+async def test_two_ticks_that_both_start_a_clock_start_it_once(db: TestStore, morning: Registry) -> None:
     results = await asyncio.gather(*(tick(db, morning, MONDAY + dt.timedelta(hours=3)) for _ in range(8)))
     assert results == [[]] * 8
     assert len(await clock(db)) == 1
     assert await runs(db) == []
 
 
-async def test_a_held_clock_is_skipped_not_waited_for(db: Database, morning: Registry) -> None:
+async def test_a_held_clock_is_skipped_not_waited_for(db: TestStore, morning: Registry) -> None:
     await tick(db, morning, MONDAY)
     async with db.pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT 1 FROM bot_clock FOR UPDATE")
@@ -137,27 +142,27 @@ async def test_a_held_clock_is_skipped_not_waited_for(db: Database, morning: Reg
 
 
 async def test_a_refused_summons_still_counts_as_fired(
-    db: Database, morning: Registry, caplog: pytest.LogCaptureFixture,
+    db: TestStore, morning: Registry, caplog: pytest.LogCaptureFixture,
 ) -> None:
     await tick(db, morning, MONDAY)
-    await db.execute("forget_provider_status", "test-worker")  # no provider, no bots
+    await db.workers.forget("test-worker")  # no provider, no bots
     with caplog.at_level(logging.WARNING, logger="engine.run.ticks"):
         assert await tick(db, morning, MONDAY + dt.timedelta(hours=2)) == []
     assert await runs(db) == []
     assert await clock(db) == [("morning", dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC), MONDAY)]
     assert "refused: no_provider" in caplog.text
     # A provider back later does not bring the refused morning back.
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
     assert await tick(db, morning, MONDAY + dt.timedelta(hours=3)) == []
 
 
 async def test_a_room_that_turned_encrypted_is_refused_and_counts_as_fired(
-    db: Database, morning: Registry,
+    db: TestStore, morning: Registry,
 ) -> None:
     await tick(db, morning, MONDAY)
-    await db.execute("ensure_room", "!general:localhost")
-    await db.execute("mark_room_encrypted", "!general:localhost")
-    assert [r["room_id"] for r in await db.fetch("encrypted_rooms")] == ["!general:localhost"]
+    await db.rooms.ensure("!general:localhost")
+    await db.rooms.mark_encrypted("!general:localhost")
+    assert await db.rooms.encrypted() == ["!general:localhost"]
     assert await tick(db, morning, MONDAY + dt.timedelta(hours=2)) == []
     assert await runs(db) == []
     assert (await clock(db))[0][1] == dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -167,63 +172,70 @@ ALIASED = MORNING.replace("'!general:localhost'", "'#general:localhost'")
 
 
 async def test_an_alias_is_resolved_and_an_unknown_one_still_counts_as_fired(
-    db: Database, caplog: pytest.LogCaptureFixture,
+    db: TestStore, caplog: pytest.LogCaptureFixture,
 ) -> None:
     registry = compile_sources({"bots/morning.md": ALIASED}, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
     asked: list[str] = []
 
     async def resolve(alias: str) -> str | None:
         asked.append(alias)
         return "!resolved:localhost" if len(asked) == 1 else None
 
-    await schedule_tick(db, registry, MONDAY, resolve_room=resolve)
+    await schedule_tick(db, registry, MONDAY, surface=ROOMS, resolve_room=resolve)
     assert asked == []  # nothing owed, nothing resolved
-    assert len(await schedule_tick(db, registry, MONDAY + dt.timedelta(hours=2), resolve_room=resolve)) == 1
+    assert len(await schedule_tick(db, registry, MONDAY + dt.timedelta(hours=2), surface=ROOMS, resolve_room=resolve)) == 1
     assert [r["room_id"] for r in await runs(db)] == ["!resolved:localhost"]
     with caplog.at_level(logging.ERROR, logger="engine.run.ticks"):
-        assert await schedule_tick(db, registry, MONDAY + dt.timedelta(days=1, hours=2), resolve_room=resolve) == []
+        assert await schedule_tick(db, registry, MONDAY + dt.timedelta(days=1, hours=2), surface=ROOMS, resolve_room=resolve) == []
     assert asked == ["#general:localhost", "#general:localhost"]
     assert "#general:localhost cannot be found" in caplog.text
     assert (await clock(db))[0][1] == dt.datetime(2026, 1, 6, 8, 0, tzinfo=UTC)
 
 
-async def test_the_clock_is_advanced_before_the_summons(db: Database, morning: Registry) -> None:
+async def test_the_clock_is_advanced_before_the_summons(db: TestStore, morning: Registry) -> None:
     await tick(db, morning, MONDAY)
     seen: list[dt.datetime] = []
 
-    async def watching(conn: asyncpg.Connection, q: Queries, registry: Registry, s: Summons) -> Summoned | Refused:
-        seen.append(await conn.fetchval("SELECT last_fired_at FROM bot_clock"))
-        return await summon(conn, q, registry, s)
+    async def watching(tx: Tx, registry: Registry, s: Summons) -> Summoned | Refused:
+        held = await tx.schedules.clock_for_update("morning", key_of(registry))  # the tick's own lock: ours
+        assert held is not None
+        seen.append(held.last_fired_at)
+        return await summon(tx, registry, s)
 
-    await schedule_tick(db, morning, MONDAY + dt.timedelta(hours=2), resolve_room=no_alias, summon_fn=watching)
+    await schedule_tick(db, morning, MONDAY + dt.timedelta(hours=2), surface=ROOMS, resolve_room=no_alias,
+                        summon_fn=watching)
     assert seen == [dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC)]
 
 
-async def test_a_summons_that_fails_rolls_the_clock_back_for_the_next_tick(db: Database, morning: Registry) -> None:
+async def test_a_summons_that_fails_rolls_the_clock_back_for_the_next_tick(db: TestStore, morning: Registry) -> None:
     await tick(db, morning, MONDAY)
 
-    async def broken(conn: asyncpg.Connection, q: Queries, registry: Registry, s: Summons) -> Summoned | Refused:
-        await conn.execute("SELECT 1/0")
+    async def broken(tx: Tx, registry: Registry, s: Summons) -> Summoned | Refused:
+        # The database refuses a statement mid-summons (a step for a run that does not exist).
+        await tx.runs.insert_step(-1, 1, "model", {}, owner="nobody")
         raise AssertionError("unreachable")
 
     now = MONDAY + dt.timedelta(hours=2)
-    assert await schedule_tick(db, morning, now, resolve_room=no_alias, summon_fn=broken) == []
+    assert await schedule_tick(db, morning, now, surface=ROOMS, resolve_room=no_alias, summon_fn=broken) == []
     assert await clock(db) == [("morning", MONDAY, MONDAY)]
     assert len(await tick(db, morning, now)) == 1
 
 
-async def test_run_ticks_ticks_until_stopped(db: Database, morning: Registry) -> None:
+async def test_run_ticks_ticks_until_stopped(db: TestStore, morning: Registry) -> None:
     clock_ = FakeClock(MONDAY)
     stop = asyncio.Event()
-    task = asyncio.create_task(run_ticks(db, lambda: morning, clock_, stop, every=0.01, resolve_room=no_alias))
+    task = asyncio.create_task(run_ticks(db, lambda: morning, clock_, stop, every=0.01, surface=ROOMS,
+                                         resolve_room=no_alias))
     for _ in range(200):
         if await clock(db):
             break
         await asyncio.sleep(0.01)
-    clock_.advance(3600 * 2)
+    # "now" is the database's: a morning is owed once the clock last fired before it (two days back: a daily
+    # schedule owes at least one morning whatever the time of year; only the last one fires).
+    await db.pool.execute("UPDATE bot_clock SET last_fired_at = last_fired_at - interval '2 days'")
     for _ in range(200):
         if await runs(db):
             break
@@ -233,7 +245,7 @@ async def test_run_ticks_ticks_until_stopped(db: Database, morning: Registry) ->
     assert len(await runs(db)) == 1
 
 
-async def test_prune_forgets_old_deliveries_and_refusals_and_keeps_recent_ones(db: Database) -> None:
+async def test_prune_forgets_old_deliveries_and_refusals_and_keeps_recent_ones(db: TestStore) -> None:
     from engine.run.ticks import prune
 
     await db.pool.execute(

@@ -17,11 +17,11 @@ from engine.core.messages import ModelRequest, ModelStep
 from engine.providers.mock import MockModel
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
-from engine.store.db import Database
-from engine.tools.base import RunRef
+from engine.tools.base import BUILTIN_SPECS, RunRef
 from engine.tools.runner import UNKNOWN_TOOL
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_worker import RecordingSurface
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ class RecordingModel(MockModel):
 
 
 @pytest.fixture
-async def clerk(db: Database, tmp_path: Path) -> Registry:
+async def clerk(db: TestStore, tmp_path: Path) -> Registry:
     root = tmp_path / "content"
     shutil.copytree(REPO / "content", root)
     (root / "bots" / "clerk.md").write_text(CLERK)
@@ -71,17 +71,20 @@ async def clerk(db: Database, tmp_path: Path) -> Registry:
     return registry
 
 
-def worker(db: Database, registry: Registry, model: MockModel, tools: dict[str, Any]) -> Worker:
+def worker(db: TestStore, registry: Registry, model: MockModel, tools: dict[str, Any]) -> Worker:
     clock = SystemClock()
+    builtins = {name: fn for name, fn in tools.items() if name in BUILTIN_SPECS}
+    harness = {name: fn for name, fn in tools.items() if name not in BUILTIN_SPECS}
     return Worker(db, lambda: registry, model, {"rooms": RecordingSurface()}, clock,
-                  WorkerSettings(lease_seconds=30, poll_seconds=0.2), tools=tools, worker_id="w")
+                  WorkerSettings(lease_seconds=30, poll_seconds=0.2), tools=builtins, harness=harness,
+                  worker_id="w")
 
 
 def call(n: int, tool: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"id": f"c{n}", "name": tool, "arguments": arguments}]}
 
 
-async def test_skills_are_lines_until_opened_and_their_tools_come_after(db: Database, clerk: Registry) -> None:
+async def test_skills_are_lines_until_opened_and_their_tools_come_after(db: TestStore, clerk: Registry) -> None:
     searched: list[tuple[RunRef, dict[str, Any]]] = []
 
     async def search_site(run: RunRef, arguments: dict[str, Any]) -> str:
@@ -117,7 +120,7 @@ async def test_skills_are_lines_until_opened_and_their_tools_come_after(db: Data
     assert "for-mods" not in first.system
 
 
-async def test_a_withheld_skill_cannot_be_opened(db: Database, clerk: Registry) -> None:
+async def test_a_withheld_skill_cannot_be_opened(db: TestStore, clerk: Registry) -> None:
     model = RecordingModel()
     run_id = await insert_run(db, bot="clerk", script=[call(1, "open_skill", name="for-mods"), {"text": "ok"}])
     await worker(db, clerk, model, {}).work_once()
@@ -126,11 +129,11 @@ async def test_a_withheld_skill_cannot_be_opened(db: Database, clerk: Registry) 
     assert results[0]["content"] == "There is no skill named 'for-mods'."
 
 
-async def test_a_moderator_is_offered_the_moderators_skill(db: Database, clerk: Registry) -> None:
+async def test_a_moderator_is_offered_the_moderators_skill(db: TestStore, clerk: Registry) -> None:
     room = "!modroom:localhost"
-    await db.execute("ensure_room", room)
-    await db.execute("set_room_power_levels", room, {"users": {"@alice:localhost": 100}})
-    await db.execute("upsert_member", room, "@alice:localhost", "join", "Alice")
+    await db.rooms.ensure(room)
+    await db.rooms.set_power_levels(room, {"users": {"@alice:localhost": 100}})
+    await db.rooms.set_member(room, "@alice:localhost", "join", "Alice")
     model = RecordingModel()
     run_id = await insert_run(db, bot="clerk", room_id=room, script=[call(1, "open_skill", name="for-mods"),
                                                                      {"text": "ok"}])
@@ -140,13 +143,14 @@ async def test_a_moderator_is_offered_the_moderators_skill(db: Database, clerk: 
     assert results[0]["content"].startswith("MODS BODY") and not results[0]["is_error"]
 
 
-async def test_a_run_nobody_asked_for_gets_nothing_with_an_audience(db: Database, clerk: Registry) -> None:
+async def test_a_run_nobody_asked_for_gets_nothing_with_an_audience(db: TestStore, clerk: Registry) -> None:
     room = "!modroom2:localhost"
-    await db.execute("ensure_room", room)
+    await db.rooms.ensure(room)
     model = RecordingModel()
-    run_id = await db.fetchval(
-        "insert_run", "clerk", "rooms", room, None, None, None, None, "good morning",
-        {"kind": "event"}, [{"text": "morning"}], {"steps": 8, "spend": 0.25, "minutes": 5}, 3,
+    run_id = await db.runs.insert(
+        bot="clerk", surface="rooms", room_id=room, thread_root=None, trigger_event=None, asked_by=None,
+        subject=None, prompt="good morning", context={"kind": "event"}, script=[{"text": "morning"}],
+        limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
     )
     await worker(db, clerk, model, {}).work_once()
     assert run_id is not None
@@ -154,8 +158,8 @@ async def test_a_run_nobody_asked_for_gets_nothing_with_an_audience(db: Database
     assert "for-mods" not in model.requests[0].system
 
 
-async def test_a_tool_that_fails_with_words_for_the_model_is_an_error_result(db: Database, clerk: Registry) -> None:
-    from engine.tools.base import ToolError
+async def test_a_tool_that_fails_with_words_for_the_model_is_an_error_result(db: TestStore, clerk: Registry) -> None:
+    from engine.errors import ToolError
 
     async def search_site(run: RunRef, arguments: dict[str, Any]) -> str:
         raise ToolError("Nothing on this site matches 'zebra'.")
@@ -168,7 +172,7 @@ async def test_a_tool_that_fails_with_words_for_the_model_is_an_error_result(db:
     assert results[1] == {**results[1], "content": "Nothing on this site matches 'zebra'.", "is_error": True}
 
 
-async def test_a_skills_tool_named_in_the_same_turn_as_opening_it_was_not_offered(db: Database, clerk: Registry) -> None:
+async def test_a_skills_tool_named_in_the_same_turn_as_opening_it_was_not_offered(db: TestStore, clerk: Registry) -> None:
     searched: list[dict[str, Any]] = []
 
     async def search_site(run: RunRef, arguments: dict[str, Any]) -> str:
@@ -192,14 +196,15 @@ async def test_a_skills_tool_named_in_the_same_turn_as_opening_it_was_not_offere
     ("withdrawn", "!withdrawn since=2d"),  # a command gone since: it asks what the person said
 ])
 async def test_the_worker_resolves_a_commands_prompt_from_the_name_and_the_arguments(
-    db: Database, published: Registry, name: str, asked: str,
+    db: TestStore, published: Registry, name: str, asked: str,
 ) -> None:
     model = RecordingModel()
     context = {"kind": "timeline", "lines": [{"name": "alice", "said": f"!{name} since=2d"}],
                "command": {"name": name, "args": {"since": "2d", "length": "short"}}}
-    run_id = await db.fetchval(
-        "insert_run", "helper", "rooms", "!room:localhost", None, None, "@alice:localhost", None,
-        f"!{name} since=2d", context, [{"text": "catch-up"}], {"steps": 8, "spend": 0.25, "minutes": 5}, 3)
+    run_id = await db.runs.insert(
+        bot="helper", surface="rooms", room_id="!room:localhost", thread_root=None, trigger_event=None,
+        asked_by="@alice:localhost", subject=None, prompt=f"!{name} since=2d", context=context,
+        script=[{"text": "catch-up"}], limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
     await worker(db, published, model, {}).work_once()
     assert run_id is not None and len(model.requests) == 1
     opening = model.requests[0].messages[0].text

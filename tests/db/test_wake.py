@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from appservice.matrix.surface import RoomFacts
 from engine.content import Registry, compile_sources
 from engine.run.events import wake
 from engine.run.publish import publish
 from engine.run.summon import Refused, Summoned
-from engine.store.db import Database
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 
@@ -54,38 +55,39 @@ You keep the door.
 
 
 @pytest.fixture
-async def registry(db: Database) -> Registry:
+async def registry(db: TestStore) -> Registry:
     result = compile_sources(
         {"bots/greeter.md": GREETER, "bots/cashier.md": CASHIER, "bots/doorman.md": DOORMAN},
         server_name="localhost",
     )
     assert isinstance(result, Registry), result
     await publish(db, result)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
     for room in (ROOM, OTHER_ROOM):
-        await db.execute("ensure_room", room)
+        await db.rooms.ensure(room)
     for slug in ("greeter", "cashier", "doorman"):
-        await db.execute("upsert_member", ROOM, f"@bot_{slug}:localhost", "join", None)
-    await db.execute("upsert_member", ROOM, ANN, "join", "Ann")
+        await db.rooms.set_member(ROOM, f"@bot_{slug}:localhost", "join", None)
+    await db.rooms.set_member(ROOM, ANN, "join", "Ann")
     return result
 
 
-async def woken(db: Database, registry: Registry, event: str, occurrence: str, *, room_id: str | None = ROOM,
+async def woken(db: TestStore, registry: Registry, event: str, occurrence: str, *, room_id: str | None = ROOM,
                 subject: str | None = ANN, facts: dict[str, Any] | None = None,
                 conversation: str = ROOM) -> list[Summoned | Refused]:
-    async with db.transaction("test_wake") as conn:
-        return await wake(conn, db.q, registry, event, occurrence=occurrence, room_id=room_id, subject=subject,
-                          facts=facts if facts is not None else {"user": subject}, conversation=conversation)
+    async with db.transaction("test_wake") as tx:
+        return await wake(tx, registry, event, surface=RoomFacts("localhost"), occurrence=occurrence,
+                          room_id=room_id, subject=subject, facts=facts if facts is not None else {"user": subject},
+                          conversation=conversation)
 
 
-async def runs(db: Database) -> list[dict[str, Any]]:
+async def runs(db: TestStore) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.pool.fetch(
         "SELECT id, bot, surface, room_id, trigger_event, asked_by, subject, prompt, context, conversation, status"
         " FROM agent_runs ORDER BY bot, id")]
 
 
 async def test_each_hearing_bot_is_summoned_with_its_ask_and_the_facts_on_the_run(
-        db: Database, registry: Registry) -> None:
+        db: TestStore, registry: Registry) -> None:
     facts = {"order": 12, "items": [{"sku": "tea", "qty": 2}], "subject": ANN, "room_id": ROOM}
     results = await woken(db, registry, "site.purchase.paid", "d-1", facts=facts, conversation="order-12")
     assert len(results) == 2 and all(isinstance(r, Summoned) for r in results)
@@ -100,24 +102,24 @@ async def test_each_hearing_bot_is_summoned_with_its_ask_and_the_facts_on_the_ru
         assert row["context"] == {"kind": "event", "event": "site.purchase.paid", "facts": facts, "lines": []}
 
 
-async def test_an_undeclared_event_inserts_nothing(db: Database, registry: Registry) -> None:
+async def test_an_undeclared_event_inserts_nothing(db: TestStore, registry: Registry) -> None:
     assert await woken(db, registry, "site.support.escalated", "d-1") == []
     assert await woken(db, registry, "room.created", "$create") == []
     assert await runs(db) == []
 
 
-async def test_only_bots_joined_in_the_room_wake(db: Database, registry: Registry) -> None:
+async def test_only_bots_joined_in_the_room_wake(db: TestStore, registry: Registry) -> None:
     assert await woken(db, registry, "member.joined", "$join1", room_id=OTHER_ROOM, conversation=OTHER_ROOM) == []
-    await db.execute("upsert_member", ROOM, "@bot_greeter:localhost", "leave", None)
+    await db.rooms.set_member(ROOM, "@bot_greeter:localhost", "leave", None)
     assert await woken(db, registry, "member.joined", "$join2") == []
-    await db.execute("upsert_member", ROOM, "@bot_greeter:localhost", "invite", None)
+    await db.rooms.set_member(ROOM, "@bot_greeter:localhost", "invite", None)
     assert await woken(db, registry, "member.joined", "$join3") == []
     assert await runs(db) == []
-    await db.execute("upsert_member", ROOM, "@bot_greeter:localhost", "join", None)
+    await db.rooms.set_member(ROOM, "@bot_greeter:localhost", "join", None)
     assert [type(r) for r in await woken(db, registry, "member.joined", "$join4")] == [Summoned]
 
 
-async def test_the_same_event_delivered_twice_wakes_once(db: Database, registry: Registry) -> None:
+async def test_the_same_event_delivered_twice_wakes_once(db: TestStore, registry: Registry) -> None:
     first = await woken(db, registry, "member.joined", "$join")
     await db.pool.execute("UPDATE agent_runs SET status = 'done'")  # not busy: only the replay is refused
     again = await woken(db, registry, "member.joined", "$join")
@@ -126,7 +128,7 @@ async def test_the_same_event_delivered_twice_wakes_once(db: Database, registry:
     assert len(await runs(db)) == 1
 
 
-async def test_one_run_per_bot_per_conversation_at_a_time(db: Database, registry: Registry) -> None:
+async def test_one_run_per_bot_per_conversation_at_a_time(db: TestStore, registry: Registry) -> None:
     first = await woken(db, registry, "member.joined", "$join1")
     assert [type(r) for r in first] == [Summoned]
     assert await woken(db, registry, "member.joined", "$join2") == [Refused("busy")]
@@ -143,7 +145,7 @@ async def test_one_run_per_bot_per_conversation_at_a_time(db: Database, registry
     assert [type(r) for r in await woken(db, registry, "member.joined", "$join4")] == [Summoned]
 
 
-async def test_racing_events_in_one_conversation_make_one_run(db: Database, registry: Registry) -> None:
+async def test_racing_events_in_one_conversation_make_one_run(db: TestStore, registry: Registry) -> None:
     results = await asyncio.gather(*(woken(db, registry, "member.joined", f"$join{n}") for n in range(20)))
     flat = [r for rs in results for r in rs]
     assert sum(isinstance(r, Summoned) for r in flat) == 1
@@ -151,7 +153,7 @@ async def test_racing_events_in_one_conversation_make_one_run(db: Database, regi
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 1
 
 
-async def test_serves_is_the_whole_gate_for_a_run_nobody_asked_for(db: Database, registry: Registry) -> None:
+async def test_serves_is_the_whole_gate_for_a_run_nobody_asked_for(db: TestStore, registry: Registry) -> None:
     # Ann is a member, not a moderator: for: moderator would refuse her asking, but nobody asked.
     taken = await woken(db, registry, "member.left", "$left1")
     assert [type(r) for r in taken] == [Summoned]
@@ -166,24 +168,24 @@ async def test_serves_is_the_whole_gate_for_a_run_nobody_asked_for(db: Database,
     assert len(await runs(db)) == 1
 
 
-async def test_no_provider_no_runs(db: Database, registry: Registry) -> None:
-    await db.execute("forget_provider_status", "test-worker")
+async def test_no_provider_no_runs(db: TestStore, registry: Registry) -> None:
+    await db.workers.forget("test-worker")
     assert await woken(db, registry, "member.joined", "$join") == [Refused("no_provider")]
     assert await runs(db) == []
 
 
-async def test_nothing_wakes_in_an_encrypted_room(db: Database, registry: Registry) -> None:
-    await db.execute("mark_room_encrypted", ROOM)
+async def test_nothing_wakes_in_an_encrypted_room(db: TestStore, registry: Registry) -> None:
+    await db.rooms.mark_encrypted(ROOM)
     assert await woken(db, registry, "member.joined", "$join") == [Refused("encrypted")]
     assert await runs(db) == []
 
 
-async def test_serves_reads_power_from_the_room(db: Database, registry: Registry) -> None:
+async def test_serves_reads_power_from_the_room(db: TestStore, registry: Registry) -> None:
     moderators_only = compile_sources({"bots/doorman.md": DOORMAN.replace("serves: member", "serves: moderator")},
                                       server_name="localhost")
     assert isinstance(moderators_only, Registry)
-    await db.execute("set_room_power_levels", ROOM, {"users": {"@mod:localhost": 50}})
-    await db.execute("upsert_member", ROOM, "@mod:localhost", "join", None)
+    await db.rooms.set_power_levels(ROOM, {"users": {"@mod:localhost": 50}})
+    await db.rooms.set_member(ROOM, "@mod:localhost", "join", None)
     assert await woken(db, moderators_only, "member.left", "$left1") == [Refused("audience")]
     served = await woken(db, moderators_only, "member.left", "$left2", subject="@mod:localhost", conversation="m")
     assert [type(r) for r in served] == [Summoned]

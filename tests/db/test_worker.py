@@ -14,15 +14,19 @@ import asyncpg
 import pytest
 import yaml
 
+from appservice.matrix.surface import RoomFacts
 from engine.clock import SystemClock
 from engine.content import Registry
+from engine.content.audience import AudienceFacts
 from engine.core.messages import ModelStep
 from engine.errors import LeaseLost
 from engine.providers.mock import MockModel
 from engine.run.worker import Worker, WorkerSettings
-from engine.store.db import Database
+from engine.store import Families, Tx
 from engine.surface import Answered, Ended, Outcome, RunInfo
+from engine.tools.base import BUILTIN_SPECS
 from tests.db.runs import insert_run, steps_of
+from tests.store import TestStore
 from tests.support import eventually
 
 pytestmark = pytest.mark.db
@@ -30,34 +34,49 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class RecordingSurface:
+    """The rooms surface as a worker sees it, recording what it is handed: who a person is comes from the
+    room as stored (``RoomFacts``, as the Matrix surface reads it); deliveries are kept in memory."""
+
     name = "rooms"
 
     def __init__(self) -> None:
         self.delivered: list[tuple[int, Outcome]] = []
         self.typing: list[tuple[int, bool]] = []
+        self.room_facts = RoomFacts("localhost")
 
-    async def deliver(self, conn: asyncpg.Connection, run: RunInfo, outcome: Outcome) -> None:
+    async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
+                    site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+        return await self.room_facts.facts(db, room_id, user_id, site_classes=site_classes)
+
+    async def deliver(self, tx: Tx, run: RunInfo, outcome: Outcome) -> None:
         self.delivered.append((run.id, outcome))
+
+    async def published(self, registry: Registry) -> None:
+        pass
 
     async def working(self, run: RunInfo, on: bool) -> None:
         self.typing.append((run.id, on))
 
 
-def make_worker(db: Database, registry: Registry, surface: RecordingSurface, *, worker_id: str,
+def make_worker(db: TestStore, registry: Registry, surface: RecordingSurface, *, worker_id: str,
                 tools: dict[str, Any] | None = None, **settings: Any) -> Worker:
+    """A worker whose hands are ``tools``: a built-in's implementation by its name, any other name a test's
+    own tool (the harness, offered to every run)."""
     clock = SystemClock()
+    builtins = {name: fn for name, fn in (tools or {}).items() if name in BUILTIN_SPECS}
+    harness = {name: fn for name, fn in (tools or {}).items() if name not in BUILTIN_SPECS}
     return Worker(db, lambda: registry, MockModel(clock), {"rooms": surface}, clock,
                   WorkerSettings(**{"lease_seconds": 30, "poll_seconds": 0.2, **settings}),
-                  tools=tools, worker_id=worker_id)
+                  tools=builtins, harness=harness, worker_id=worker_id)
 
 
-async def run_row(db: Database, run_id: int) -> asyncpg.Record:
-    row = await db.fetchrow("get_run", run_id)
+async def run_row(db: TestStore, run_id: int) -> asyncpg.Record:
+    row = await db.pool.fetchrow("SELECT * FROM agent_runs WHERE id = $1", run_id)
     assert row is not None
     return row
 
 
-async def test_a_run_that_answers(db: Database, published: Registry) -> None:
+async def test_a_run_that_answers(db: TestStore, published: Registry) -> None:
     surface = RecordingSurface()
     run_id = await insert_run(db, script=[{"text": "Hello **there**", "tokens_in": 10, "tokens_out": 3}])
     assert await make_worker(db, published, surface, worker_id="w1").work_once()
@@ -68,7 +87,7 @@ async def test_a_run_that_answers(db: Database, published: Registry) -> None:
     assert surface.typing == [(run_id, True), (run_id, False)]
 
 
-async def test_a_run_that_calls_a_tool(db: Database, published: Registry) -> None:
+async def test_a_run_that_calls_a_tool(db: TestStore, published: Registry) -> None:
     effects: list[dict[str, Any]] = []
 
     async def add_row(run: RunInfo, arguments: dict[str, Any]) -> str:
@@ -88,7 +107,7 @@ async def test_a_run_that_calls_a_tool(db: Database, published: Registry) -> Non
     assert (await run_row(db, run_id))["answer"] == "I added it."
 
 
-async def test_an_unknown_tool_is_answered_as_an_error_and_the_run_goes_on(db: Database, published: Registry) -> None:
+async def test_an_unknown_tool_is_answered_as_an_error_and_the_run_goes_on(db: TestStore, published: Registry) -> None:
     run_id = await insert_run(db, script=[
         {"tool_calls": [{"id": "c1", "name": "nope", "arguments": {}}]}, {"text": "ok"},
     ])
@@ -98,7 +117,7 @@ async def test_an_unknown_tool_is_answered_as_an_error_and_the_run_goes_on(db: D
     assert (await run_row(db, run_id))["status"] == "done"
 
 
-async def test_two_workers_race_for_one_run(db: Database, published: Registry) -> None:
+async def test_two_workers_race_for_one_run(db: TestStore, published: Registry) -> None:
     run_id = await insert_run(db, script=[{"text": "one", "delay": 0.2}])
     a = make_worker(db, published, RecordingSurface(), worker_id="a")
     b = make_worker(db, published, RecordingSurface(), worker_id="b")
@@ -110,7 +129,7 @@ async def test_two_workers_race_for_one_run(db: Database, published: Registry) -
     assert (await run_row(db, run_id))["attempts"] == 1
 
 
-async def test_many_runs_two_workers_each_answered_once(db: Database, published: Registry) -> None:
+async def test_many_runs_two_workers_each_answered_once(db: TestStore, published: Registry) -> None:
     ids = [await insert_run(db, script=[{"text": f"answer {n}"}]) for n in range(20)]
     surfaces = [RecordingSurface(), RecordingSurface()]
     workers = [make_worker(db, published, s, worker_id=f"w{n}") for n, s in enumerate(surfaces)]
@@ -126,11 +145,11 @@ async def test_many_runs_two_workers_each_answered_once(db: Database, published:
         assert [s["seq"] for s in await steps_of(db, rid)] == [1, 2]
 
 
-async def test_a_worker_that_lost_its_lease_writes_nothing(db: Database, published: Registry) -> None:
+async def test_a_worker_that_lost_its_lease_writes_nothing(db: TestStore, published: Registry) -> None:
     run_id = await insert_run(db, script=[{"text": "from b"}])
     stale = make_worker(db, published, RecordingSurface(), worker_id="stale")
-    row = await db.fetchrow("claim_run", "stale", 30.0)
-    assert row is not None and row["id"] == run_id
+    claim = await db.runs.claim("stale", 30.0)
+    assert claim is not None and claim.run.id == run_id
     # Its lease runs out (a long GC pause, say); the sweep re-queues and another worker finishes.
     await db.pool.execute("UPDATE agent_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run_id)
     b = make_worker(db, published, RecordingSurface(), worker_id="b")
@@ -143,7 +162,7 @@ async def test_a_worker_that_lost_its_lease_writes_nothing(db: Database, publish
     assert [s["seq"] for s in steps] == [1, 2]
 
 
-async def test_a_run_past_its_budget_is_handed_back_and_finished_at_once(db: Database, published: Registry) -> None:
+async def test_a_run_past_its_budget_is_handed_back_and_finished_at_once(db: TestStore, published: Registry) -> None:
     script = [{"tool_calls": [{"id": f"c{n}", "name": "noop", "arguments": {}}]} for n in range(5)]
     run_id = await insert_run(db, script=[*script, {"text": "done"}], limits={"steps": 20, "spend": 1, "minutes": 5})
 
@@ -172,7 +191,7 @@ async def test_a_run_past_its_budget_is_handed_back_and_finished_at_once(db: Dat
         await db.pool.release(listener)
 
 
-async def test_a_failed_model_call_fails_the_run_with_the_providers_words(db: Database, published: Registry) -> None:
+async def test_a_failed_model_call_fails_the_run_with_the_providers_words(db: TestStore, published: Registry) -> None:
     surface = RecordingSurface()
     run_id = await insert_run(db, script=[{"error": "model is overloaded", "error_class": "provider"}])
     await make_worker(db, published, surface, worker_id="w").work_once()
@@ -181,11 +200,11 @@ async def test_a_failed_model_call_fails_the_run_with_the_providers_words(db: Da
     assert surface.delivered == [(run_id, Ended("failed", "model is overloaded"))]
 
 
-async def test_the_sweep_never_requeues_a_cancelled_run_and_fails_a_worn_out_one(db: Database, published: Registry) -> None:
+async def test_the_sweep_never_requeues_a_cancelled_run_and_fails_a_worn_out_one(db: TestStore, published: Registry) -> None:
     cancelled = await insert_run(db, script=[{"text": "x"}])
     worn = await insert_run(db, script=[{"text": "x"}], max_attempts=1)
     for _ in range(2):
-        assert await db.fetchrow("claim_run", "dead", 30.0) is not None
+        assert await db.runs.claim("dead", 30.0) is not None
     await db.pool.execute("UPDATE agent_runs SET cancel_requested = true WHERE id = $1", cancelled)
     await db.pool.execute("UPDATE agent_runs SET lease_expires_at = now() - interval '1 second'")
     surface = RecordingSurface()
@@ -195,7 +214,7 @@ async def test_the_sweep_never_requeues_a_cancelled_run_and_fails_a_worn_out_one
     assert sorted(surface.delivered, key=lambda d: d[0]) == [(cancelled, Ended("cancelled")), (worn, Ended("failed"))]
 
 
-async def test_notify_wakes_a_waiting_worker_without_a_poll(db: Database, published: Registry) -> None:
+async def test_notify_wakes_a_waiting_worker_without_a_poll(db: TestStore, published: Registry) -> None:
     surface = RecordingSurface()
     w = make_worker(db, published, surface, worker_id="w", poll_seconds=3600, sweep_seconds=3600)
     stop = asyncio.Event()
@@ -210,7 +229,7 @@ async def test_notify_wakes_a_waiting_worker_without_a_poll(db: Database, publis
         await asyncio.wait_for(task, 10)
 
 
-async def test_a_worker_killed_mid_run_is_finished_by_another(db: Database, dsn: str, published: Registry,
+async def test_a_worker_killed_mid_run_is_finished_by_another(db: TestStore, dsn: str, published: Registry,
                                                               tmp_path: Path) -> None:
     run_id = await insert_run(db, script=[
         {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {}}]},
@@ -256,7 +275,7 @@ async def test_a_worker_killed_mid_run_is_finished_by_another(db: Database, dsn:
     assert {s["worker"] for s in steps[:3]} == first
 
 
-async def _count(db: Database, run_id: int, n: int) -> bool:
+async def _count(db: TestStore, run_id: int, n: int) -> bool:
     return len(await steps_of(db, run_id)) >= n
 
 
@@ -264,7 +283,7 @@ async def _swept(worker: Worker) -> bool:
     return await worker.sweep() > 0
 
 
-async def test_a_worker_says_on_its_heartbeat_whether_it_can_answer(db: Database, published: Registry) -> None:
+async def test_a_worker_says_on_its_heartbeat_whether_it_can_answer(db: TestStore, published: Registry) -> None:
     from engine.providers.base import ProviderStatus
 
     clock = SystemClock()
@@ -283,7 +302,7 @@ async def test_a_worker_says_on_its_heartbeat_whether_it_can_answer(db: Database
 
 
 async def test_words_that_join_while_the_model_thinks_are_heard_before_the_answer_goes(
-    db: Database, published: Registry,
+    db: TestStore, published: Registry,
 ) -> None:
     """A line that joins the live run while its last model call is out makes that answer a draft: the
     worker sees it under the finishing commit's row lock, records it, and asks the model again."""
@@ -293,9 +312,10 @@ async def test_words_that_join_while_the_model_thinks_are_heard_before_the_answe
     worker = make_worker(db, published, surface, worker_id="w")
     holding = asyncio.ensure_future(worker.work_once())
     await eventually(lambda: _running(db, run_id), timeout=10)
-    joined = await db.fetchval("join_live_run", "helper", "@alice:localhost", "!room:localhost", None,
-                               {"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"},
-                               "Said since:")
+    joined = await db.runs.join_live(bot="helper", asked_by="@alice:localhost", room_id="!room:localhost",
+                                      thread_root=None,
+                                      line={"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"},
+                                      header="Said since:")
     assert joined == run_id
     await holding
     kinds = [s["kind"] for s in await steps_of(db, run_id)]
@@ -305,13 +325,13 @@ async def test_words_that_join_while_the_model_thinks_are_heard_before_the_answe
     assert surface.delivered == [(run_id, Answered("The Air, and it is under 1000."))]
 
 
-async def _running(db: Database, run_id: int) -> bool:
-    row = await db.fetchrow("get_run", run_id)
-    return row is not None and row["status"] == "running"
+async def _running(db: TestStore, run_id: int) -> bool:
+    row = await db.runs.get(run_id)
+    return row is not None and row.status == "running"
 
 
 async def test_an_answer_is_said_when_words_join_but_the_run_may_not_ask_again(
-    db: Database, published: Registry,
+    db: TestStore, published: Registry,
 ) -> None:
     surface = RecordingSurface()
     run_id = await insert_run(db, limits={"steps": 1, "spend": 0.25, "minutes": 5},
@@ -319,8 +339,9 @@ async def test_an_answer_is_said_when_words_join_but_the_run_may_not_ask_again(
     worker = make_worker(db, published, surface, worker_id="w")
     holding = asyncio.ensure_future(worker.work_once())
     await eventually(lambda: _running(db, run_id), timeout=10)
-    await db.fetchval("join_live_run", "helper", "@alice:localhost", "!room:localhost", None,
-                      {"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"}, None)
+    await db.runs.join_live(bot="helper", asked_by="@alice:localhost", room_id="!room:localhost", thread_root=None,
+                            line={"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"},
+                            header=None)
     await holding
     assert [s["kind"] for s in await steps_of(db, run_id)] == ["model", "answer"]
     assert surface.delivered == [(run_id, Answered("The Air."))]

@@ -16,8 +16,8 @@ import pytest
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.run.publish import publish
-from engine.store.db import Database
 from tests.faults.support import REPO, Postgres, Processes, Synapse, alive
+from tests.store import TestStore
 
 
 @pytest.fixture
@@ -28,10 +28,10 @@ def registry() -> Registry:
 
 
 @pytest.fixture
-async def published(db: Database, registry: Registry) -> Registry:
+async def published(db: TestStore, registry: Registry) -> Registry:
     """The shipped bots, published, with a live worker that can answer."""
     await publish(db, registry)
-    await db.execute("record_provider_status", "test-worker", True, "stand-in: no key", [])
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
     return registry
 
 

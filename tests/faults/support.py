@@ -20,6 +20,8 @@ from typing import Any
 import asyncpg
 import yaml
 
+from engine.errors import StoreError
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -119,7 +121,7 @@ class Processes:
 
 async def wait_for(check: Any, *, timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
     """Poll ``check`` (async) until truthy; database errors while polling (PostgreSQL restarting) are
-    retried, not raised."""
+    retried, not raised: the raw pool's, and the store's (which has translated them)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     last: BaseException | None = None
@@ -128,7 +130,7 @@ async def wait_for(check: Any, *, timeout: float, interval: float = 0.1, what: s
             result = await check()
             if result:
                 return result
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StoreError) as exc:
             last = exc
         if loop.time() > deadline:
             raise AssertionError(f"{what} not met within {timeout}s (last error: {last!r})")

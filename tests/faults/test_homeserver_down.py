@@ -19,8 +19,9 @@ import pytest
 from nio import AsyncClient, RegisterResponse, RoomCreateResponse, RoomMessagesResponse
 
 from appservice.matrix.outbox import TXN_MARKER, MatrixSender, Outbox
-from engine.store.db import Database
+from engine.clock import SystemClock
 from tests.faults.support import Synapse, wait_for
+from tests.store import TestStore
 
 pytestmark = [pytest.mark.db, pytest.mark.matrix]
 
@@ -87,25 +88,25 @@ def notice(body: str) -> dict[str, Any]:
     return {"msgtype": "m.notice", "body": body, "m.mentions": {}}
 
 
-async def enqueue(db: Database, room: Room, txn_id: str, body: str) -> None:
-    async with db.transaction("test_enqueue") as conn:
-        await Outbox.enqueue(conn, db.q, txn_id=txn_id, room_id=room.room_id, sender=room.puppet,
-                             event_type="m.room.message", content=notice(body))
+async def enqueue(db: TestStore, room: Room, txn_id: str, body: str) -> None:
+    async with db.transaction("test_enqueue") as tx:
+        await tx.outbox.enqueue(txn_id=txn_id, room_id=room.room_id, sender=room.puppet,
+                                event_type="m.room.message", content=notice(body))
 
 
-async def rows(db: Database, prefix: str) -> list[dict[str, Any]]:
+async def rows(db: TestStore, prefix: str) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.pool.fetch(
         "SELECT txn_id, status, attempts, event_id, last_error, content FROM outbox WHERE txn_id LIKE $1 "
         "ORDER BY id", prefix + "%")]
 
 
 async def test_everything_queued_while_synapse_is_down_is_delivered_once_when_it_returns(
-        db: Database, room: Room, synapse: Synapse) -> None:
+        db: TestStore, room: Room, synapse: Synapse) -> None:
     began = time.monotonic()
     prefix = f"fault.down.{uuid.uuid4().hex[:8]}."
     stop = asyncio.Event()
     async with aiohttp.ClientSession() as session:
-        outbox = Outbox(db, MatrixSender(session, synapse.url, room.as_token))
+        outbox = Outbox(db, MatrixSender(session, synapse.url, room.as_token), SystemClock())
         task = asyncio.create_task(outbox.run(stop))
         try:
             # One message goes out while Synapse is up (the sender works at all)...
@@ -156,13 +157,13 @@ async def test_everything_queued_while_synapse_is_down_is_delivered_once_when_it
           f"{delivered_after:.1f}s after it answered again; {time.monotonic() - began:.1f}s in all")
 
 
-async def all_sent(db: Database, prefix: str, n: int) -> bool:
+async def all_sent(db: TestStore, prefix: str, n: int) -> bool:
     got = await rows(db, prefix)
     return len(got) == n and all(r["status"] == "sent" for r in got)
 
 
 async def test_a_send_whose_reply_was_lost_when_synapse_stopped_is_not_posted_twice(
-        db: Database, room: Room, synapse: Synapse) -> None:
+        db: TestStore, room: Room, synapse: Synapse) -> None:
     """The outbox's promise: "a retry ... reuses the same transaction id, so the homeserver answers with
     the same event rather than posting twice". The PUT that the homeserver took but whose reply never
     arrived (it stopped at that moment) is made here by the test, with the same appservice token, path
@@ -171,7 +172,7 @@ async def test_a_send_whose_reply_was_lost_when_synapse_stopped_is_not_posted_tw
     between."""
     prefix = f"fault.lost.{uuid.uuid4().hex[:8]}."
     async with aiohttp.ClientSession() as session:
-        outbox = Outbox(db, MatrixSender(session, synapse.url, room.as_token))
+        outbox = Outbox(db, MatrixSender(session, synapse.url, room.as_token), SystemClock())
 
         async def retry(txn: str) -> str:
             async def sent() -> str | None:

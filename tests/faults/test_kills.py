@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from engine.content import Registry
-from engine.store.db import Database
 from tests.db.runs import insert_run
 from tests.faults.support import Processes, wait_for
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
 
@@ -44,7 +44,7 @@ def pid_of(worker_id: str) -> int:
     return int(worker_id.rsplit(":", 2)[1])
 
 
-async def test_twenty_sigkills_across_a_hundred_runs(db: Database, dsn: str, published: Registry,
+async def test_twenty_sigkills_across_a_hundred_runs(db: TestStore, dsn: str, published: Registry,
                                                      processes: Processes) -> None:
     began = time.monotonic()
     # A run may be hit by several kills; max_attempts is the design's limit on that, not what this test

@@ -16,32 +16,22 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-import asyncpg
 import pytest
 
 from engine.clock import SystemClock
 from engine.content import Registry
+from engine.errors import StoreUnavailable
 from engine.providers.mock import MockModel
 from engine.run.worker import Worker, WorkerSettings
-from engine.store.db import Database
-from engine.surface import Answered, Outcome, RunInfo
+from engine.store import Store
+from engine.store.runs import Run
+from engine.surface import Answered
 from tests.db.runs import insert_run
+from tests.db.test_worker import RecordingSurface
 from tests.faults.support import Postgres, wait_for
+from tests.store import TestStore
 
 pytestmark = pytest.mark.db
-
-
-class RecordingSurface:
-    name = "rooms"
-
-    def __init__(self) -> None:
-        self.delivered: list[tuple[int, Outcome]] = []
-
-    async def deliver(self, conn: asyncpg.Connection, run: RunInfo, outcome: Outcome) -> None:
-        self.delivered.append((run.id, outcome))
-
-    async def working(self, run: RunInfo, on: bool) -> None:
-        pass
 
 
 class Errors(logging.Handler):
@@ -74,8 +64,8 @@ def errors() -> Iterator[Errors]:
         root.removeHandler(handler)
 
 
-async def started_worker(dsn: str, registry: Registry, **settings: Any) -> tuple[Worker, RecordingSurface, Database]:
-    db = await Database.connect(dsn, min_size=2, max_size=8)
+async def started_worker(dsn: str, registry: Registry, **settings: Any) -> tuple[Worker, RecordingSurface, Store]:
+    db = await Store.connect(dsn, min_size=2, max_size=8)
     clock = SystemClock()
     surface = RecordingSurface()
     worker = Worker(db, lambda: registry, MockModel(clock), {"rooms": surface}, clock,
@@ -83,12 +73,13 @@ async def started_worker(dsn: str, registry: Registry, **settings: Any) -> tuple
     return worker, surface, db
 
 
-async def stopped(task: asyncio.Task[None], stop: asyncio.Event, wdb: Database) -> None:
-    """Stop the worker. Its shutdown after a restart raising InterfaceError is the subject of
-    test_a_worker_stops_cleanly_after_a_postgres_restart, not of the other tests, so it is let pass here."""
+async def stopped(task: asyncio.Task[None], stop: asyncio.Event, wdb: Store) -> None:
+    """Stop the worker. Its shutdown after a restart raising StoreUnavailable (a lost connection, as the store
+    translates it) is the subject of test_a_worker_stops_cleanly_after_a_postgres_restart, not of the other
+    tests, so it is let pass here."""
     stop.set()
     try:
-        with contextlib.suppress(asyncpg.InterfaceError):
+        with contextlib.suppress(StoreUnavailable):
             await asyncio.wait_for(task, 15)
     finally:
         await wdb.close()
@@ -98,22 +89,22 @@ def told(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
 
 
-async def run_row(db: Database, run_id: int) -> asyncpg.Record | None:
-    return await db.fetchrow("get_run", run_id)
+async def run_row(db: TestStore, run_id: int) -> Run | None:
+    return await db.runs.get(run_id)
 
 
-async def finished(db: Database, run_id: int) -> asyncpg.Record | None:
+async def finished(db: TestStore, run_id: int) -> Run | None:
     row = await run_row(db, run_id)
-    return row if row is not None and row["status"] in ("done", "failed", "cancelled") else None
+    return row if row is not None and row.status in ("done", "failed", "cancelled") else None
 
 
-async def steps(db: Database, run_id: int) -> list[tuple[int, str]]:
+async def steps(db: TestStore, run_id: int) -> list[tuple[int, str]]:
     return [(r["seq"], r["kind"]) for r in await db.pool.fetch(
         "SELECT seq, kind FROM agent_steps WHERE run_id = $1 ORDER BY seq", run_id)]
 
 
 @pytest.mark.parametrize("outage", ["restart", "down-3s"])
-async def test_a_run_in_flight_survives_postgres_going_away(db: Database, dsn: str, published: Registry,
+async def test_a_run_in_flight_survives_postgres_going_away(db: TestStore, dsn: str, published: Registry,
                                                             postgres: Postgres, errors: Errors,
                                                             outage: str) -> None:
     """restart: `pg_ctl restart -m fast` while the model call (2 s) is in flight, every connection cut.
@@ -141,8 +132,8 @@ async def test_a_run_in_flight_survives_postgres_going_away(db: Database, dsn: s
         back = time.monotonic()
 
         row = await wait_for(lambda: finished(db, run_id), timeout=30, interval=0.2, what="the run finished")
-        assert (row["status"], row["answer"]) == ("done", "survived the outage"), (dict(row), errors.text())
-        attempts = row["attempts"]
+        assert (row.status, row.answer) == ("done", "survived the outage"), (row, errors.text())
+        attempts = row.attempts
         assert await steps(db, run_id) == [(1, "model"), (2, "tool_call"), (3, "tool_result"), (4, "model"),
                                            (5, "answer")]
         assert surface.delivered == [(run_id, Answered("survived the outage"))]
@@ -152,7 +143,7 @@ async def test_a_run_in_flight_survives_postgres_going_away(db: Database, dsn: s
         # And it goes on working: a run inserted now is answered by the same worker.
         after = await insert_run(db, script=[{"text": "still here"}])
         row = await wait_for(lambda: finished(db, after), timeout=15, what="a run after the outage")
-        assert (row["status"], row["answer"]) == ("done", "still here")
+        assert (row.status, row.answer) == ("done", "still here")
         assert errors.crashed_tasks() == [], errors.text()
         print(f"\n{outage}: answered {time.monotonic() - back:.1f}s after PostgreSQL was back; "
               f"attempts {attempts}; {len(errors.records)} error record(s); "
@@ -161,12 +152,12 @@ async def test_a_run_in_flight_survives_postgres_going_away(db: Database, dsn: s
         await stopped(task, stop, wdb)
 
 
-async def steps_at_least(db: Database, run_id: int, n: int) -> bool:
+async def steps_at_least(db: TestStore, run_id: int, n: int) -> bool:
     return len(await steps(db, run_id)) >= n
 
 
 async def test_after_a_postgres_restart_a_new_run_still_wakes_a_worker_by_notify(
-        db: Database, dsn: str, published: Registry, postgres: Postgres, errors: Errors) -> None:
+        db: TestStore, dsn: str, published: Registry, postgres: Postgres, errors: Errors) -> None:
     """With the poll at an hour, only NOTIFY can wake the worker. It does before the restart; after it, the
     LISTEN connection is gone and, unless the worker listens again, a mention waits for the timer."""
     worker, surface, wdb = await started_worker(dsn, published, slots=1, lease_seconds=30, poll_seconds=3600,
@@ -196,7 +187,7 @@ async def test_after_a_postgres_restart_a_new_run_still_wakes_a_worker_by_notify
         await stopped(task, stop, wdb)
 
 
-async def test_a_worker_stops_cleanly_after_a_postgres_restart(db: Database, dsn: str, published: Registry,
+async def test_a_worker_stops_cleanly_after_a_postgres_restart(db: TestStore, dsn: str, published: Registry,
                                                                postgres: Postgres, errors: Errors) -> None:
     """A worker told to stop after PostgreSQL came back stops without raising and takes its provider status
     down ("a worker that stops takes its word back"), as it does without a restart."""
@@ -225,14 +216,14 @@ async def test_a_worker_stops_cleanly_after_a_postgres_restart(db: Database, dsn
     assert await db.pool.fetchval(said) == 0, "the stopped worker still says it can answer"
 
 
-async def test_the_outbox_sender_stops_cleanly_after_a_postgres_restart(db: Database, postgres: Postgres) -> None:
+async def test_the_outbox_sender_stops_cleanly_after_a_postgres_restart(db: TestStore, postgres: Postgres) -> None:
     """The outbox sender holds a LISTEN connection the same way the worker does."""
     import aiohttp
 
     from appservice.matrix.outbox import MatrixSender, Outbox
 
     async with aiohttp.ClientSession() as session:
-        outbox = Outbox(db, MatrixSender(session, "http://127.0.0.1:9", "a" * 20))
+        outbox = Outbox(db, MatrixSender(session, "http://127.0.0.1:9", "a" * 20), SystemClock())
         stop = asyncio.Event()
         task = asyncio.create_task(outbox.run(stop))
         outcome: BaseException | None = None

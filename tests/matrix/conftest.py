@@ -8,11 +8,14 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 from nio import AsyncClient, RegisterResponse
 
 from appservice.app import Service
 from appservice.config import load_config
+from appservice.dev import scripted_turns
+from engine.store.base import init_connection
 from tests.matrix.people import Person
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,27 +29,39 @@ def content_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+def matrix_dsn(template_dsn: str) -> str:
+    return template_dsn.rsplit("/", 1)[0] + "/matrix_tests"
+
+
 @pytest.fixture(scope="session")
 async def service(stack: dict[str, str], template_dsn: str, content_dir: Path) -> AsyncIterator[Service]:
     """One summon service for the matrix tests (each test makes its own rooms and people)."""
-    import asyncpg
-
     admin = await asyncpg.connect(template_dsn.rsplit("/", 1)[0] + "/postgres")
     try:
         await admin.execute('DROP DATABASE IF EXISTS "matrix_tests"')
         await admin.execute('CREATE DATABASE "matrix_tests" TEMPLATE summon_template')
     finally:
         await admin.close()
-    env = {**os.environ, "SUMMON_DATABASE_DSN": template_dsn.rsplit("/", 1)[0] + "/matrix_tests"}
+    env = {**os.environ, "SUMMON_DATABASE_DSN": matrix_dsn(template_dsn)}
     config = load_config(Path(stack["SUMMON_CONFIG"]), env)
     config = config.model_copy(update={
         "worker": config.worker.model_copy(update={"poll_seconds": 1.0}),
         "content": config.content.model_copy(update={"dir": str(content_dir)}),
     })
-    svc = Service(config, accept_scripts=True)
+    svc = Service(config, scripts=scripted_turns)
     await svc.start()
     yield svc
     await svc.stop()
+
+
+@pytest.fixture(scope="session")
+async def sql(service: Service, template_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    """The raw pool on the service's database, for a test's own SQL (to set a scene or check a row); the
+    service's store keeps its connections to itself."""
+    pool = await asyncpg.create_pool(matrix_dsn(template_dsn), min_size=1, max_size=4, init=init_connection)
+    assert pool is not None
+    yield pool
+    await pool.close()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from nio import (
 )
 
 from appservice.app import Service
+from appservice.dev import SCRIPT_KEY
 from tests.support import eventually
 
 
@@ -71,7 +72,7 @@ class Person:
         if thread:
             content["m.relates_to"] = {"rel_type": "m.thread", "event_id": thread}
         if script is not None:
-            content["org.summon.script"] = script
+            content[SCRIPT_KEY] = script
         return await self.send(room_id, content)
 
     async def events(self, room_id: str) -> list[dict[str, Any]]:

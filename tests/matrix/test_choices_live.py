@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import asyncpg
 import pytest
 
 from appservice.app import Service
@@ -35,8 +36,8 @@ async def keycaps_on(person: Person, room: str, event_id: str, sender: str) -> l
             and relates(e).get("rel_type") == "m.annotation" and relates(e).get("event_id") == event_id]
 
 
-async def run_prompts(service: Service, event_id: str) -> list[str]:
-    return [r["prompt"] for r in await service.db.pool.fetch(
+async def run_prompts(sql: asyncpg.Pool, event_id: str) -> list[str]:
+    return [r["prompt"] for r in await sql.fetch(
         "SELECT prompt FROM agent_runs WHERE trigger_event = $1", event_id)]
 
 
@@ -63,7 +64,7 @@ async def test_an_answer_with_choices_shows_them_numbered_with_the_puppets_keyca
 
 
 async def test_two_people_pressing_at_once_one_takes_it_and_the_other_is_told_it_is_gone(
-        people: People, service: Service) -> None:
+        people: People, service: Service, sql: asyncpg.Pool) -> None:
     alice, bob = await people("alice"), await people("bob")
     room = await alice.room_with("helper")
     await with_bob(alice, bob, room)
@@ -77,14 +78,14 @@ async def test_two_people_pressing_at_once_one_takes_it_and_the_other_is_told_it
 
     pressed = await asyncio.gather(alice.send(room, press(1), "m.reaction"), bob.send(room, press(2), "m.reaction"))
 
-    offer = await eventually(lambda: service.db.pool.fetchrow(
+    offer = await eventually(lambda: sql.fetchrow(
         "SELECT * FROM bot_offers WHERE answer_event = $1 AND taken_at IS NOT NULL", answer))
     winner = 0 if offer["taken_by"] == alice.user_id else 1
     loser = (alice, bob)[1 - winner]
     label = ("The paperback", "The hardcover")[winner]
     assert offer["taken_choice"] == winner + 1
-    assert await run_prompts(service, pressed[winner]) == [label]
-    assert await run_prompts(service, pressed[1 - winner]) == []
+    assert await run_prompts(sql, pressed[winner]) == [label]
+    assert await run_prompts(sql, pressed[1 - winner]) == []
 
     async def told() -> list[dict[str, Any]]:
         return [e for e in await alice.notices_from(room, puppet)
@@ -118,7 +119,7 @@ async def _answers_mentioning(person: Person, room: str, event_id: str, user_id:
 
 
 async def test_the_askers_bare_number_in_the_thread_summons_the_bot_with_the_offers_words(
-        people: People, service: Service) -> None:
+        people: People, service: Service, sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("helper")
     root = await alice.say(room, "About my order")
@@ -126,21 +127,22 @@ async def test_the_askers_bare_number_in_the_thread_summons_the_bot_with_the_off
                             script=[{"text": OFFER}])
     await alice.answer_to(room, asked)
     number = await alice.say(room, "2", thread=root)
-    await eventually(lambda: run_prompts(service, number))
-    assert await run_prompts(service, number) == ["The hardcover"]
-    row = await service.db.pool.fetchrow(
+    await eventually(lambda: run_prompts(sql, number))
+    assert await run_prompts(sql, number) == ["The hardcover"]
+    row = await sql.fetchrow(
         "SELECT asked_by, thread_root FROM agent_runs WHERE trigger_event = $1", number)
     assert (row["asked_by"], row["thread_root"]) == (alice.user_id, root)
-    press = await service.db.pool.fetchrow("SELECT how, taken FROM bot_choices WHERE event_id = $1", number)
+    press = await sql.fetchrow("SELECT how, taken FROM bot_choices WHERE event_id = $1", number)
     assert (press["how"], press["taken"]) == ("number", True)
 
 
-async def test_a_room_that_chooses_polls_gets_a_poll_and_a_vote_takes_it(people: People, service: Service) -> None:
+async def test_a_room_that_chooses_polls_gets_a_poll_and_a_vote_takes_it(
+        people: People, service: Service, sql: asyncpg.Pool) -> None:
     alice, bob = await people("alice"), await people("bob")
     room = await alice.room_with("helper")
     await with_bob(alice, bob, room)
-    await service.db.pool.execute("""UPDATE rooms SET settings = settings || '{"choices": "poll"}' WHERE room_id = $1""",
-                                  room)
+    await sql.execute("""UPDATE rooms SET settings = settings || '{"choices": "poll"}' WHERE room_id = $1""",
+                      room)
     puppet = alice.puppet("helper")
     asked = await alice.say(room, "Helper, which copy?", mention="helper", script=[{"text": OFFER}])
     await alice.answer_to(room, asked)
@@ -157,8 +159,8 @@ async def test_a_room_that_chooses_polls_gets_a_poll_and_a_vote_takes_it(people:
     vote = await bob.send(room, {"m.relates_to": {"rel_type": "m.reference", "event_id": start["event_id"]},
                                  "org.matrix.msc3381.poll.response": {"answers": [answers[0]["id"]]}},
                           "org.matrix.msc3381.poll.response")
-    await eventually(lambda: run_prompts(service, vote))
-    assert await run_prompts(service, vote) == ["The paperback"]
+    await eventually(lambda: run_prompts(sql, vote))
+    assert await run_prompts(sql, vote) == ["The paperback"]
 
     async def ended() -> dict[str, Any] | None:
         return next((e for e in await alice.events(room) if e.get("sender") == puppet

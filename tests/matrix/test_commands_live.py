@@ -8,11 +8,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import asyncpg
 import pytest
 from nio import RoomCreateResponse, RoomGetStateEventResponse
 
 from appservice.app import Service
-from appservice.matrix.commands import publish_in_room
 from engine.core.commands import command_prompt
 from tests.matrix.people import Person
 from tests.support import eventually
@@ -23,19 +23,20 @@ People = Callable[[str], Awaitable[Person]]
 
 @pytest.fixture(autouse=True)
 def scripts_reach_commands(service: Service) -> None:
-    # Ingest hands its script reader to Commands (scripts=self._script); set it here until it does.
-    if service.ingest.commands.scripts is None:
-        service.ingest.commands.scripts = service.ingest._script
+    # The dispatcher's wiring hands the service's script reader to Commands; set it here if it did not.
+    if service.dispatcher.lines.commands.scripts is None:
+        service.dispatcher.lines.commands.scripts = service.scripts
 
 
-async def test_a_command_asks_its_bot_and_the_answer_arrives(people: People, service: Service) -> None:
+async def test_a_command_asks_its_bot_and_the_answer_arrives(people: People, service: Service,
+                                                              sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("helper")
     asked = await alice.say(room, "!summarise since=2d", script=[{"text": "Nothing much happened."}])
     answer = await alice.answer_to(room, asked)
     assert answer["sender"] == alice.puppet("helper")
     assert answer["content"]["body"] == "Nothing much happened."
-    run = await service.db.pool.fetchrow("SELECT prompt, context FROM agent_runs WHERE trigger_event = $1", asked)
+    run = await sql.fetchrow("SELECT prompt, context FROM agent_runs WHERE trigger_event = $1", asked)
     assert run["prompt"] == "!summarise since=2d"  # the person's words; the worker resolved what it asked
     registry = service.registry()
     assert (command_prompt(registry.commands, registry.strings, run["context"]) or "").startswith(
@@ -43,7 +44,8 @@ async def test_a_command_asks_its_bot_and_the_answer_arrives(people: People, ser
     assert run["context"]["command"] == {"name": "summarise", "args": {"since": "2d", "length": "short"}}
 
 
-async def test_a_bad_argument_is_answered_with_the_fields_help(people: People, service: Service) -> None:
+async def test_a_bad_argument_is_answered_with_the_fields_help(people: People, service: Service,
+                                                               sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("helper")
     asked = await alice.say(room, "!summarise since=banana", script=[{"text": "never"}])
@@ -51,7 +53,7 @@ async def test_a_bad_argument_is_answered_with_the_fields_help(people: People, s
     body = answer["content"]["body"]
     assert answer["sender"] == alice.puppet("helper")
     assert "How far back" in body and "a span like 2d, 48h or 1 week" in body and "banana" in body
-    assert await service.db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = $1", asked) == 0
+    assert await sql.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = $1", asked) == 0
 
 
 async def test_help_differs_for_a_moderator_and_a_member(people: People, service: Service) -> None:
@@ -82,12 +84,12 @@ async def test_command_state_appears_where_the_puppet_has_power(people: People, 
     await alice.wait_membership(room, puppet, "join")
 
     async def known() -> bool:  # the service has stored the room's power levels and the puppet's join
-        row = await service.db.fetchrow("get_room", room)
-        joined = await service.db.fetchrow("get_member", room, puppet)
-        return bool(row and row["power_levels"] and joined and joined["membership"] == "join")
+        row = await service.store.rooms.get(room)
+        joined = await service.store.rooms.member(room, puppet)
+        return bool(row and row.power_levels and joined and joined.membership == "join")
 
     await eventually(known)
-    assert await publish_in_room(service.api, service.db, service.registry(), room, puppet)
+    assert await service.command_state.publish_in_room(service.registry(), room, puppet)
     state = await eventually(lambda: command_state(alice, room, puppet))
     assert state["sigil"] == "!"
     syntaxes = [c["syntax"] for c in state["commands"]]
@@ -97,7 +99,7 @@ async def test_command_state_appears_where_the_puppet_has_power(people: People, 
     assert summarise["description"] == {"m.text": [{"body": "Catch up on what has been said here"}]}
     assert "How far back" in summarise["variables"]["since"]["m.text"][0]["body"]
     # Publishing again changes nothing (the same content is not sent twice).
-    assert await publish_in_room(service.api, service.db, service.registry(), room, puppet)
+    assert await service.command_state.publish_in_room(service.registry(), room, puppet)
 
 
 async def test_no_command_state_where_the_puppet_lacks_power(people: People, service: Service) -> None:
@@ -106,9 +108,9 @@ async def test_no_command_state_where_the_puppet_lacks_power(people: People, ser
     room = await alice.room_with("helper")
 
     async def known() -> bool:
-        row = await service.db.fetchrow("get_room", room)
-        return bool(row and row["power_levels"])
+        row = await service.store.rooms.get(room)
+        return bool(row and row.power_levels)
 
     await eventually(known)
-    assert not await publish_in_room(service.api, service.db, service.registry(), room, puppet)
+    assert not await service.command_state.publish_in_room(service.registry(), room, puppet)
     assert await command_state(alice, room, puppet) is None

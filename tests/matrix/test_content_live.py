@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 from nio import ProfileGetDisplayNameResponse
 
 from appservice.app import Service
+from appservice.dev import SCRIPT_KEY
 from tests.matrix.people import Person
 from tests.support import eventually
 
@@ -16,7 +18,8 @@ pytestmark = pytest.mark.matrix
 People = Callable[[str], Awaitable[Person]]
 
 
-async def test_an_edited_bot_is_live_within_two_seconds(people: People, service: Service, content_dir: Path) -> None:
+async def test_an_edited_bot_is_live_within_two_seconds(people: People, service: Service, content_dir: Path,
+                                                        sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("echo")
     puppet = alice.puppet("echo")
@@ -34,7 +37,7 @@ async def test_an_edited_bot_is_live_within_two_seconds(people: People, service:
         edited = loop_time()
         await eventually(lambda: service.registry().get("echo").name == "Parrot", timeout=2)  # type: ignore[union-attr]
         assert loop_time() - edited <= 2
-        row = await service.db.pool.fetchrow("SELECT name, compiled FROM bots WHERE slug = 'echo'")
+        row = await sql.fetchrow("SELECT name, compiled FROM bots WHERE slug = 'echo'")
         assert row["name"] == "Parrot"
 
         async def renamed() -> bool:
@@ -45,7 +48,7 @@ async def test_an_edited_bot_is_live_within_two_seconds(people: People, service:
         # The next answer comes from the bot under its new name: named the way an older client would
         # (no m.mentions), by the new display name.
         asked = await alice.send(room, {"msgtype": "m.text", "body": "Parrot, say hi",
-                                        "org.summon.script": [{"text": "hi"}]})
+                                        SCRIPT_KEY: [{"text": "hi"}]})
         answer = await alice.answer_to(room, asked)
         assert answer["sender"] == puppet and answer["content"]["body"] == "hi"
     finally:

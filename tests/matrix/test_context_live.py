@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import asyncpg
 import pytest
 
 from appservice.app import Service
-from appservice.matrix.context import HomeserverThreads
 from tests.matrix.people import Person
 from tests.support import eventually
 
@@ -19,9 +19,8 @@ pytestmark = pytest.mark.matrix
 People = Callable[[str], Awaitable[Person]]
 
 
-async def run_for(service: Service, event_id: str) -> dict[str, Any]:
-    row = await service.db.pool.fetchrow("SELECT id, status, context FROM agent_runs WHERE trigger_event = $1",
-                                         event_id)
+async def run_for(sql: asyncpg.Pool, event_id: str) -> dict[str, Any]:
+    row = await sql.fetchrow("SELECT id, status, context FROM agent_runs WHERE trigger_event = $1", event_id)
     assert row is not None, f"no run for {event_id}"
     return dict(row)
 
@@ -30,7 +29,8 @@ def said(context: dict[str, Any]) -> list[str]:
     return [line["said"] for line in context["lines"]]
 
 
-async def test_a_follow_up_in_a_thread_is_answered_with_the_thread(people: People, service: Service) -> None:
+async def test_a_follow_up_in_a_thread_is_answered_with_the_thread(people: People, service: Service,
+                                                                  sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     bob = await people("bob")
     room = await alice.room_with("helper")
@@ -46,7 +46,7 @@ async def test_a_follow_up_in_a_thread_is_answered_with_the_thread(people: Peopl
     assert answer["content"]["body"] == "The MacBook Air, for a newb."
     rel = answer["content"]["m.relates_to"]
     assert (rel["rel_type"], rel["event_id"]) == ("m.thread", root)
-    context = (await run_for(service, asked))["context"]
+    context = (await run_for(sql, asked))["context"]
     assert context["kind"] == "thread"
     assert said(context) == ["Which laptops are good for learning to code?", "A ThinkPad T14 or a MacBook Air",
                              "and Chromebooks?", "@Helper which are best for newbs?"]
@@ -55,7 +55,8 @@ async def test_a_follow_up_in_a_thread_is_answered_with_the_thread(people: Peopl
     assert names["A ThinkPad T14 or a MacBook Air"] == bob.user_id.split(":")[0][1:]  # bob's display name
 
 
-async def test_a_channel_summons_does_not_see_thread_replies(people: People, service: Service) -> None:
+async def test_a_channel_summons_does_not_see_thread_replies(people: People, service: Service,
+                                                             sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("helper")
     root = await alice.say(room, "Where shall we eat?")
@@ -63,7 +64,7 @@ async def test_a_channel_summons_does_not_see_thread_replies(people: People, ser
     await alice.say(room, "meanwhile: the build is green")
     asked = await alice.say(room, "Helper, what is new?", mention="helper", script=[{"text": "green build"}])
     await alice.answer_to(room, asked)
-    context = (await run_for(service, asked))["context"]
+    context = (await run_for(sql, asked))["context"]
     assert context["kind"] == "timeline"
     lines = said(context)
     assert "Where shall we eat?" in lines
@@ -73,7 +74,8 @@ async def test_a_channel_summons_does_not_see_thread_replies(people: People, ser
 
 
 async def test_a_late_joiner_under_joined_history_is_not_given_what_came_before(people: People,
-                                                                                 service: Service) -> None:
+                                                                                 service: Service,
+                                                                                 sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     bob = await people("bob")
     joined_only = {"type": "m.room.history_visibility", "state_key": "",
@@ -85,26 +87,27 @@ async def test_a_late_joiner_under_joined_history_is_not_given_what_came_before(
     await alice.say(room, "welcome bob!")
     asked = await bob.say(room, "Helper, what did I miss?", mention="helper", script=[{"text": "a welcome"}])
     await bob.answer_to(room, asked)
-    lines = said((await run_for(service, asked))["context"])
+    lines = said((await run_for(sql, asked))["context"])
     assert "welcome bob!" in lines
     assert not any("surprise" in line for line in lines)
     # Alice, who was there, is given it.
     mine = await alice.say(room, "Helper, and for me?", mention="helper", script=[{"text": "the party"}])
     await alice.answer_to(room, mine)
-    assert any("surprise" in line for line in said((await run_for(service, mine))["context"]))
+    assert any("surprise" in line for line in said((await run_for(sql, mine))["context"]))
 
 
 @pytest.fixture
 async def fetching(service: Service) -> AsyncIterator[None]:
     """The service reads threads that predate it from the homeserver (the composition root's wiring)."""
-    reader = service.ingest.context
-    before = reader.fetch
-    reader.fetch = HomeserverThreads(service.api)
+    backfill = service.dispatcher.threads
+    before = backfill.fetch_thread
+    backfill.fetch_thread = service.homeserver.thread
     yield
-    reader.fetch = before
+    backfill.fetch_thread = before
 
 
-async def test_a_thread_from_before_the_bot_came_is_fetched(people: People, service: Service, fetching: None) -> None:
+async def test_a_thread_from_before_the_bot_came_is_fetched(people: People, service: Service, sql: asyncpg.Pool,
+                                                            fetching: None) -> None:
     alice = await people("alice")
     room = await alice.room_with()
     root = await alice.say(room, "Old question: tabs or spaces?")
@@ -112,18 +115,19 @@ async def test_a_thread_from_before_the_bot_came_is_fetched(people: People, serv
     await alice.client.room_invite(room, alice.puppet("helper"))
     await alice.wait_membership(room, alice.puppet("helper"), "join")
     # The adapter alone: the root, then the replies oldest first, as the puppet reads them.
-    events = await HomeserverThreads(service.api)(room, root, as_user=alice.puppet("helper"), limit=50)
+    events = await service.homeserver.thread(room, root, as_user=alice.puppet("helper"), limit=50)
     assert [e["event_id"] for e in events][:1] == [root]
     assert [e["content"]["body"] for e in events] == ["Old question: tabs or spaces?", "spaces, obviously"]
 
     asked = await alice.say(room, "Helper, settle it?", mention="helper", thread=root, script=[{"text": "spaces"}])
     await alice.answer_to(room, asked)
-    context = (await run_for(service, asked))["context"]
+    context = (await run_for(sql, asked))["context"]
     assert said(context) == ["Old question: tabs or spaces?", "spaces, obviously", "Helper, settle it?"]
     assert "incomplete" not in context
 
 
-async def test_a_second_mention_while_the_first_run_thinks_joins_it(people: People, service: Service) -> None:
+async def test_a_second_mention_while_the_first_run_thinks_joins_it(people: People, service: Service,
+                                                                   sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("helper")
     root = await alice.say(room, "Picking a laptop")
@@ -132,7 +136,7 @@ async def test_a_second_mention_while_the_first_run_thinks_joins_it(people: Peop
                                     {"text": "The Air, and it is under 1000."}])
 
     async def running() -> bool:
-        status = await service.db.pool.fetchval("SELECT status FROM agent_runs WHERE trigger_event = $1", first)
+        status = await sql.fetchval("SELECT status FROM agent_runs WHERE trigger_event = $1", first)
         return bool(status == "running")
 
     await eventually(running, timeout=15)
@@ -140,7 +144,7 @@ async def test_a_second_mention_while_the_first_run_thinks_joins_it(people: Peop
                              script=[{"text": "a second run would say this"}])
 
     async def joined() -> dict[str, Any] | None:
-        context = (await run_for(service, first))["context"]
+        context = (await run_for(sql, first))["context"]
         return context if context.get("later") else None
 
     context = await eventually(joined, timeout=15)
@@ -149,10 +153,10 @@ async def test_a_second_mention_while_the_first_run_thinks_joins_it(people: Peop
     # The first answer was still a draft when the asker said more: the model is asked again with both.
     answer = await alice.answer_to(room, first)
     assert answer["content"]["body"] == "The Air, and it is under 1000."
-    runs = await service.db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE room_id = $1", room)
+    runs = await sql.fetchval("SELECT count(*) FROM agent_runs WHERE room_id = $1", room)
     assert runs == 1
-    kinds = [r["kind"] for r in await service.db.pool.fetch(
+    kinds = [r["kind"] for r in await sql.fetch(
         "SELECT kind FROM agent_steps WHERE run_id = (SELECT id FROM agent_runs WHERE trigger_event = $1) "
         "ORDER BY seq", first)]
     assert kinds == ["model", "heard", "model", "answer"]
-    assert await service.db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = $1", second) == 0
+    assert await sql.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = $1", second) == 0

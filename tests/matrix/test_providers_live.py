@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import asyncpg
 import pytest
 
 from appservice.app import Service
 from engine.providers.config import choose_answerer
 from engine.providers.prices import parse_prices
-from engine.surface import RunInfo
+from engine.tools.base import RunRef
 from tests.matrix.people import Person
 from tests.providers.fake_provider import (
     OPENAI_INSUFFICIENT_QUOTA,
@@ -44,24 +45,24 @@ async def live(service: Service) -> AsyncIterator[tuple[FakeProvider, list[dict[
     assert answerer.buying
     looked_up: list[dict[str, Any]] = []
 
-    async def lookup(run: RunInfo, arguments: dict[str, Any]) -> str:
+    async def lookup(run: RunRef, arguments: dict[str, Any]) -> str:
         looked_up.append(arguments)
         return "42"
 
     before = service.worker.answerer
     service.worker.answerer = answerer
-    service.worker.toolbox.tools["lookup"] = lookup
+    service.worker.toolbox.harness["lookup"] = lookup
     try:
         yield fake, looked_up
     finally:
         service.worker.answerer = before
-        del service.worker.toolbox.tools["lookup"]
+        del service.worker.toolbox.harness["lookup"]
         await answerer.aclose()
         await fake.close()
 
 
 async def test_out_of_quota_falls_back_to_the_next_provider_which_uses_a_tool(
-    people: People, service: Service, live: tuple[FakeProvider, list[dict[str, Any]]],
+    people: People, service: Service, live: tuple[FakeProvider, list[dict[str, Any]]], sql: asyncpg.Pool,
 ) -> None:
     fake, looked_up = live
     fake.queue("openai", OPENAI_INSUFFICIENT_QUOTA, OPENAI_INSUFFICIENT_QUOTA)
@@ -74,8 +75,8 @@ async def test_out_of_quota_falls_back_to_the_next_provider_which_uses_a_tool(
     assert answer["content"]["body"] == "The answer is 42."
     assert looked_up == [{"q": "meaning"}]
 
-    run_id = await service.db.pool.fetchval("SELECT id FROM agent_runs WHERE trigger_event = $1", asked)
-    steps = [dict(r) for r in await service.db.pool.fetch(
+    run_id = await sql.fetchval("SELECT id FROM agent_runs WHERE trigger_event = $1", asked)
+    steps = [dict(r) for r in await sql.fetch(
         "SELECT kind, provider, model, tokens_in, tokens_out, cost_usd::float8 AS cost, payload FROM agent_steps"
         " WHERE run_id = $1 ORDER BY seq", run_id)]
     assert [(s["kind"], s["provider"]) for s in steps] == [
@@ -92,7 +93,7 @@ async def test_out_of_quota_falls_back_to_the_next_provider_which_uses_a_tool(
 
 
 async def test_a_malformed_request_does_not_fall_back_and_the_asker_hears_why(
-    people: People, service: Service, live: tuple[FakeProvider, list[dict[str, Any]]],
+    people: People, service: Service, live: tuple[FakeProvider, list[dict[str, Any]]], sql: asyncpg.Pool,
 ) -> None:
     fake, _ = live
     fake.queue("openai", OPENAI_INVALID)
@@ -103,5 +104,5 @@ async def test_a_malformed_request_does_not_fall_back_and_the_asker_hears_why(
     assert "must be a response to a preceeding message" in answer["content"]["body"]
     assert answer["content"]["m.mentions"] == {"user_ids": [alice.user_id]}
     assert fake.received("anthropic") == []
-    row = await service.db.pool.fetchrow("SELECT status, ending FROM agent_runs WHERE trigger_event = $1", asked)
+    row = await sql.fetchrow("SELECT status, ending FROM agent_runs WHERE trigger_event = $1", asked)
     assert (row["status"], row["ending"]) == ("failed", "failed")

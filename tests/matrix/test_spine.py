@@ -9,9 +9,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+import asyncpg
 import pytest
 
 from appservice.app import Service
+from appservice.dev import SCRIPT_KEY
 from tests.matrix.people import Person
 from tests.support import eventually
 
@@ -19,12 +21,12 @@ pytestmark = pytest.mark.matrix
 People = Callable[[str], Awaitable[Person]]
 
 
-async def runs_for(service: Service, event_id: str) -> int:
-    return int(await service.db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = $1", event_id))
+async def runs_for(sql: asyncpg.Pool, event_id: str) -> int:
+    return int(await sql.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = $1", event_id))
 
 
-async def stored(service: Service, event_id: str) -> bool:
-    return bool(await service.db.pool.fetchval("SELECT count(*) FROM room_events WHERE event_id = $1", event_id))
+async def stored(sql: asyncpg.Pool, event_id: str) -> bool:
+    return bool(await sql.fetchval("SELECT count(*) FROM room_events WHERE event_id = $1", event_id))
 
 
 async def test_a_mention_in_a_room_gets_one_answer_from_the_puppet_as_a_reply(people: People, service: Service) -> None:
@@ -46,7 +48,8 @@ async def test_a_mention_in_a_room_gets_one_answer_from_the_puppet_as_a_reply(pe
     assert len(await alice.answers_to(room, asked)) == 1
 
 
-async def test_a_mention_in_a_thread_is_answered_in_that_thread(people: People, service: Service) -> None:
+async def test_a_mention_in_a_thread_is_answered_in_that_thread(people: People, service: Service,
+                                                               sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("helper")
     root = await alice.say(room, "Which editor should I use?")
@@ -58,7 +61,7 @@ async def test_a_mention_in_a_thread_is_answered_in_that_thread(people: People, 
     assert (rel["rel_type"], rel["event_id"]) == ("m.thread", root)
     assert rel["m.in_reply_to"] == {"event_id": asked}
     # The bot was handed the thread (root and replies), not the main timeline.
-    context = await service.db.pool.fetchval("SELECT context FROM agent_runs WHERE trigger_event = $1", asked)
+    context = await sql.fetchval("SELECT context FROM agent_runs WHERE trigger_event = $1", asked)
     said = [line["said"] for line in context["lines"]]
     assert context["kind"] == "thread"
     assert said == ["Which editor should I use?", "I like small ones", "@Helper which are best for newbs?"]
@@ -72,23 +75,24 @@ async def test_a_pill_without_m_mentions_summons_like_an_older_client(people: Pe
         "msgtype": "m.text", "body": "Helper: hi",
         "format": "org.matrix.custom.html",
         "formatted_body": f'<a href="https://matrix.to/#/{puppet}">Helper</a>: hi',
-        "org.summon.script": [{"text": "hello"}],
+        SCRIPT_KEY: [{"text": "hello"}],
     })
     assert (await alice.answer_to(room, asked))["content"]["body"] == "hello"
 
 
-async def test_no_mention_is_met_with_silence(people: People, service: Service) -> None:
+async def test_no_mention_is_met_with_silence(people: People, service: Service, sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("helper")
     quiet = await alice.say(room, "just talking among ourselves about helpers", script=[{"text": "no"}])
     fence = await alice.say(room, "now you", mention="helper", script=[{"text": "yes"}])
     await alice.answer_to(room, fence)
-    assert await stored(service, quiet)  # heard, and deliberately not answered
-    assert await runs_for(service, quiet) == 0
+    assert await stored(sql, quiet)  # heard, and deliberately not answered
+    assert await runs_for(sql, quiet) == 0
     assert await alice.answers_to(room, quiet) == []
 
 
-async def test_another_bots_notice_naming_ours_is_met_with_silence(people: People, service: Service) -> None:
+async def test_another_bots_notice_naming_ours_is_met_with_silence(people: People, service: Service,
+                                                                  sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     other_bot = await people("otherbot")
     room = await alice.room_with("helper")
@@ -96,11 +100,11 @@ async def test_another_bots_notice_naming_ours_is_met_with_silence(people: Peopl
     await other_bot.client.join(room)
     notice = await other_bot.send(room, {"msgtype": "m.notice", "body": "Helper, the build failed",
                                          "m.mentions": {"user_ids": [alice.puppet("helper")]},
-                                         "org.summon.script": [{"text": "loop!"}]})
+                                         SCRIPT_KEY: [{"text": "loop!"}]})
     fence = await alice.say(room, "still there?", mention="helper", script=[{"text": "yes"}])
     await alice.answer_to(room, fence)
-    assert await stored(service, notice)
-    assert await runs_for(service, notice) == 0
+    assert await stored(sql, notice)
+    assert await runs_for(sql, notice) == 0
     assert await alice.answers_to(room, notice) == []
 
 
@@ -122,15 +126,16 @@ async def test_a_room_that_turns_encrypted_is_left_with_the_reason(people: Peopl
     left = await alice.wait_membership(room, alice.puppet("helper"), "leave")
     assert "encrypted" in left.get("reason", "")
     async def left_recorded() -> bool:
-        row = await service.db.fetchrow("get_room", room)
-        return row is not None and row["encrypted"] and row["left_at"] is not None
+        row = await service.store.rooms.get(room)
+        return row is not None and row.encrypted and row.left_at is not None
 
     await eventually(left_recorded)
     # Nothing was posted into the encrypted room by the bot.
     assert await alice.notices_from(room, alice.puppet("helper")) == []
 
 
-async def test_a_replayed_transaction_gets_no_second_answer(people: People, service: Service, stack: dict[str, str]) -> None:
+async def test_a_replayed_transaction_gets_no_second_answer(people: People, service: Service, stack: dict[str, str],
+                                                             sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("helper")
     asked = await alice.say(room, "once, please", mention="helper", script=[{"text": "once"}])
@@ -155,9 +160,9 @@ async def test_a_replayed_transaction_gets_no_second_answer(people: People, serv
 
     fence = await alice.say(room, "and now", mention="helper", script=[{"text": "fence"}])
     await alice.answer_to(room, fence)
-    assert await runs_for(service, asked) == 1
+    assert await runs_for(sql, asked) == 1
     assert len(await alice.answers_to(room, asked)) == 1
-    assert await service.db.pool.fetchval("SELECT count(*) FROM room_events WHERE event_id = $1", asked) == 1
+    assert await sql.fetchval("SELECT count(*) FROM room_events WHERE event_id = $1", asked) == 1
 
 
 async def test_puppets_are_registered_with_their_bots_names(people: People, service: Service) -> None:
@@ -206,16 +211,17 @@ async def test_a_run_that_fails_says_its_ending_and_the_providers_reason_to_the_
     assert answer["content"]["m.mentions"] == {"user_ids": [alice.user_id]}
 
 
-async def test_cancel_in_the_room_stops_the_askers_run_and_says_so(people: People, service: Service) -> None:
+async def test_cancel_in_the_room_stops_the_askers_run_and_says_so(people: People, service: Service,
+                                                                  sql: asyncpg.Pool) -> None:
     alice = await people("alice")
     room = await alice.room_with("helper")
     asked = await alice.say(room, "Helper, think hard", mention="helper", script=[{"text": "too late", "delay": 5}])
-    await eventually(lambda: service.db.pool.fetchval(
+    await eventually(lambda: sql.fetchval(
         "SELECT status = 'running' FROM agent_runs WHERE trigger_event = $1", asked))
     await alice.say(room, "!cancel")
     answer = await alice.answer_to(room, asked, timeout=20)
     assert answer["content"]["body"] == service.registry().get("helper").ending("cancelled")  # type: ignore[union-attr]
-    assert await service.db.pool.fetchval("SELECT status FROM agent_runs WHERE trigger_event = $1", asked) == "cancelled"
+    assert await sql.fetchval("SELECT status FROM agent_runs WHERE trigger_event = $1", asked) == "cancelled"
 
 
 async def test_a_long_run_shows_a_progress_line_that_goes_when_the_answer_lands(people: People, service: Service) -> None:

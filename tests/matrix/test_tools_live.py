@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 from aiohttp import web
 
@@ -60,7 +61,7 @@ async def orders_api() -> AsyncIterator[tuple[int, list[str]]]:
 
 
 async def test_a_bot_answers_by_calling_an_openapi_tool(
-    people: People, service: Service, content_dir: Path, orders_api: tuple[int, list[str]],
+    people: People, service: Service, content_dir: Path, orders_api: tuple[int, list[str]], sql: asyncpg.Pool,
 ) -> None:
     port, asked = orders_api
     files = [content_dir / "tools" / "orders.yaml", content_dir / "tools" / "orders.md",
@@ -82,8 +83,8 @@ async def test_a_bot_answers_by_calling_an_openapi_tool(
         assert "A17 has shipped" in answer["content"]["body"]
         assert asked == ["/api/orders/A17"]  # the API was called, once; the operation not allowed never was
 
-        run_id = await service.db.pool.fetchval("SELECT id FROM agent_runs WHERE trigger_event = $1", asking)
-        steps = await service.db.pool.fetch(
+        run_id = await sql.fetchval("SELECT id FROM agent_runs WHERE trigger_event = $1", asking)
+        steps = await sql.fetch(
             "SELECT kind, payload FROM agent_steps WHERE run_id = $1 ORDER BY seq", run_id)
         kinds = [s["kind"] for s in steps]
         assert kinds == ["model", "tool_call", "tool_result", "model", "tool_call", "tool_result", "model", "answer"]

@@ -9,9 +9,8 @@ import pytest
 
 from engine.clock import FakeClock
 from engine.core.messages import Message, ModelRequest, ToolCall, ToolSpec
-from engine.errors import ProviderFailure, RequestFault
+from engine.errors import ProviderFailure, RequestFault, RetryableFailure
 from engine.providers.anthropic import AnthropicAdapter
-from engine.providers.classify import RetryableFailure
 from engine.providers.config import ProviderConfig
 from engine.providers.translate import Usage
 from tests.providers.fake_provider import (

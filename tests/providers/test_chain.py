@@ -20,10 +20,9 @@ from engine.core.messages import (
     ToolSpec,
     conversation,
 )
-from engine.errors import ProviderFailure
+from engine.errors import ProviderFailure, RetryableFailure
 from engine.providers.anthropic import AnthropicAdapter
 from engine.providers.chain import NO_MODEL, Adapter, Chain, RetryPolicy, model_for
-from engine.providers.classify import RetryableFailure
 from engine.providers.config import ProviderConfig
 from engine.providers.openai import OpenAIAdapter
 from engine.providers.prices import Price, PriceTable

@@ -9,8 +9,7 @@ import pytest
 
 from engine.clock import FakeClock
 from engine.core.messages import Message, ModelRequest, ToolCall, ToolSpec
-from engine.errors import ProviderFailure, RequestFault
-from engine.providers.classify import RetryableFailure
+from engine.errors import ProviderFailure, RequestFault, RetryableFailure
 from engine.providers.config import ProviderConfig
 from engine.providers.openai import OpenAIAdapter
 from engine.providers.translate import INTERRUPTED, Usage

@@ -12,7 +12,8 @@ import pytest
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.content.parts import Tool
-from engine.tools.base import RunRef, ToolError
+from engine.errors import ToolError
+from engine.tools.base import RunRef
 from engine.tools.code import CodeTools
 
 RUN = RunRef(id=42, bot="clerk", surface="rooms", room_id="!r:example.org")

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from engine.tools.base import RunRef, ToolError
+from engine.errors import ToolError
+from engine.tools.base import RunRef
 from engine.tools.fetch import FetchSettings, fence, make_fetch
 
 RUN = RunRef(id=1, bot="helper", surface="rooms")

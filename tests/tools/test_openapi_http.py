@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from engine.content import Registry, Tool, compile_sources
-from engine.tools.base import RunRef, ToolError
+from engine.errors import ToolError
+from engine.tools.base import RunRef
 from engine.tools.code import CodeTools
 from engine.tools.openapi import OpenAPITools
 from engine.tools.schemas import content_specs, resolve

@@ -1,4 +1,5 @@
-"""The audience grammar: parsing, and who each class admits, from facts and from a room's state."""
+"""The audience grammar: parsing, and who each class admits, from facts — and the facts a Matrix room's
+state gives (its power levels, read by the Matrix surface: ``appservice.matrix.power``)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from appservice.matrix.power import Standing, standing
 from engine.content.audience import (
     Audience,
     AudienceError,
     AudienceFacts,
     Term,
     admits,
-    facts_from_power_levels,
     parse_audience,
 )
 
@@ -79,10 +80,10 @@ GUEST = facts(user_id=None)
 ANN = facts()
 REMOTE = facts(user_id="@bob:matrix.org")
 MEMBER = facts(is_member=True)
-MOD = facts(is_member=True, power_level=50)
-ADMIN = facts(is_member=True, power_level=100)
-CREATOR = facts(is_member=True, power_level=0, is_creator=True)
-LOW_BAR_MOD = facts(power_level=10, moderator_level=10, admin_level=90)
+MOD = facts(is_member=True, is_moderator=True)
+ADMIN = facts(is_member=True, is_moderator=True, is_admin=True)
+CREATOR = facts(is_member=True, is_admin=True)  # a v12 creator: an admin whatever their level
+LOW_BAR_MOD = facts(is_moderator=True)  # a room whose moderators need only 10: the surface says so
 BUYER = facts(site_classes=frozenset({"customer", "tier:gold", "role:staff", "bought:book"}))
 
 ADMITS = [
@@ -104,8 +105,9 @@ ADMITS = [
     ("admin", ADMIN, True),
     ("admin", CREATOR, True),
     ("admin", LOW_BAR_MOD, False),
-    ("admin", facts(power_level=75, admin_level=75), True),
-    ("admin", facts(user_id=None, power_level=100), False),
+    ("admin", facts(is_admin=True), True),
+    ("admin", facts(user_id=None, is_admin=True), False),
+    ("moderator", facts(user_id=None, is_moderator=True), False),
     ("user:@ann:example.org", ANN, True),
     ("user:@ann:example.org", REMOTE, False),
     ("user:@ann:example.org", GUEST, False),
@@ -150,9 +152,7 @@ def room(
     create: dict[str, Any] | None = None,
     sender: str | None = "@founder:example.org",
 ) -> AudienceFacts:
-    return facts_from_power_levels(
-        user_id, levels, create or {}, version, True, LOCAL, frozenset(), create_sender=sender
-    )
+    return standing(user_id, levels, create or {}, version, create_sender=sender).facts(LOCAL, is_member=True)
 
 
 # (who, power levels, room version, create content, admitted as moderator, as admin)
@@ -287,23 +287,15 @@ def test_power_levels(
 
 
 def test_power_levels_facts_carry_the_room_rules() -> None:
-    who = facts_from_power_levels(
-        "@x:example.org",
-        {"users_default": 5, "state_default": 75, "kick": 60, "redact": 40},
-        {},
-        "11",
-        True,
-        LOCAL,
-        frozenset({"customer"}),
-    )
+    where = standing("@x:example.org", {"users_default": 5, "state_default": 75, "kick": 60, "redact": 40}, {}, "11")
+    assert where == Standing("@x:example.org", power_level=5, moderator_level=60, admin_level=75, is_creator=False)
+    who = where.facts(LOCAL, is_member=True, site_classes=frozenset({"customer"}))
     assert who == AudienceFacts(
         user_id="@x:example.org",
         local_server=LOCAL,
         is_member=True,
-        power_level=5,
-        moderator_level=60,
-        admin_level=75,
-        is_creator=False,
+        is_moderator=False,
+        is_admin=False,
         site_classes=frozenset({"customer"}),
     )
     assert admits(parse_audience(["member", "customer", "local"]), who)

@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
+from appservice.matrix.htmltext import person_link
+from appservice.matrix.msc4332 import command_state, from_block, may_send_state
 from engine.content import Arg, Command, Strings
 from engine.content.strings import parse_strings
-from engine.core.command_words import command_state, explain, may_send_state
+from engine.core.command_words import explain
 from engine.core.commands import (
     Person,
     Problem,
     args_json,
-    from_block,
     parse_args,
     parse_command,
     read_person,
@@ -25,6 +26,7 @@ from engine.core.commands import (
     span_words,
     strip_address,
 )
+from engine.store.rooms import Room
 
 KIT_STRINGS = Path(__file__).resolve().parents[2] / "engine" / "content" / "kit" / "strings.md"
 ASKER = "@alice:hs"
@@ -155,7 +157,8 @@ OK_CASES: list[tuple[Command, str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("cmd", "raw", "expected"), [c for c in OK_CASES if c[2] is not None])
 def test_arguments_parse_by_kind(cmd: Command, raw: str, expected: dict[str, Any]) -> None:
-    result = parse_args(cmd, raw, members=MEMBERS, asker=ASKER)
+    # A person given as a matrix.to link is read the way the Matrix surface reads one (``person_link``).
+    result = parse_args(cmd, raw, members=MEMBERS, asker=ASKER, person_ref=person_link)
     assert not isinstance(result, Problem), result
     assert list(result) == [a.name for a in cmd.args]  # declared order, every field
     assert {k: result[k] for k in expected} == expected
@@ -291,7 +294,12 @@ def test_named_values_from_a_block_are_one_value_each() -> None:
     ("nobody", None),
 ])
 def test_read_person(text: str, expected: object) -> None:
-    assert read_person(text, MEMBERS, ASKER) == expected
+    assert read_person(text, MEMBERS, ASKER, person_link) == expected
+
+
+def test_a_link_is_a_person_only_where_the_surface_reads_it_so() -> None:
+    assert read_person("https://matrix.to/#/@bob:hs", MEMBERS, ASKER) is None
+    assert person_link("https://matrix.to/#/@bob:hs please") is None
 
 
 def test_command_state_is_the_msc4332_shape() -> None:
@@ -325,7 +333,8 @@ PL = {"users": {"@bot:hs": 50, "@mod:hs": 50, "@admin:hs": 100}, "users_default"
 ])
 def test_may_send_state(user: str, event_type: str, levels: dict[str, Any] | None, version: str, expected: bool) -> None:
     create = {"creator": "@creator:hs"} if version != "12" else {}
-    room = {"power_levels": levels, "create_content": create, "create_sender": "@creator:hs", "room_version": version}
+    room = Room(room_id="!r:hs", encrypted=False, left_at=None, room_version=version, create_content=create,
+                create_sender="@creator:hs", power_levels=levels, history_visibility=None, settings={})
     assert may_send_state(user, event_type, room) is expected
 
 

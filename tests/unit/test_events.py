@@ -25,7 +25,6 @@ from appservice.hooks import (
 )
 from engine.content import Registry, compile_sources
 from engine.run.events import hearers, wake
-from engine.store.queries import Queries
 
 GREETER = """---
 name: Greeter
@@ -209,13 +208,14 @@ def test_a_bad_body_is_400(body: bytes) -> None:
 
 
 class NoDatabase:
-    """A connection that fails the test if anything asks it anything."""
+    """A transaction (or a surface) that fails the test if anything asks it anything."""
 
     def __getattr__(self, name: str) -> object:
         raise AssertionError(f"an event nobody hears must not reach the database (asked for {name})")
 
 
 async def test_waking_an_event_nobody_hears_is_one_lookup_and_no_query() -> None:
-    results = await wake(NoDatabase(), Queries(), registry(), "site.support.escalated",
-                         occurrence="d-1", room_id="!r:localhost", subject=None, facts={}, conversation="c")
+    results = await wake(NoDatabase(), registry(), "site.support.escalated",  # type: ignore[arg-type]
+                         surface=NoDatabase(), occurrence="d-1", room_id="!r:localhost",  # type: ignore[arg-type]
+                         subject=None, facts={}, conversation="c")
     assert results == []

@@ -8,7 +8,7 @@ import ipaddress
 
 import pytest
 
-from engine.tools.base import ToolError
+from engine.errors import ToolError
 from engine.tools.fetch import FetchSettings, address_allowed, make_fetch, normalise
 
 DENIED = [

@@ -49,7 +49,9 @@ def registry(extra: dict[str, str] | None = None) -> Registry:
 
 
 def member(power: int = 0) -> AudienceFacts:
-    return AudienceFacts(user_id="@ann:example.org", local_server=SERVER, is_member=True, power_level=power)
+    """A member of the room; at 100 (by the room's power levels, as its surface reads them) a moderator."""
+    return AudienceFacts(user_id="@ann:example.org", local_server=SERVER, is_member=True,
+                         is_moderator=power >= 50, is_admin=power >= 100)
 
 
 RUN = RunRef(id=1, bot="clerk", surface="rooms", room_id="!r:example.org")

@@ -47,8 +47,23 @@ def personal_functions(source: str) -> list[ast.FunctionDef | ast.AsyncFunctionD
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name not in NOT_PERSONAL]
 
 
+PEOPLE = ROOT / "engine" / "store" / "people.py"
+
+
+def store_calls(functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> set[str]:
+    """The ``….people.<method>`` calls the functions make on the store."""
+    return {node.func.attr for function in functions for node in ast.walk(function)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "people"}
+
+
 def used_queries(functions: list[ast.FunctionDef | ast.AsyncFunctionDef], names: set[str]) -> set[str]:
-    return {node.value for function in functions for node in ast.walk(function)
+    """The named queries those store calls run (read off engine/store/people.py)."""
+    methods = {node.name: node for node in ast.walk(ast.parse(PEOPLE.read_text(encoding="utf-8")))
+               if isinstance(node, ast.AsyncFunctionDef)}
+    called = store_calls(functions)
+    assert called <= set(methods), f"unknown store calls: {called - set(methods)}"
+    return {node.value for name in called for node in ast.walk(methods[name])
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names}
 
 

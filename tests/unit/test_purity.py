@@ -5,6 +5,7 @@ a function — counts. (engine/content/ has its own purity test in test_content.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,65 @@ def test_the_engine_has_modules() -> None:
 def test_the_engine_does_not_import_the_appservice(module: Path) -> None:
     imported = imported_modules(module.read_text(encoding="utf-8"))
     assert {name for name in imported if name.split(".")[0] == "appservice"} == set()
+
+
+# --- the engine knows no Matrix -------------------------------------------------------------------------
+
+# Matrix's event types and fields, its proposals, its links, and a branch on which surface a run is on:
+# what a surface knows, never the engine (it would run a Slack surface unchanged).
+MATRIX = re.compile(
+    r"\bm\.(?:room|mentions|relates_to|reaction|notice|thread|bot|poll|annotation|replace|in_reply_to)\b"
+    r"|\bMSC ?\d{3,5}\b|\borg\.matrix\.|matrix\.to\b"
+    r"|\bsurface\s*[!=]=\s*[\"']|[\"']\w*[\"']\s*[!=]=\s*[\w.]*surface\b"
+    r"|[!=]=\s*[\"'](?:rooms|desk|voice|door)[\"']|[\"'](?:rooms|desk|voice|door)[\"']\s*[!=]=",
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize("line", [
+    'if event["type"] == "m.room.member":', "mentions = content['m.mentions']", "# MSC4332 state",
+    "see https://matrix.to/#/@a:b", 'if s.surface == "rooms":', 'if "rooms" == where:', "org.matrix.msc3381.poll",
+    "if run.surface != 'desk':", 'if "desk" == run.surface:',
+])
+def test_the_matrix_check_catches(line: str) -> None:
+    assert MATRIX.search(line)
+
+
+@pytest.mark.parametrize("line", [
+    'surfaces: [rooms, desk]', 'if "rooms" in bot.surfaces:', "the room's settings", "summon.run",
+    "if run.surface != tool.needs:",
+])
+def test_the_matrix_check_lets_the_rest_be(line: str) -> None:
+    assert not MATRIX.search(line)
+
+
+@pytest.mark.parametrize("module", ENGINE_MODULES, ids=lambda p: p.relative_to(ENGINE).as_posix())
+def test_the_engine_knows_no_matrix(module: Path) -> None:
+    source = module.read_text(encoding="utf-8")
+    found = [f"{n}: {line.strip()}" for n, line in enumerate(source.splitlines(), 1) if MATRIX.search(line)]
+    assert found == [], f"Matrix under engine/ (a surface's to know): {found}"
+    assert {name for name in imported_modules(source) if name.split(".")[0] in ("mautrix", "nio")} == set()
+
+
+# --- one clock --------------------------------------------------------------------------------------------
+
+CODE = sorted(p for top in ("engine", "appservice") for p in (ROOT / top).rglob("*.py"))
+CLOCK = ENGINE / "clock.py"
+
+
+@pytest.mark.parametrize("module", CODE, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_nothing_sleeps_or_times_a_wait_outside_the_clock(module: Path) -> None:
+    if module == CLOCK:
+        return
+    source = module.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    timed = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sleep":
+            if isinstance(node.func.value, ast.Name) and node.func.value.id in ("asyncio", "time"):
+                timed.append(node.lineno)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "wait_for"
+                and node.args and isinstance(node.args[0], ast.Call) and isinstance(node.args[0].func, ast.Attribute)
+                and node.args[0].func.attr == "wait"):
+            timed.append(node.lineno)  # asyncio.wait_for(event.wait(), …): a timed pause; Clock.wait it is
+    assert timed == [], f"{module.name} lines {timed}: wait through the Clock (engine/clock.py)"

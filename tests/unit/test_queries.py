@@ -1,4 +1,6 @@
-"""SQL lives in sql/queries.sql, by name, each with a one-line description; none lives in Python."""
+"""SQL lives in sql/queries/<family>.sql, by name, each with a one-line description; none lives in Python.
+Only engine/store/ runs it: every named query is used there, and every name used there exists (the queries
+only tests run live with the tests, in tests/sql/)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.store.queries import SQL_DIR, Queries, parse_queries
+from engine.store.queries import QUERIES_DIR, Queries, parse_queries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,12 +74,16 @@ def test_an_empty_statement_is_refused(text: str) -> None:
         parse_queries(text)
 
 
+def declared_in(*paths: Path) -> list[str]:
+    files = [f for path in paths for f in (sorted(path.glob("*.sql")) if path.is_dir() else [path])]
+    return [name for path in files
+            for name in re.findall(r"^--\s*name:\s*(\S+)\s*$", path.read_text(encoding="utf-8"), flags=re.MULTILINE)]
+
+
 def test_the_real_queries_load_each_with_a_one_line_description() -> None:
     queries = Queries()
-    files = [SQL_DIR / "queries.sql", *sorted((SQL_DIR / "queries").glob("*.sql"))]
-    declared = [name for path in files
-                for name in re.findall(r"^--\s*name:\s*(\S+)\s*$", path.read_text(encoding="utf-8"), flags=re.MULTILINE)]
-    assert declared, "sql/queries.sql declares no query"
+    declared = declared_in(QUERIES_DIR)
+    assert declared, "sql/queries/ declares no query"
     assert list(queries) == declared, "every declared name loads, in order"
     assert len(queries) == len(declared)
     for name in queries:
@@ -106,14 +112,70 @@ def test_queries_reads_another_file(tmp_path: Path) -> None:
     }
 
 
-def test_a_family_file_adds_its_queries_and_may_not_redefine_one(tmp_path: Path) -> None:
-    (tmp_path / "queries.sql").write_text(TWO, encoding="utf-8")
-    (tmp_path / "queries").mkdir()
-    (tmp_path / "queries" / "extra.sql").write_text("-- name: ping\n-- Says hello.\nSELECT 1;\n", encoding="utf-8")
-    assert list(Queries(tmp_path / "queries.sql")) == ["get_room", "mark_room_left", "ping"]
-    (tmp_path / "queries" / "more.sql").write_text("-- name: get_room\n-- Again.\nSELECT 2;\n", encoding="utf-8")
+def test_a_folder_is_its_family_files_and_no_name_is_defined_twice(tmp_path: Path) -> None:
+    (tmp_path / "a_rooms.sql").write_text(TWO, encoding="utf-8")
+    (tmp_path / "b_extra.sql").write_text("-- name: ping\n-- Says hello.\nSELECT 1;\n", encoding="utf-8")
+    assert list(Queries(tmp_path)) == ["get_room", "mark_room_left", "ping"]
+    (tmp_path / "c_more.sql").write_text("-- name: get_room\n-- Again.\nSELECT 2;\n", encoding="utf-8")
     with pytest.raises(ValueError, match="'get_room' is defined twice"):
-        Queries(tmp_path / "queries.sql")
+        Queries(tmp_path)
+
+
+# --- every named query is used, and every name used exists ----------------------------------------------
+
+STORE = ROOT / "engine" / "store"
+RUNNERS = frozenset({"_all", "_one", "_value", "_run"})  # how a family calls a query (engine/store/base.py)
+TEST_SQL = ROOT / "tests" / "sql"
+
+
+def names_called(source: str) -> set[str]:
+    """Query names a store module uses: the first argument of a family's runner, or ``q["…"]``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RUNNERS
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.add(node.args[0].value)
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "q"
+              and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            found.add(node.slice.value)
+    return found
+
+
+def test_the_detector_finds_query_names() -> None:
+    source = ('async def f(self):\n    await self._one("get_room", 1)\n    await self._run("mark", 2)\n'
+              '    q["migration_lock"]\n    self.other("not_a_query")\n')
+    assert names_called(source) == {"get_room", "mark", "migration_lock"}
+
+
+def test_every_named_query_is_used_by_the_store_and_every_name_it_uses_exists() -> None:
+    used = set().union(*(names_called(p.read_text(encoding="utf-8")) for p in STORE.glob("*.py")))
+    declared = set(declared_in(QUERIES_DIR))
+    assert used - declared == set(), f"the store runs queries nobody defined: {sorted(used - declared)}"
+    assert declared - used == set(), f"queries nothing runs (a test's own belong in tests/sql/): {sorted(declared - used)}"
+
+
+def test_every_test_query_is_used_by_a_test_and_none_shadows_the_stores() -> None:
+    tests = set(declared_in(TEST_SQL))
+    assert tests, "tests/sql declares no query"
+    assert tests.isdisjoint(declared_in(QUERIES_DIR))
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("*.py"))
+    unused = {name for name in tests if f'"{name}"' not in source}
+    assert unused == set(), f"test queries no test runs: {sorted(unused)}"
+
+
+def test_only_the_store_imports_asyncpg() -> None:
+    """asyncpg is imported under engine/store/ only (the composition root asks the store for its pool)."""
+    offenders = []
+    for path in PYTHON:
+        if path.is_relative_to(STORE):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name.split(".")[0] == "asyncpg" for name in names):
+                offenders.append(path.relative_to(ROOT).as_posix())
+    assert offenders == [], f"asyncpg imported outside engine/store/: {offenders}"
 
 
 # --- the rule: no SQL in Python ------------------------------------------------------------------------
@@ -158,6 +220,6 @@ def test_there_is_python_to_check() -> None:
 @pytest.mark.parametrize("module", PYTHON, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_sql_in_python(module: Path) -> None:
     source = module.read_text(encoding="utf-8")
-    assert sql_strings(source) == [], f"{module.name}: SQL belongs in sql/queries.sql"
+    assert sql_strings(source) == [], f"{module.name}: SQL belongs in sql/queries/"
     quoted = re.findall(r"""["'](SELECT |INSERT INTO|UPDATE |DELETE FROM|CREATE TABLE)""", source)
-    assert quoted == [], f"{module.name}: SQL belongs in sql/queries.sql"
+    assert quoted == [], f"{module.name}: SQL belongs in sql/queries/"

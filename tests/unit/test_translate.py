@@ -8,9 +8,9 @@ from typing import Any, Literal
 import pytest
 
 from engine.core.messages import Message, ModelRequest, ToolCall, ToolSpec
+from engine.errors import NotAnAnswer
 from engine.providers.translate import (
     INTERRUPTED,
-    NotAnAnswer,
     Reply,
     Usage,
     anthropic_id,

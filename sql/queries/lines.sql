@@ -1,5 +1,45 @@
--- What a bot is given (appservice/matrix/context.py): the thread or the room's main timeline, only the lines
--- the asker could see (summon_can_see_v1, migration 0013), newest first so a cap keeps the newest.
+-- What was said: appservice transactions, the events stored once as lines, and the context a bot is given —
+-- only the lines the asker could see (summon_can_see_v1, migration 0013), newest first so a cap keeps the newest
+-- (engine/store/lines.py).
+
+-- name: record_transaction
+-- Remember an appservice transaction id; no row back = seen before (a replay: store and summon nothing).
+INSERT INTO as_transactions (txn_id, events) VALUES ($1, $2)
+ON CONFLICT (txn_id) DO NOTHING
+RETURNING txn_id;
+
+-- name: store_event
+-- Store a room event once, by event_id; a row back = newly stored (only a new line may summon).
+INSERT INTO room_events (event_id, room_id, sender, event_type, state_key, ts, content, said,
+                         thread_root, reply_to, replaces)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id;
+
+-- name: apply_edit
+-- An edit replaces its original's text: same sender, newer than any edit applied before.
+UPDATE room_events SET said = $3, edited_ts = $4
+ WHERE event_id = $1 AND sender = $2 AND replaces IS NULL AND coalesce(edited_ts, ts) <= $4;
+
+-- name: redact_event
+-- A redaction drops the line: no text, never in a context again. Its content goes, except what the Matrix
+-- redaction algorithm keeps of state (a membership, a history visibility), which still governs the room.
+UPDATE room_events
+   SET redacted = true, said = '',
+       content = CASE
+           WHEN state_key IS NULL THEN '{}'::jsonb
+           WHEN event_type = 'm.room.member' THEN jsonb_strip_nulls(jsonb_build_object(
+               'membership', content->'membership', 'join_authorised_via_users_server',
+               content->'join_authorised_via_users_server'))
+           WHEN event_type = 'm.room.history_visibility' THEN jsonb_strip_nulls(jsonb_build_object(
+               'history_visibility', content->'history_visibility'))
+           ELSE '{}'::jsonb
+       END
+ WHERE event_id = $1 AND room_id = $2;
+
+-- name: event_sender
+-- Who sent event $1 in room $2 (a redaction is applied only by its sender or a room's redactor).
+SELECT sender FROM room_events WHERE event_id = $1 AND room_id = $2;
 
 -- name: context_thread
 -- A thread as the asker could see it: its root first, then its replies up to the asking line, newest first
@@ -69,22 +109,3 @@ SELECT coalesce(
       WHERE room_id = $1 AND event_type = 'm.room.canonical_alias' AND state_key = '' AND NOT redacted
       ORDER BY ts DESC, event_id DESC LIMIT 1),
     $1);
-
--- name: join_live_run
--- A second mention by the same person to the same bot in the same thread (or main timeline) while its run
--- is still queued or running joins that run: the line is added to its context's `later`, no new run.
-UPDATE agent_runs r
-   SET context = r.context
-                 || jsonb_build_object('later', coalesce(r.context->'later', '[]'::jsonb) || jsonb_build_array($5::jsonb))
-                 || CASE WHEN $6::text IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('later_header', $6::text) END,
-       updated_at = now()
- WHERE r.id = (SELECT l.id FROM agent_runs l
-                WHERE l.bot = $1 AND l.asked_by = $2 AND l.room_id = $3 AND l.thread_root IS NOT DISTINCT FROM $4
-                  AND l.status IN ('queued', 'running') AND NOT l.cancel_requested
-                ORDER BY l.id DESC LIMIT 1)
-   AND r.status IN ('queued', 'running') AND NOT r.cancel_requested
-RETURNING r.id;
-
--- name: run_context
--- A run's context as it stands now (lines said while it works join it): read before each model call.
-SELECT context FROM agent_runs WHERE id = $1;

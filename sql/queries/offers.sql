@@ -1,4 +1,4 @@
--- A bot's choices (SPEC §4): offers cut from answers, and every press on them.
+-- A bot's choices (SPEC §4): offers cut from answers, and every press on them (engine/store/offers.py).
 
 -- name: insert_offer
 -- Run $1's answer offers choices: record the offer once (a finish retried after a crash records nothing new).

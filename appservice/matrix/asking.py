@@ -1,0 +1,87 @@
+"""A line asks a bot: the Matrix side of the one door in (``engine.run.summon``), shared by a mention, a
+press on a bot's choices and a command. The asker's facts are read off the room's power levels, the
+context is the conversation as they could read it (``context``), a plain mention while their run still
+works joins it, and a spend-ceiling refusal is told to them in the site's words."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC
+from typing import Any
+
+from appservice.matrix.context import ContextReader
+from appservice.matrix.power import facts_in_room
+from appservice.matrix.render import answer_content
+from appservice.matrix.said import Line
+from engine.content import Bot, Registry
+from engine.core.limits import Breach
+from engine.run.summon import Refused, Summoned, Summons, refusal, summon
+from engine.store import Tx
+
+log = logging.getLogger(__name__)
+
+SURFACE = "rooms"
+
+
+class Asking:
+    def __init__(self, registry: Callable[[], Registry], context: ContextReader, *, server_name: str,
+                 max_attempts: int = 3) -> None:
+        self._registry = registry
+        self.context = context
+        self.server_name = server_name
+        self.max_attempts = max_attempts
+
+    async def ask(
+        self, tx: Tx, line: Line, bot: Bot, *, prompt: str | None = None, trigger_event: str | None = None,
+        extra_context: Mapping[str, Any] | None = None, script: list[dict[str, Any]] | None = None,
+    ) -> Summoned | Refused:
+        """Summon ``bot`` for ``line``'s sender, where the line was said, with every refusal; a ceiling
+        refusal is told to them. ``prompt`` replaces the line's words (a press sends the offer's own
+        words); ``trigger_event`` replaces the line as the run's one trigger (a reaction, a vote);
+        ``extra_context`` rides on the run's context (a command's name and arguments); ``script`` is a
+        trusted caller's scripted model turns (tests and the demo only)."""
+        registry = self._registry()
+        room = await tx.rooms.get(line.room_id)
+        assert room is not None
+        facts = facts_in_room(line.sender, room, self.server_name)
+        bare = Summons(bot=bot.slug, surface=SURFACE, prompt="", asked_by=line.sender, facts=facts,
+                       room_id=line.room_id, encrypted=room.encrypted)
+        # The context is read only for a summons that can stand; one refused on its face is refused with none.
+        context = ({} if refusal(registry, bare) is not None
+                   else await self.context.read(tx, line, registry.strings))
+        if extra_context:
+            context = {**context, **extra_context}
+        # A plain mention while this person's run with this bot here still works joins that run (SPEC §4):
+        # one answer to both, not two runs racing. A press or a command is an act of its own.
+        plain = prompt is None and trigger_event is None and not extra_context
+        name = next((seen["name"] for seen in context.get("lines", []) if seen.get("event_id") == line.event_id),
+                    line.sender)
+        later = ({"event_id": line.event_id, "sender": line.sender, "name": name, "said": line.text, "ts": line.ts}
+                 if plain else None)
+        result = await summon(tx, registry, Summons(
+            bot=bot.slug, surface=SURFACE, prompt=line.text if prompt is None else prompt,
+            asked_by=line.sender, facts=facts, room_id=line.room_id, thread_root=line.thread_root,
+            trigger_event=trigger_event or line.event_id, context=context, script=script,
+            encrypted=room.encrypted, later=later,
+        ), max_attempts=self.max_attempts)
+        if not isinstance(result, Summoned):
+            log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,
+                     extra={"room": line.room_id, "bot": bot.slug})
+            if result.reason == "ceiling" and result.breach is not None:
+                await self._tell_ceiling(tx, line, bot.slug, result.breach)
+        return result
+
+    async def _tell_ceiling(self, tx: Tx, line: Line, slug: str, over: Breach) -> None:
+        """Over a spend ceiling: the person is told which window and when it frees up, in the site's words
+        (with none, nothing is said). Nothing was bought."""
+        registry = self._registry()
+        bot = registry.get(slug)
+        words = registry.strings.get("refusals", "ceiling")
+        if bot is None or not words or over.frees_at is None:
+            return
+        text = words.format(bot=bot.name, window=over.window,
+                            when=over.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+        content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
+        await tx.outbox.enqueue(txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
+                                event_type="m.room.message", content=content)

@@ -1,0 +1,52 @@
+"""Stopping runs from a room: ``!cancel`` (or ``/cancel``) stops the sender's unfinished runs in the thread
+(or the main timeline), and 🛑 on a run's progress line (or on the line that summoned it) stops that run.
+A room moderator's stops everyone's."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from appservice.matrix.ours import Ours
+from appservice.matrix.power import facts_in_room
+from appservice.matrix.said import Line
+from engine.store import Tx
+
+log = logging.getLogger(__name__)
+
+CANCEL_WORDS = frozenset({"!cancel", "/cancel"})
+STOP_KEYS = frozenset({"🛑", "\N{OCTAGONAL SIGN}\N{VARIATION SELECTOR-16}"})
+
+
+class Cancels:
+    def __init__(self, ours: Ours, *, server_name: str) -> None:
+        self.ours = ours
+        self.server_name = server_name
+
+    @staticmethod
+    def is_cancel(line: Line) -> bool:
+        return line.text.strip() in CANCEL_WORDS
+
+    async def line(self, tx: Tx, line: Line) -> None:
+        asker = None if await self._is_moderator(tx, line.room_id, line.sender) else line.sender
+        ids = await tx.runs.request_cancel(line.room_id, line.thread_root, asker)
+        log.info("%s asked to cancel; %d run(s) told to stop", line.sender, len(ids), extra={"room": line.room_id})
+
+    async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any]) -> None:
+        content = event.get("content")
+        rel = content.get("m.relates_to") if isinstance(content, dict) else None
+        sender = event.get("sender")
+        if not isinstance(rel, dict) or rel.get("rel_type") != "m.annotation" or not isinstance(sender, str):
+            return
+        if rel.get("key") not in STOP_KEYS or not isinstance(rel.get("event_id"), str) or self.ours(sender):
+            return
+        asker = None if await self._is_moderator(tx, room_id, sender) else sender
+        ids = await tx.runs.request_cancel_by_event(rel["event_id"], asker, room_id)
+        log.info("%s reacted 🛑; %d run(s) told to stop", sender, len(ids), extra={"room": room_id})
+
+    async def _is_moderator(self, tx: Tx, room_id: str, user_id: str) -> bool:
+        room = await tx.rooms.get(room_id)
+        if room is None:
+            return False
+        return facts_in_room(user_id, room, self.server_name).is_moderator

@@ -1,0 +1,119 @@
+"""A line someone said: stored once (by event id) as the words a person reads, with edits and redactions
+applied; then, if it is new and somebody's (not one of ours, not a notice), the first that claims it acts
+on it — a ``!cancel``, a room admin's ``!bots``, a press on a bot's choices by its number, a ``!command``,
+or a mention of a bot."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from appservice.matrix.admin import RoomAdmin
+from appservice.matrix.asking import Asking
+from appservice.matrix.cancels import Cancels
+from appservice.matrix.commands import Commands, Scripts
+from appservice.matrix.followups import Followup
+from appservice.matrix.mentions import named_bots
+from appservice.matrix.ours import Ours
+from appservice.matrix.power import redact_level, standing_in
+from appservice.matrix.presses import Presses
+from appservice.matrix.said import Line
+from engine.content import Registry
+from engine.errors import StoreUnavailable
+from engine.store import Tx
+
+log = logging.getLogger(__name__)
+
+
+class LineHandler:
+    def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
+                 admin: RoomAdmin, presses: Presses, commands: Commands, scripts: Scripts | None = None) -> None:
+        self._registry = registry
+        self.ours = ours
+        self.asking = asking
+        self.cancels = cancels
+        self.admin = admin
+        self.presses = presses
+        self.commands = commands
+        # A trusted caller's reader of a line's scripted model turns (tests and the demo); None serving for real.
+        self.scripts = scripts
+
+    async def line(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup], *,
+                   backfill: bool = False) -> None:
+        """Store ``line``; act on it when it is new and may summon (``backfill`` never does)."""
+        content = event.get("content")
+        stored = await tx.lines.store(
+            event_id=line.event_id, room_id=line.room_id, sender=line.sender, event_type=line.event_type,
+            state_key=event.get("state_key"), ts=line.ts, content=dict(content) if isinstance(content, Mapping) else {},
+            said=line.text, thread_root=line.thread_root, reply_to=line.reply_to, replaces=line.replaces,
+        )
+        if not stored:
+            return  # seen before: only a newly stored line may summon
+        if line.replaces:
+            await tx.lines.apply_edit(line.replaces, line.sender, line.text, line.ts)
+        if line.redacts and await self._may_redact(tx, line.room_id, line.sender, line.redacts):
+            await tx.lines.redact(line.redacts, line.room_id)
+        if backfill or not self._may_summon(line):
+            return
+        acted: list[Followup] = []
+        try:
+            async with tx.savepoint():  # the line stays stored whatever acting on it does
+                await self._act(tx, line, event, acted)
+        except StoreUnavailable:
+            raise
+        except Exception:
+            log.exception("line %s was stored, but acting on it failed", line.event_id,
+                          extra={"room": line.room_id, "asker": line.sender})
+            return
+        followups.extend(acted)
+
+    async def _act(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> None:
+        """The first that claims the line acts on it."""
+        if self.cancels.is_cancel(line):
+            await self.cancels.line(tx, line)
+            return
+        if await self.admin.heard(tx, line, followups):
+            return
+        if await self.presses.line(tx, line):
+            return
+        if await self.commands.heard(tx, line, event):
+            return
+        await self._mention(tx, line, event)
+
+    async def _mention(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> None:
+        registry = self._registry()
+        named = named_bots(line, self.ours.puppets())
+        if not named:
+            return
+        bot = next((b for b in registry.bots.values() if b.user_id == named[0]), None)
+        if bot is None:
+            return
+        await self.asking.ask(tx, line, bot, script=self.scripts(event) if self.scripts is not None else None)
+
+    def _may_summon(self, line: Line) -> bool:
+        # m.notice is never answered (no bot loops), nor our own users' lines, nor edits and redactions.
+        return (
+            line.event_type == "m.room.message"
+            and not line.is_notice
+            and not self.ours(line.sender)
+            and line.replaces is None
+            and line.redacts is None
+            and bool(line.text.strip())
+        )
+
+    async def _may_redact(self, tx: Tx, room_id: str, redactor: str, target: str) -> bool:
+        """A redaction counts when its sender sent the event or holds the room's redact level (what the
+        homeserver itself checks before it applies one; a redaction it only forwards is not applied)."""
+        sender = await tx.lines.sender_of(target, room_id)
+        if sender is None or sender == redactor:
+            return True  # an event we never stored has nothing to redact here; one's own, always
+        room = await tx.rooms.get(room_id)
+        if room is None:
+            return False
+        who, needed = standing_in(redactor, room), redact_level(room.power_levels)
+        if who.holds(needed):
+            return True
+        log.warning("%s may not redact %s (power %s < %s); not applied", redactor, target, who.power_level,
+                    needed, extra={"room": room_id})
+        return False

@@ -1,0 +1,27 @@
+"""Who is ours in a room: the service's own user and the bots' puppets (``@bot_<slug>:<server>``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from appservice.matrix.mentions import Puppet
+from engine.content import Registry
+
+
+class Ours:
+    def __init__(self, registry: Callable[[], Registry], *, server_name: str, service_user: str) -> None:
+        self._registry = registry
+        self.server_name = server_name
+        self.service_user = service_user
+
+    def __call__(self, user_id: str) -> bool:
+        """The service user, or a puppet (published now or not: a withdrawn bot's puppet is still ours)."""
+        return user_id == self.service_user or (
+            user_id.startswith("@bot_") and user_id.endswith(f":{self.server_name}")
+        ) or any(b.user_id == user_id for b in self._registry().bots.values())
+
+    def puppets(self) -> list[Puppet]:
+        return [Puppet(b.user_id, b.name) for b in self._registry().bots.values()]
+
+    def offered_in_rooms(self, user_id: str) -> bool:
+        return any(b.user_id == user_id and "rooms" in b.surfaces for b in self._registry().bots.values())

@@ -1,0 +1,114 @@
+"""Room state as we keep it (members, power levels, creation, history visibility, encryption), and what a
+change means: one of ours invited (join, or decline and say why), a room turning encrypted (every one of
+ours leaves, every run there is cancelled), a person coming or going (the bots that hear it wake, SPEC §6).
+What must be said to the homeserver is decided here as a ``Followup`` and carried out by ``rooms`` after
+the commit."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
+from appservice.matrix.ours import Ours
+from engine.content import Registry
+from engine.run.events import wake
+from engine.store import Tx
+from engine.store.rooms import Member
+from engine.surface import SurfaceFacts
+
+log = logging.getLogger(__name__)
+
+
+class StateHandler:
+    def __init__(self, registry: Callable[[], Registry], ours: Ours, surface: SurfaceFacts) -> None:
+        self._registry = registry
+        self.ours = ours
+        self.surface = surface  # the rooms surface: whom a waking event's bots answer on
+
+    async def event(self, tx: Tx, room_id: str, event: Mapping[str, Any], followups: list[Followup], *,
+                    backfill: bool = False) -> None:
+        """Keep one state event. ``backfill`` (a room's state read after a join) only records: nothing in
+        it is news, so nobody is woken."""
+        event_type = event["type"]
+        content = event.get("content")
+        content = content if isinstance(content, dict) else {}
+        state_key = event.get("state_key")
+        if event_type == "m.room.member" and isinstance(state_key, str):
+            membership = content.get("membership")
+            if not isinstance(membership, str):
+                return
+            name = content.get("displayname")
+            before = await tx.rooms.member(room_id, state_key)
+            await tx.rooms.set_member(room_id, state_key, membership, name if isinstance(name, str) else None)
+            if self.ours(state_key):
+                await self._our_membership(tx, room_id, state_key, membership, event, followups)
+            elif not backfill:
+                await self._came_or_went(tx, room_id, state_key, membership, before, event)
+        elif event_type == "m.room.encryption" and state_key == "":
+            if await tx.rooms.mark_encrypted(room_id):
+                cancelled = await tx.runs.cancel_in_room(room_id)
+                log.warning("room %s turned encrypted: leaving; %d run(s) cancelled", room_id, len(cancelled),
+                            extra={"room": room_id})
+                followups.append(LeaveEncrypted(room_id))
+        elif event_type == "m.room.power_levels" and state_key == "":
+            await tx.rooms.set_power_levels(room_id, content)
+        elif event_type == "m.room.create" and state_key == "":
+            version = content.get("room_version", "1")
+            sender = event.get("sender")
+            await tx.rooms.set_create(room_id, content, sender if isinstance(sender, str) else None,
+                                      version if isinstance(version, str) else "1")
+        elif event_type == "m.room.history_visibility" and state_key == "":
+            vis = content.get("history_visibility")
+            if isinstance(vis, str):
+                await tx.rooms.set_history_visibility(room_id, vis)
+
+    async def _our_membership(self, tx: Tx, room_id: str, user_id: str, membership: str,
+                              event: Mapping[str, Any], followups: list[Followup]) -> None:
+        if membership == "invite":
+            if _stripped_state_encrypted(event):
+                await tx.rooms.mark_encrypted(room_id)
+                followups.append(Decline(room_id, user_id, "encrypted"))
+                return
+            room = await tx.rooms.get(room_id)
+            if room is not None and room.encrypted:
+                followups.append(Decline(room_id, user_id, "encrypted"))
+                return
+            if user_id != self.ours.service_user and not self.ours.offered_in_rooms(user_id):
+                followups.append(Decline(room_id, user_id, "not_offered"))
+                return
+            followups.append(Join(room_id, user_id))
+        elif membership == "join":
+            await tx.rooms.mark_joined(room_id)
+
+    async def _came_or_went(self, tx: Tx, room_id: str, user_id: str, membership: str, before: Member | None,
+                            event: Mapping[str, Any]) -> None:
+        """A person (never one of ours) joined or left: the bots in the room that hear it wake (SPEC §6).
+        Only a change counts: a join that renames is not a joining, and leaving needs having joined."""
+        was_joined = before is not None and before.membership == "join"
+        if membership == "join" and not was_joined:
+            happened = "member.joined"
+        elif membership in ("leave", "ban") and was_joined:
+            happened = "member.left"
+        else:
+            return
+        event_id = event.get("event_id")
+        if not isinstance(event_id, str):
+            return
+        content = event.get("content")
+        name = content.get("displayname") if isinstance(content, dict) else None
+        if not isinstance(name, str):
+            name = before.display_name if before is not None else None
+        await wake(tx, self._registry(), happened, surface=self.surface, occurrence=event_id, room_id=room_id,
+                   subject=user_id, conversation=room_id,
+                   facts={"user": user_id, "display_name": name, "membership": membership,
+                          "by": event.get("sender")})
+
+
+def _stripped_state_encrypted(event: Mapping[str, Any]) -> bool:
+    unsigned = event.get("unsigned")
+    state = unsigned.get("invite_room_state") if isinstance(unsigned, dict) else None
+    if not isinstance(state, list):
+        return False
+    return any(isinstance(s, dict) and s.get("type") == "m.room.encryption" for s in state)

@@ -1,0 +1,65 @@
+"""The site's people (SPEC §8) and what they spend (``sql/queries/people.sql``): ceilings and the ledger,
+what a personal tool asks, and the audience reader.
+
+The personal statements name nobody: whom they answer for is set by ``agent_become_v1`` from the run and
+read by row security, in a transaction that has taken the tools role (``as_tools``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from engine.core.limits import Spent
+from engine.store.base import Family
+
+
+class People(Family):
+    __slots__ = ()
+
+    # --- ceilings ------------------------------------------------------------------------------------
+
+    async def lock_spender(self, who: str) -> datetime:
+        """Take the person's row for the rest of the transaction (their summonses are checked one at a
+        time); the database's now."""
+        await self._run("ensure_spender", who)
+        now: datetime = await self._value("lock_spender", who)
+        return now
+
+    async def ledger(self, who: str, bot: str) -> list[Spent]:
+        """What ``who`` spent on ``bot`` in the last 30 days, reservations included."""
+        return [Spent(r["at"], r["usd"]) for r in await self._all("spender_ledger", who, bot)]
+
+    async def reserve(self, who: str, bot: str, run_id: int, usd: float) -> None:
+        await self._run("reserve_spend", who, bot, run_id, usd)
+
+    async def settle(self, run_id: int) -> None:
+        """A run ended: its reservation becomes what it really cost."""
+        await self._run("settle_spend", run_id)
+
+    # --- personal tools (in a transaction of their own) -----------------------------------------------
+
+    async def as_tools(self) -> None:
+        """Act as the tools role for the rest of the transaction: it owns nothing, row security applies."""
+        await self._run("personal_as_tools")
+
+    async def as_engine(self) -> None:
+        await self._run("personal_as_engine")
+
+    async def become(self, run_id: int) -> bool:
+        """Answer for run ``run_id``'s subject for the rest of the transaction; True when there is one."""
+        return bool(await self._value("personal_become", run_id))
+
+    async def about_me(self) -> dict[str, Any] | None:
+        facts = await self._value("personal_about_me")
+        return facts if isinstance(facts, dict) else None
+
+    async def raise_ticket(self, run_id: int, subject: str, body: str) -> dict[str, Any] | None:
+        """The ticket raised for the run's subject, declared as the bot's own; None when there is nobody."""
+        ticket = await self._value("personal_raise_ticket", run_id, subject, body)
+        return ticket if isinstance(ticket, dict) else None
+
+    # --- the audience reader -------------------------------------------------------------------------
+
+    async def site_classes(self, user_id: str) -> frozenset[str]:
+        """The audience classes the site's people tables give an account."""
+        return frozenset(await self._value("site_classes", user_id) or ())

@@ -1,0 +1,36 @@
+"""Refused summonses, kept for the operator (``sql/queries/refusals.sql``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from engine.store.base import Family, rows
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalRow:
+    id: int
+    bot: str
+    surface: str
+    room_id: str | None
+    thread_root: str | None
+    trigger_event: str | None
+    asked_by: str | None
+    reason: str
+    detail: str | None
+    created_at: datetime
+
+
+class Refusals(Family):
+    __slots__ = ()
+
+    async def record(self, *, bot: str, surface: str, room_id: str | None, thread_root: str | None,
+                     trigger_event: str | None, asked_by: str | None, reason: str, detail: str | None) -> None:
+        await self._run("record_refusal", bot, surface, room_id, thread_root, trigger_event, asked_by, reason, detail)
+
+    async def latest(self, room_id: str | None, bot: str | None, limit: int) -> list[RefusalRow]:
+        return rows(RefusalRow, await self._all("inspect_refusals", room_id, bot, limit))
+
+    async def prune(self, keep_seconds: float) -> int:
+        return await self._run("prune_refusals", keep_seconds)

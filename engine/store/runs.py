@@ -1,0 +1,226 @@
+"""Runs and their steps: summoned, claimed, held by a lease, fenced, finished, swept (``sql/queries/runs.sql``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from engine.errors import Conflict, LeaseLost
+from engine.store.base import Family, maybe, row, rows
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A run's row (``agent_runs``)."""
+
+    id: int
+    bot: str
+    surface: str
+    room_id: str | None
+    thread_root: str | None
+    trigger_event: str | None
+    asked_by: str | None
+    subject: str | None
+    prompt: str
+    context: dict[str, Any]
+    script: list[dict[str, Any]] | None
+    limits: dict[str, Any]
+    status: str
+    ending: str | None
+    reason: str | None
+    answer: str | None
+    cancel_requested: bool
+    lease_owner: str | None
+    attempts: int
+    max_attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    conversation: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A run just claimed, and the database's time when it was."""
+
+    run: Run
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """What a fenced write read in its commit: the cancel flag, how many lines have joined the run, and
+    the database's time."""
+
+    cancel_requested: bool
+    later: int
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    id: int
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One of a room's latest runs, with what it cost (``!bots runs``)."""
+
+    id: int
+    bot: str
+    status: str
+    ending: str | None
+    asked_by: str | None
+    created_at: datetime
+    cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class BotSpend:
+    bot: str
+    today: float
+    month: float
+
+
+@dataclass(frozen=True, slots=True)
+class InspectedRun:
+    id: int
+    bot: str
+    room_id: str | None
+    thread_root: str | None
+    asked_by: str | None
+    status: str
+    ending: str | None
+    reason: str | None
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class InspectedStep:
+    seq: int
+    kind: str
+    provider: str | None
+    model: str | None
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    worker: str | None
+    payload: dict[str, Any]
+    seconds: float | None
+
+
+class Runs(Family):
+    __slots__ = ()
+
+    # --- summoned -------------------------------------------------------------------------------------
+
+    async def insert(self, *, bot: str, surface: str, room_id: str | None, thread_root: str | None,
+                     trigger_event: str | None, asked_by: str | None, subject: str | None, prompt: str,
+                     context: dict[str, Any], script: list[dict[str, Any]] | None, limits: dict[str, Any],
+                     max_attempts: int) -> int | None:
+        """The run's id; None when its trigger already summoned one (a replayed line)."""
+        run_id = await self._value("insert_run", bot, surface, room_id, thread_root, trigger_event, asked_by,
+                                   subject, prompt, context, script, limits, max_attempts)
+        return None if run_id is None else int(run_id)
+
+    async def get(self, run_id: int) -> Run | None:
+        return maybe(Run, await self._one("get_run", run_id))
+
+    async def join_live(self, *, bot: str, asked_by: str, room_id: str, thread_root: str | None,
+                        line: dict[str, Any], header: str | None) -> int | None:
+        """Add ``line`` to the ``later`` of this person's live run with ``bot`` in this thread; its id, or
+        None when there is none."""
+        run_id = await self._value("join_live_run", bot, asked_by, room_id, thread_root, line, header)
+        return None if run_id is None else int(run_id)
+
+    async def conversation_busy(self, bot: str, conversation: str) -> bool:
+        return bool(await self._value("conversation_busy", bot, conversation))
+
+    async def mark_conversation(self, run_id: int, conversation: str) -> None:
+        await self._run("mark_run_conversation", run_id, conversation)
+
+    # --- held ----------------------------------------------------------------------------------------
+
+    async def claim(self, owner: str, lease_seconds: float) -> Claim | None:
+        record = await self._one("claim_run", owner, lease_seconds)
+        return None if record is None else Claim(row(Run, record), record["now"])
+
+    async def fence(self, run_id: int, owner: str, lease_seconds: float) -> Fence:
+        """Extend the lease while ``owner`` holds it; raises ``LeaseLost`` when it does not any more."""
+        record = await self._one("fence_run", run_id, owner, lease_seconds)
+        if record is None:
+            raise LeaseLost(run_id, owner)
+        return Fence(bool(record["cancel_requested"]), int(record["later"]), record["now"])
+
+    async def insert_step(self, run_id: int, seq: int, kind: str, payload: dict[str, Any], *, owner: str,
+                          provider: str | None = None, model: str | None = None, tokens_in: int = 0,
+                          tokens_out: int = 0, cost_usd: float = 0.0) -> None:
+        """Record step ``seq``; a second writer of the same step has lost the lease (``LeaseLost``)."""
+        try:
+            await self._run("insert_step", run_id, seq, kind, payload, provider, model, tokens_in, tokens_out,
+                            cost_usd, owner)
+        except Conflict as exc:
+            raise LeaseLost(run_id, owner) from exc
+
+    async def steps(self, run_id: int) -> list[dict[str, Any]]:
+        """A run's steps' payloads, in order."""
+        return [r["payload"] for r in await self._all("run_steps", run_id)]
+
+    async def context(self, run_id: int) -> dict[str, Any]:
+        """A run's context as it stands now (lines said while it works join it)."""
+        context = await self._value("run_context", run_id)
+        return context if isinstance(context, dict) else {}
+
+    async def finish(self, run_id: int, owner: str, *, status: str, ending: str | None, reason: str | None,
+                     answer: str | None) -> None:
+        """The run is over, fenced on the lease (``LeaseLost`` when it is not held any more)."""
+        if await self._value("finish_run", run_id, owner, status, ending, reason, answer) is None:
+            raise LeaseLost(run_id, owner)
+
+    async def hand_back(self, run_id: int, owner: str) -> bool:
+        """Release the lease so the next worker takes the run at once; False when it was not held."""
+        return await self._value("hand_back_run", run_id, owner) is not None
+
+    async def sweep(self, batch: int) -> list[Swept]:
+        """Re-queue (or end) up to ``batch`` runs whose lease expired."""
+        return rows(Swept, await self._all("sweep_expired", batch))
+
+    # --- told to stop --------------------------------------------------------------------------------
+
+    async def request_cancel(self, room_id: str, thread_root: str | None, asker: str | None) -> list[int]:
+        """Ask the unfinished runs in a thread (or the main timeline) to stop; only ``asker``'s unless None."""
+        return [int(r["id"]) for r in await self._all("request_cancel", room_id, thread_root, asker)]
+
+    async def request_cancel_by_event(self, event_id: str, asker: str | None, room_id: str) -> list[int]:
+        """Ask the run that line (or progress line) ``event_id`` belongs to to stop."""
+        return [int(r["id"]) for r in await self._all("request_cancel_by_event", event_id, asker, room_id)]
+
+    async def cancel_in_room(self, room_id: str) -> list[int]:
+        """Every unfinished run in a room: queued ones end now, running ones at their next fenced write."""
+        return [int(r["id"]) for r in await self._all("cancel_room_runs", room_id)]
+
+    async def cancel_one_in_room(self, run_id: int, room_id: str) -> bool:
+        return await self._value("cancel_room_run", run_id, room_id) is not None
+
+    async def unfinished_in_room(self, room_id: str) -> list[int]:
+        return [int(r["id"]) for r in await self._all("unfinished_room_runs", room_id)]
+
+    # --- read back -----------------------------------------------------------------------------------
+
+    async def latest_in_room(self, room_id: str, limit: int) -> list[RunSummary]:
+        return rows(RunSummary, await self._all("room_runs", room_id, limit))
+
+    async def spend_in_room(self, room_id: str) -> list[BotSpend]:
+        return rows(BotSpend, await self._all("room_spend", room_id))
+
+    async def inspect(self, run_id: int | None, room_id: str | None, bot: str | None, limit: int) -> list[InspectedRun]:
+        return rows(InspectedRun, await self._all("inspect_runs", run_id, room_id, bot, limit))
+
+    async def inspect_steps(self, run_id: int) -> list[InspectedStep]:
+        return rows(InspectedStep, await self._all("inspect_steps", run_id))

@@ -1,0 +1,177 @@
+"""``Store`` (the pool, named transactions, LISTEN) and ``Tx`` (a transaction, as a typed handle). Both
+carry every table family: on the store each statement is its own (autocommit); on a ``Tx`` they share its
+commit. Nothing outside ``engine/store/`` sees a connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import cached_property
+
+import asyncpg
+
+from engine.clock import Clock, SystemClock
+from engine.store import base
+from engine.store.base import FOREIGN, Executor
+from engine.store.content import Content
+from engine.store.hooks import Hooks
+from engine.store.lines import Lines
+from engine.store.offers import Offers
+from engine.store.outbox import Outbox
+from engine.store.people import People
+from engine.store.queries import Queries
+from engine.store.refusals import Refusals
+from engine.store.room_actions import RoomActions
+from engine.store.rooms import Rooms
+from engine.store.runs import Runs
+from engine.store.schedules import Schedules
+from engine.store.search import Search
+from engine.store.workers import Workers
+
+log = logging.getLogger(__name__)
+
+
+class Families:
+    """Every table family, on one executor (the pool, or a transaction's connection)."""
+
+    _on: Executor
+    _q: Queries
+
+    @cached_property
+    def runs(self) -> Runs:
+        return Runs(self._on, self._q)
+
+    @cached_property
+    def rooms(self) -> Rooms:
+        return Rooms(self._on, self._q)
+
+    @cached_property
+    def lines(self) -> Lines:
+        return Lines(self._on, self._q)
+
+    @cached_property
+    def outbox(self) -> Outbox:
+        return Outbox(self._on, self._q)
+
+    @cached_property
+    def offers(self) -> Offers:
+        return Offers(self._on, self._q)
+
+    @cached_property
+    def people(self) -> People:
+        return People(self._on, self._q)
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        return Schedules(self._on, self._q)
+
+    @cached_property
+    def content(self) -> Content:
+        return Content(self._on, self._q)
+
+    @cached_property
+    def search(self) -> Search:
+        return Search(self._on, self._q)
+
+    @cached_property
+    def hooks(self) -> Hooks:
+        return Hooks(self._on, self._q)
+
+    @cached_property
+    def refusals(self) -> Refusals:
+        return Refusals(self._on, self._q)
+
+    @cached_property
+    def room_actions(self) -> RoomActions:
+        return RoomActions(self._on, self._q)
+
+    @cached_property
+    def workers(self) -> Workers:
+        return Workers(self._on, self._q)
+
+
+class Tx(Families):
+    """One named transaction. Hand it on to whatever must write in the same commit."""
+
+    def __init__(self, conn: asyncpg.Connection, queries: Queries, name: str) -> None:
+        self._on = conn
+        self._q = queries
+        self.name = name
+
+    @asynccontextmanager
+    async def savepoint(self) -> AsyncIterator[Tx]:
+        """A nested transaction: what raises inside is undone, and the rest of this one stands."""
+        async with base.savepoint(self._on, self.name):
+            yield self
+
+
+class Store(Families):
+    def __init__(self, pool: asyncpg.Pool, queries: Queries, dsn: str | None = None, *,
+                 clock: Clock | None = None) -> None:
+        self._pool = pool
+        self._on = pool
+        self._q = queries
+        self.dsn = dsn
+        self.clock = clock or SystemClock()  # how long LISTEN waits before it tries again
+
+    @classmethod
+    async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10, clock: Clock | None = None) -> Store:
+        """Raises ``StoreUnavailable`` when the database cannot be reached."""
+        pool = await base.create_pool(dsn, min_size=min_size, max_size=max_size)
+        return cls(pool, Queries(), dsn, clock=clock)
+
+    async def close(self, timeout: float = 10.0) -> None:
+        try:
+            await asyncio.wait_for(self._pool.close(), timeout)
+        except TimeoutError:
+            log.error("database connections were still in use after %.0fs; closing them hard", timeout)
+            self._pool.terminate()
+
+    @asynccontextmanager
+    async def transaction(self, name: str) -> AsyncIterator[Tx]:
+        async with base.transaction(self._pool, name) as conn:
+            yield Tx(conn, self._q, name)
+
+    async def listen(self, channel: str, wake: Callable[[], None], stop: asyncio.Event) -> None:
+        """LISTEN on ``channel`` and call ``wake`` on every NOTIFY, until ``stop`` — surviving the database
+        going away: a lost connection is replaced (with backoff), and ``wake`` is called once on every
+        (re)connection, since notifications sent while nobody listened are gone."""
+        def heard(*_: object) -> None:
+            wake()
+
+        delay = 0.5
+        while not stop.is_set():
+            lost = asyncio.Event()
+            conn: asyncpg.Connection | None = None
+            try:
+                # A connection of its own, not the pool's: it lives as long as the listening does.
+                conn = await asyncpg.connect(self.dsn) if self.dsn else await self._pool.acquire()
+                conn.add_termination_listener(lambda *_, lost=lost: lost.set())
+                await conn.add_listener(channel, heard)
+                delay = 0.5
+                wake()
+                stopping = asyncio.ensure_future(stop.wait())
+                dropped = asyncio.ensure_future(lost.wait())
+                try:
+                    await asyncio.wait({stopping, dropped}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stopping.cancel()
+                    dropped.cancel()
+                if lost.is_set():
+                    log.warning("lost the LISTEN connection for %s; reconnecting", channel)
+            except FOREIGN as exc:
+                log.warning("cannot LISTEN on %s (%s); retrying in %.1fs", channel, exc, delay)
+            finally:
+                if conn is not None:
+                    if self.dsn:
+                        conn.terminate()
+                    else:
+                        with contextlib.suppress(*FOREIGN):
+                            await conn.remove_listener(channel, heard)
+                            await self._pool.release(conn)
+            if not stop.is_set() and (lost.is_set() or conn is None):
+                await self.clock.wait(stop, delay)
+                delay = min(delay * 2, 10.0)

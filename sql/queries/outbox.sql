@@ -1,0 +1,63 @@
+-- Every message to a surface, queued under a stable transaction id until it is sent (engine/store/outbox.py).
+
+-- name: enqueue_outbox
+-- Queue one message to Matrix under a stable transaction id (a second enqueue of the same id is a no-op).
+INSERT INTO outbox (txn_id, run_id, room_id, sender, event_type, content)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (txn_id) DO NOTHING
+RETURNING id;
+
+-- name: enqueue_outbox_of
+-- Queue a message that edits or redacts the earlier message $7 (by its txn id).
+INSERT INTO outbox (txn_id, run_id, room_id, sender, event_type, content, of_txn)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (txn_id) DO NOTHING
+RETURNING id;
+
+-- name: enqueue_progress
+-- Queue a run's progress line (or an edit of it, $7 = the line's txn id) only while the run is still
+-- running; the run's row is locked so a finish that races it either sees this row or makes it a no-op.
+INSERT INTO outbox (txn_id, run_id, room_id, sender, event_type, content, of_txn)
+SELECT $1, r.id, $3, $4, 'm.room.message', $5, $6
+  FROM agent_runs r WHERE r.id = $2 AND r.status = 'running'
+   FOR UPDATE
+ON CONFLICT (txn_id) DO NOTHING
+RETURNING id;
+
+-- name: claim_outbox
+-- Take up to $1 due messages, oldest first, hiding them for $2 seconds (a sender that dies mid-send
+-- leaves them to be retried under the same transaction id).
+WITH due AS (
+    SELECT id FROM outbox
+     WHERE status = 'pending' AND next_attempt_at <= clock_timestamp()
+     ORDER BY id
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox o
+   SET attempts = o.attempts + 1, next_attempt_at = clock_timestamp() + make_interval(secs => $2)
+  FROM due
+ WHERE o.id = due.id
+RETURNING o.id, o.txn_id, o.run_id, o.room_id, o.sender, o.event_type, o.content, o.attempts, o.of_txn;
+
+-- name: outbox_sent
+-- The homeserver took it: remember the event id.
+UPDATE outbox SET status = 'sent', event_id = $2, sent_at = now(), last_error = NULL WHERE id = $1;
+
+-- name: outbox_retry
+-- Try again after $2 seconds.
+UPDATE outbox SET next_attempt_at = clock_timestamp() + make_interval(secs => $2), last_error = $3
+ WHERE id = $1;
+
+-- name: outbox_failed
+-- The homeserver refused for good (not a 429 or a 5xx): keep the row and the reason.
+UPDATE outbox SET status = 'failed', last_error = $2 WHERE id = $1;
+
+-- name: next_outbox_due
+-- Seconds until the next pending message is due (NULL when none waits).
+SELECT greatest(0, extract(epoch FROM min(next_attempt_at) - clock_timestamp()))::float8 AS seconds
+  FROM outbox WHERE status = 'pending';
+
+-- name: outbox_event_for_txn
+-- The event id a queued message got, once sent.
+SELECT event_id, status FROM outbox WHERE txn_id = $1;

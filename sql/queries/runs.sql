@@ -1,0 +1,193 @@
+-- Runs and their steps: summoned, claimed, held by a lease, fenced, finished, swept (engine/store/runs.py).
+
+-- name: insert_run
+-- A run for a summons; one line summons at most one run (a replayed line gets no row back).
+INSERT INTO agent_runs (bot, surface, room_id, thread_root, trigger_event, asked_by, subject, prompt,
+                        context, script, limits, max_attempts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (trigger_event) DO NOTHING
+RETURNING id;
+
+-- name: get_run
+-- One run.
+SELECT * FROM agent_runs WHERE id = $1;
+
+-- name: claim_run
+-- Claim the oldest queued run for worker $1 with a lease of $2 seconds, with the database's time (the one
+-- clock). Short and autocommit: the worker then holds the run by id and never asks the claim again.
+WITH c AS (
+    SELECT id FROM agent_runs
+     WHERE status = 'queued'
+     ORDER BY created_at, id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE agent_runs r
+   SET status = 'running', lease_owner = $1,
+       lease_expires_at = clock_timestamp() + make_interval(secs => $2),
+       attempts = r.attempts + 1, started_at = coalesce(r.started_at, clock_timestamp()),
+       updated_at = clock_timestamp()
+  FROM c
+ WHERE r.id = c.id
+RETURNING r.*, clock_timestamp() AS now;
+
+-- name: fence_run
+-- Every write is fenced: extend the lease of run $1 only while worker $2 holds it, and read the
+-- cancel flag (and how many lines have joined the run, and the database's time) in the same commit. No row =
+-- the lease was lost: stop at once.
+UPDATE agent_runs
+   SET lease_expires_at = clock_timestamp() + make_interval(secs => $3), updated_at = clock_timestamp()
+ WHERE id = $1 AND status = 'running' AND lease_owner = $2
+RETURNING cancel_requested, coalesce(jsonb_array_length(context->'later'), 0) AS later, clock_timestamp() AS now;
+
+-- name: insert_step
+-- Record step $2 of run $1; the (run_id, seq) key refuses a second writer.
+INSERT INTO agent_steps (run_id, seq, kind, payload, provider, model, tokens_in, tokens_out, cost_usd, worker)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
+
+-- name: run_steps
+-- A run's steps, in order.
+SELECT seq, payload FROM agent_steps WHERE run_id = $1 ORDER BY seq;
+
+-- name: finish_run
+-- The run is over (done with an answer, or an ending), fenced on the lease.
+UPDATE agent_runs
+   SET status = $3, ending = $4, reason = $5, answer = $6, lease_owner = NULL, lease_expires_at = NULL,
+       finished_at = clock_timestamp(), updated_at = clock_timestamp()
+ WHERE id = $1 AND status = 'running' AND lease_owner = $2
+RETURNING id;
+
+-- name: hand_back_run
+-- The wall-clock budget is spent: release the lease so the next worker picks the run up at once
+-- (the status change to queued NOTIFYs).
+UPDATE agent_runs
+   SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+ WHERE id = $1 AND status = 'running' AND lease_owner = $2
+RETURNING id;
+
+-- name: sweep_expired
+-- Re-queue runs whose worker died (lease expired), $1 at a time, never blocking workers. Abort wins over
+-- retry: a cancelled run is made terminal; a run past max_attempts fails.
+WITH s AS (
+    SELECT id FROM agent_runs
+     WHERE status = 'running' AND lease_expires_at < clock_timestamp()
+     ORDER BY lease_expires_at
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE agent_runs r
+   SET status = CASE WHEN r.cancel_requested THEN 'cancelled'
+                     WHEN r.attempts >= r.max_attempts THEN 'failed'
+                     ELSE 'queued' END,
+       ending = CASE WHEN r.cancel_requested THEN 'cancelled'
+                     WHEN r.attempts >= r.max_attempts THEN 'failed' END,
+       finished_at = CASE WHEN r.cancel_requested OR r.attempts >= r.max_attempts
+                          THEN clock_timestamp() END,
+       lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+  FROM s
+ WHERE r.id = s.id
+RETURNING r.id, r.status;
+
+-- name: join_live_run
+-- A second mention by the same person to the same bot in the same thread (or main timeline) while its run
+-- is still queued or running joins that run: the line is added to its context's `later`, no new run.
+UPDATE agent_runs r
+   SET context = r.context
+                 || jsonb_build_object('later', coalesce(r.context->'later', '[]'::jsonb) || jsonb_build_array($5::jsonb))
+                 || CASE WHEN $6::text IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('later_header', $6::text) END,
+       updated_at = now()
+ WHERE r.id = (SELECT l.id FROM agent_runs l
+                WHERE l.bot = $1 AND l.asked_by = $2 AND l.room_id = $3 AND l.thread_root IS NOT DISTINCT FROM $4
+                  AND l.status IN ('queued', 'running') AND NOT l.cancel_requested
+                ORDER BY l.id DESC LIMIT 1)
+   AND r.status IN ('queued', 'running') AND NOT r.cancel_requested
+RETURNING r.id;
+
+-- name: run_context
+-- A run's context as it stands now (lines said while it works join it): read before each model call.
+SELECT context FROM agent_runs WHERE id = $1;
+
+-- name: conversation_busy
+-- Whether bot $1 already has a queued or running run in conversation $2 (one at a time, SPEC §6).
+SELECT EXISTS (SELECT 1 FROM agent_runs
+                WHERE bot = $1 AND conversation = $2 AND status IN ('queued', 'running')) AS busy;
+
+-- name: mark_run_conversation
+-- Run $1 belongs to conversation $2; a second unfinished run of the same bot there violates the unique index.
+UPDATE agent_runs SET conversation = $2 WHERE id = $1;
+
+-- name: request_cancel
+-- Ask the unfinished runs in a room's thread (or main timeline, thread NULL) to stop; only the asker's
+-- when $3 is given (a moderator passes NULL). Workers see the flag at their next fenced write.
+UPDATE agent_runs SET cancel_requested = true, updated_at = now()
+ WHERE room_id = $1 AND thread_root IS NOT DISTINCT FROM $2 AND ($3::text IS NULL OR asked_by = $3)
+   AND status IN ('queued', 'running') AND NOT cancel_requested
+RETURNING id;
+
+-- name: request_cancel_by_event
+-- Ask the unfinished run in room $3 summoned by line $1 (or whose progress line is $1) to stop; only when
+-- asked by $2, unless $2 is NULL (a moderator of that room).
+UPDATE agent_runs r SET cancel_requested = true, updated_at = now()
+ WHERE (r.trigger_event = $1
+        OR r.id = (SELECT o.run_id FROM outbox o WHERE o.event_id = $1 AND o.run_id IS NOT NULL LIMIT 1))
+   AND r.room_id = $3
+   AND ($2::text IS NULL OR r.asked_by = $2)
+   AND r.status IN ('queued', 'running') AND NOT r.cancel_requested
+RETURNING r.id;
+
+-- name: cancel_room_runs
+-- Cancel every unfinished run in a room (it turned encrypted, or we left): queued ones end now,
+-- running ones see the flag at their next fenced write.
+UPDATE agent_runs
+   SET cancel_requested = true,
+       status = CASE WHEN status = 'queued' THEN 'cancelled' ELSE status END,
+       ending = CASE WHEN status = 'queued' THEN 'cancelled' ELSE ending END,
+       finished_at = CASE WHEN status = 'queued' THEN now() ELSE finished_at END,
+       updated_at = now()
+ WHERE room_id = $1 AND status IN ('queued', 'running')
+RETURNING id;
+
+-- name: cancel_room_run
+-- Ask run $1 to stop, only when it is in room $2 and unfinished; no row back = no such run here.
+UPDATE agent_runs SET cancel_requested = true, updated_at = now()
+ WHERE id = $1 AND room_id = $2 AND status IN ('queued', 'running') AND NOT cancel_requested
+RETURNING id;
+
+-- name: unfinished_room_runs
+-- The runs in room $1 that are still queued or running (what `cancel` accepts), oldest first.
+SELECT id FROM agent_runs WHERE room_id = $1 AND status IN ('queued', 'running') ORDER BY id;
+
+-- name: room_runs
+-- The latest $2 runs in room $1, newest first, with what each cost.
+SELECT r.id, r.bot, r.status, r.ending, r.asked_by, r.created_at,
+       coalesce((SELECT sum(s.cost_usd) FROM agent_steps s WHERE s.run_id = r.id), 0)::float8 AS cost_usd
+  FROM agent_runs r
+ WHERE r.room_id = $1
+ ORDER BY r.id DESC
+ LIMIT $2;
+
+-- name: room_spend
+-- What the runs in room $1 cost, by bot: today and this month (UTC), from their steps.
+SELECT r.bot,
+       coalesce(sum(s.cost_usd) FILTER (WHERE s.created_at >= date_trunc('day', now(), 'UTC')), 0)::float8 AS today,
+       coalesce(sum(s.cost_usd), 0)::float8 AS month
+  FROM agent_steps s JOIN agent_runs r ON r.id = s.run_id
+ WHERE r.room_id = $1 AND s.created_at >= date_trunc('month', now(), 'UTC')
+ GROUP BY r.bot
+ ORDER BY r.bot;
+
+-- name: inspect_runs
+-- The latest runs, newest first, optionally only run $1, room $2 or bot $3, at most $4.
+SELECT id, bot, room_id, thread_root, asked_by, status, ending, reason, attempts, created_at, started_at,
+       finished_at, left(coalesce(answer, ''), 120) AS answer
+  FROM agent_runs
+ WHERE ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR room_id = $2) AND ($3::text IS NULL OR bot = $3)
+ ORDER BY id DESC
+ LIMIT $4;
+
+-- name: inspect_steps
+-- A run's steps with what each cost and how long after the previous one it was recorded.
+SELECT seq, kind, provider, model, tokens_in, tokens_out, cost_usd::float8 AS cost_usd, worker, payload,
+       extract(epoch FROM created_at - coalesce(lag(created_at) OVER (ORDER BY seq),
+                                                (SELECT started_at FROM agent_runs WHERE id = $1)))::float8 AS seconds
+  FROM agent_steps WHERE run_id = $1 ORDER BY seq;
