@@ -22,9 +22,11 @@ from engine.content.audience import AudienceFacts
 from engine.content.files import read_content
 from engine.core.messages import Step
 from engine.providers.mock import MockModel
+from engine.run.hold import Hold
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
 from engine.store import Families, Store, Tx, migrate
+from engine.store.runs import Claim
 from engine.surface import RunInfo
 from engine.tools.base import RunRef
 from tests.store import TestStore
@@ -36,7 +38,19 @@ RUNS = 400
 SCRIPT: list[dict[str, Any]] = [{"tool_calls": [{"id": "a", "name": "noop", "arguments": {}}]}, {"text": "done"}]
 
 
+class TimedHold(Hold):
+    commits: list[float]
+
+    async def record(self, steps: list[Step], step: Step) -> bool:
+        started = time.perf_counter()
+        try:
+            return await super().record(steps, step)
+        finally:
+            self.commits.append(time.perf_counter() - started)
+
+
 class Timed(Worker):
+    hold_class = TimedHold
     claims: list[float]
     commits: list[float]
 
@@ -49,12 +63,11 @@ class Timed(Worker):
         await self.hold(claim)
         return True
 
-    async def _record(self, run_id: int, steps: list[Step], step: Step) -> bool:
-        started = time.perf_counter()
-        try:
-            return await super()._record(run_id, steps, step)
-        finally:
-            self.commits.append(time.perf_counter() - started)
+    def holding(self, claim: Claim) -> Hold:
+        hold = super().holding(claim)
+        assert isinstance(hold, TimedHold)
+        hold.commits = self.commits
+        return hold
 
 
 class Silent:

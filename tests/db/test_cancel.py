@@ -11,6 +11,7 @@ from engine.clock import SystemClock
 from engine.content import Registry
 from engine.core.messages import ModelStep, Step
 from engine.providers.mock import MockModel
+from engine.run.hold import Hold
 from engine.run.worker import Worker, WorkerSettings
 from engine.surface import Ended, RunInfo
 from tests.db.runs import insert_run, steps_of
@@ -76,17 +77,21 @@ async def test_a_cancelled_queued_run_ends_cancelled_when_claimed(ingest: Dispat
     assert [s["kind"] for s in await steps_of(db, row["id"])] == ["ending"]
 
 
-class CancelAfterModelStep(Worker):
+class CancelAfterModelStepHold(Hold):
     """Somebody says !cancel right after the model asked for a tool (and before the tool call is
     recorded): the cancel lands between two commits."""
 
-    async def _record(self, run_id: int, steps: list[Step], step: Step) -> bool:
-        cancelled = await super()._record(run_id, steps, step)
+    async def record(self, steps: list[Step], step: Step) -> bool:
+        cancelled = await super().record(steps, step)
         if isinstance(step, ModelStep) and step.tool_calls:
             store = self.store
             assert isinstance(store, TestStore)
-            await store.pool.execute("UPDATE agent_runs SET cancel_requested = true WHERE id = $1", run_id)
+            await store.pool.execute("UPDATE agent_runs SET cancel_requested = true WHERE id = $1", self.run.id)
         return cancelled
+
+
+class CancelAfterModelStep(Worker):
+    hold_class = CancelAfterModelStepHold
 
 
 async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, published: Registry) -> None:

@@ -156,7 +156,7 @@ async def test_a_worker_that_lost_its_lease_writes_nothing(db: TestStore, publis
     assert await b.sweep() == 1
     assert await b.work_once()
     with pytest.raises(LeaseLost):
-        await stale._record(run_id, [], ModelStep(text="late"))
+        await stale.holding(claim).record([], ModelStep(text="late"))
     steps = await steps_of(db, run_id)
     assert {s["worker"] for s in steps} == {"b"}
     assert [s["seq"] for s in steps] == [1, 2]

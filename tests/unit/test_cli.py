@@ -46,6 +46,15 @@ def test_a_bad_setting_stops_start_up_with_one_line_naming_the_key(tmp_path: Pat
     assert "appservice.as_token" in result.stderr
 
 
+def test_serving_for_real_takes_no_scripted_model_turns() -> None:
+    # A script reaches a run only from a trusted caller (the tests, the demo): `summon serve` has no way in.
+    result = summon("serve", "--accept-scripts")
+    assert result.returncode == 2
+    assert "unrecognized arguments: --accept-scripts" in result.stderr
+    source = (REPO / "appservice" / "__main__.py").read_text(encoding="utf-8")
+    assert "scripts" not in source
+
+
 def test_a_missing_config_file_is_one_line(tmp_path: Path) -> None:
     result = summon("-c", str(tmp_path / "nope.yaml"), "publish")
     assert result.returncode == 2

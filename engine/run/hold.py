@@ -1,0 +1,292 @@
+"""Holding one claimed run: step it until it is finished or its wall-clock budget is spent, then hand it
+back. I/O around the pure ``decide`` (``engine/core/loop.py``).
+
+- No transaction is held open across a model or tool call.
+- Every write is fenced on ``lease_owner`` and reads the cancel flag (and how many lines have joined the run,
+  and the database's time) in the same commit; a fence that matches no row raises ``LeaseLost`` and the
+  hold stops at once.
+- A tool call is recorded before it runs, and runs only if that same commit read "not cancelled".
+- The answer (or the ending), the spend settled and its delivery to the surface are one commit.
+- ``decide`` is handed the database's time — read with the claim and with every fenced write, carried forward
+  by this process's monotonic clock — never this process's wall clock: ``started_at`` is the database's too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from engine.clock import Clock
+from engine.content import Registry
+from engine.content.audience import AudienceFacts
+from engine.core.commands import command_prompt
+from engine.core.limits import DEFAULT_LIMITS, Limits
+from engine.core.loop import CallModel, CloseInterrupted, End, Finished, RunTool, RunView, Say, decide
+from engine.core.messages import (
+    AnswerStep,
+    EndingStep,
+    HeardStep,
+    ModelRequest,
+    ModelStep,
+    Step,
+    ToolCallStep,
+    ToolResultStep,
+    conversation,
+    dump_step,
+    heard,
+    load_step,
+)
+from engine.core.prompt import later_of, opening, said_since
+from engine.errors import LeaseLost, StoreError
+from engine.providers.base import Answerer
+from engine.store import Store, Tx
+from engine.store.runs import Claim, Run
+from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
+from engine.tools.base import Offered, RunRef
+from engine.tools.runner import ToolRunner
+
+log = logging.getLogger(__name__)
+
+# What the model is told about a tool call that never reported back. Tools run at most once.
+INTERRUPTED = "This tool call was interrupted before its result was recorded; it may or may not have taken effect."
+
+
+class Hold:
+    """One run, claimed by ``owner``, worked on until it is done or ``budget_seconds`` have passed."""
+
+    def __init__(self, claim: Claim, *, store: Store, registry: Callable[[], Registry], answerer: Answerer,
+                 surface: Surface | None, toolbox: ToolRunner, clock: Clock, owner: str, lease_seconds: float,
+                 budget_seconds: float) -> None:
+        self.row = claim.run
+        self.run = RunInfo.of(claim.run)
+        self.store = store
+        self._registry = registry
+        self.answerer = answerer
+        self.surface = surface
+        self.toolbox = toolbox
+        self.clock = clock
+        self.owner = owner
+        self.lease_seconds = lease_seconds
+        self.budget_seconds = budget_seconds
+        self.view = _view(claim.run)
+        # How many lines had joined the run at the last fenced write (read in the same commit), and the
+        # database's time then, with this process's monotonic clock at that moment.
+        self.joined = len(later_of(claim.run.context))
+        self._seen = (claim.now, clock.monotonic())
+
+    async def __call__(self) -> None:
+        run = self.run
+        started = self.clock.monotonic()
+        steps = await self.steps()
+        facts = await self.toolbox.asker(self.row)
+        log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.owner})
+        if self.surface is not None:
+            await self.surface.working(run, True)
+        try:
+            await self._step_until_done(steps, started, facts)
+        except asyncio.CancelledError:
+            # Shutting down: release the lease so another worker takes the run at once, not after expiry.
+            await asyncio.shield(self._release_quietly())
+            raise
+        finally:
+            if self.surface is not None:
+                await self.surface.working(run, False)
+
+    async def _release_quietly(self) -> None:
+        try:
+            await self.store.runs.hand_back(self.run.id, self.owner)
+        except StoreError:
+            log.warning("could not hand run %s back at shutdown; the sweep will", self.run.id)
+
+    async def _step_until_done(self, steps: list[Step], started: float, facts: AudienceFacts | None) -> None:
+        run = self.run
+        ref = RunRef(run.id, run.bot, run.surface, run.room_id, run.thread_root)
+        context: dict[str, Any] = self.row.context
+        while True:
+            action = decide(self.view, steps, self.now())
+            if isinstance(action, Finished):
+                return
+            if isinstance(action, Say | End):
+                if await self._finish(steps, [], action):
+                    return
+                continue
+            if isinstance(action, CallModel):
+                # The context is read again only when the last fenced write saw more joined lines than the
+                # run has heard (a line joining after that is caught when the run finishes).
+                if self.joined > len(later_of(context)):
+                    context = await self.store.runs.context(run.id)
+                text, count = said_since(context, heard(steps))
+                cancelled = bool(count) and await self.record(steps, HeardStep(text, count))
+                if not cancelled:
+                    cancelled, last = await self._call_model(context, steps, self.toolbox.offer(ref, steps, facts))
+                if not cancelled:
+                    then = decide(self.view, [*steps, last], self.now())
+                    if isinstance(then, Say | End):
+                        # The model's last word ends the run: record it, the answer (or ending) and the
+                        # delivery in one commit rather than two — unless the asker said more meanwhile.
+                        if await self._finish(steps, [last], then):
+                            return
+                        continue
+                    cancelled = await self.record(steps, last)
+            elif isinstance(action, RunTool):
+                cancelled = await self.record(steps, ToolCallStep(action.call))
+                if not cancelled:
+                    # Checked against what the model was offered when it asked (the steps before its turn),
+                    # so a skill opened in the same turn does not hand over that skill's tools.
+                    offer = self.toolbox.offer(ref, _before_last_turn(steps), facts)
+                    result = await self.toolbox.run(ref, offer, action.call.name, action.call.arguments)
+                    cancelled = await self.record(steps, ToolResultStep(action.call.id, result[0], is_error=result[1]))
+            elif isinstance(action, CloseInterrupted):
+                cancelled = await self.record(
+                    steps, ToolResultStep(action.call.id, INTERRUPTED, is_error=True, interrupted=True))
+            else:  # pragma: no cover - the Action union is closed
+                raise AssertionError(action)
+            if cancelled:
+                self.view = RunView(self.view.id, self.view.limits, self.view.started_at, cancel_requested=True)
+                continue
+            if self.clock.monotonic() - started >= self.budget_seconds:
+                await self._hand_back()
+                return
+
+    def _asked(self, registry: Registry, context: dict[str, Any]) -> str:
+        """What the run asks: a command's prompt, resolved here from the command as published; otherwise
+        what the person said."""
+        if "command" not in context:
+            return self.row.prompt
+        resolved = command_prompt(registry.commands, registry.strings, context)
+        if resolved is None:
+            log.warning("run %s was a command that is gone; it asks what the person said", self.run.id,
+                        extra={"run": self.run.id, "bot": self.run.bot})
+            return self.row.prompt
+        return resolved
+
+    async def _call_model(self, context: dict[str, Any], steps: list[Step], offer: Offered) -> tuple[bool, ModelStep]:
+        """Call the model with what this run may use; record every failed attempt before the last, and
+        return the last unrecorded (with the cancel flag read while recording the others)."""
+        registry = self._registry()
+        bot = registry.get(self.run.bot)
+        system = bot.prompt if bot is not None else ""
+        skills = offer.skills_section(registry.strings.get("skills", "header") or "")
+        if skills:
+            system = f"{system}\n\n{skills}" if system else skills
+        request = ModelRequest(
+            system=system,
+            messages=conversation(opening(context, self._asked(registry, context)), steps),
+            model=bot.model if bot is not None else None,
+            tools=offer.tools,
+        )
+        turn = sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
+        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn)
+        cancelled = False
+        for attempt in earlier:
+            cancelled = await self.record(steps, attempt) or cancelled
+        return cancelled, last
+
+    # --- fenced writes ------------------------------------------------------------------------------
+
+    async def record(self, steps: list[Step], step: Step) -> bool:
+        """Record the next step, fenced; return the cancel flag read in the same commit."""
+        async with self.store.transaction("record_step") as tx:
+            cancel = await self._fence(tx)
+            await self._insert_step(tx, len(steps) + 1, step)
+        steps.append(step)
+        return cancel
+
+    async def _fence(self, tx: Tx) -> bool:
+        fence = await tx.runs.fence(self.run.id, self.owner, self.lease_seconds)
+        self.joined = fence.later
+        self._seen = (fence.now, self.clock.monotonic())
+        return fence.cancel_requested
+
+    def now(self) -> datetime:
+        """The database's time (the one clock every stored time comes from), as read at this run's last
+        round trip and carried forward by this process's monotonic clock since."""
+        then, at = self._seen
+        return then + timedelta(seconds=max(0.0, self.clock.monotonic() - at))
+
+    async def _insert_step(self, tx: Tx, seq: int, step: Step) -> None:
+        model = step if isinstance(step, ModelStep) else None
+        await tx.runs.insert_step(
+            self.run.id, seq, step.kind, dump_step(step), owner=self.owner,
+            provider=model.provider if model else None, model=model.model if model else None,
+            tokens_in=model.tokens_in if model else 0, tokens_out=model.tokens_out if model else 0,
+            cost_usd=model.cost_usd if model else 0,
+        )
+
+    async def _finish(self, steps: list[Step], pending: list[Step], action: Say | End) -> bool:
+        """Record ``pending`` steps and the final one, finish the run and hand the outcome to the surface,
+        in one commit. A cancel that arrived meanwhile wins over an answer: the person said stop. Words
+        the asker added meanwhile (read under the fence's row lock, so a joining line either is seen here
+        or starts a run of its own) make the answer a draft when the run may still ask the model: they are
+        recorded and False is returned, so the model is asked again."""
+        run = self.run
+        async with self.store.transaction("finish_run") as tx:
+            if await self._fence(tx) and not (isinstance(action, End) and action.ending == "cancelled"):
+                action = End("cancelled")
+            if isinstance(action, Say) and self.joined > heard([*steps, *pending]):
+                context = await tx.runs.context(run.id)
+                text, count = said_since(context, heard([*steps, *pending]))
+                more = [*steps, *pending, HeardStep(text, count)]
+                if count and not isinstance(decide(self.view, more, self.now()), CallModel):
+                    # Out of steps, money or time: the answer it has is said rather than thrown away.
+                    log.info("run %s: the asker said more, but the run may not ask the model again; answering",
+                             run.id, extra={"run": run.id, "bot": run.bot})
+                    count = 0
+                if count:
+                    for n, step in enumerate([*pending, HeardStep(text, count)], start=len(steps) + 1):
+                        await self._insert_step(tx, n, step)
+                    steps.extend([*pending, HeardStep(text, count)])
+                    log.info("run %s: the asker said more before the answer went out; asking again", run.id,
+                             extra={"run": run.id, "bot": run.bot})
+                    return False
+            outcome: Outcome
+            if isinstance(action, Say):
+                final: Step = AnswerStep(action.text)
+                outcome = Answered(action.text)
+                status, ending, reason, answer = "done", None, None, action.text
+            else:
+                final = EndingStep(action.ending, action.reason)
+                outcome = Ended(action.ending, action.reason)
+                status = {"cancelled": "cancelled", "failed": "failed"}.get(action.ending, "done")
+                ending, reason, answer = action.ending, action.reason or None, None
+            for n, step in enumerate([*pending, final], start=len(steps) + 1):
+                await self._insert_step(tx, n, step)
+            await tx.runs.finish(run.id, self.owner, status=status, ending=ending, reason=reason, answer=answer)
+            await tx.people.settle(run.id)
+            if self.surface is not None:
+                await self.surface.deliver(tx, run, outcome)
+        steps.extend([*pending, final])
+        log.info("run %s finished: %s", run.id, ending or "answered", extra={"run": run.id, "bot": run.bot})
+        return True
+
+    async def _hand_back(self) -> None:
+        if not await self.store.runs.hand_back(self.run.id, self.owner):
+            raise LeaseLost(self.run.id, self.owner)
+        log.info("run %s handed back after its budget", self.run.id, extra={"run": self.run.id})
+
+    async def steps(self) -> list[Step]:
+        return [load_step(payload) for payload in await self.store.runs.steps(self.run.id)]
+
+
+def _view(row: Run) -> RunView:
+    limits = row.limits or {}
+    return RunView(
+        id=row.id,
+        limits=Limits(steps=int(limits.get("steps", DEFAULT_LIMITS.steps)),
+                      spend=float(limits.get("spend", DEFAULT_LIMITS.spend)),
+                      minutes=float(limits.get("minutes", DEFAULT_LIMITS.minutes))),
+        started_at=row.started_at or row.created_at,
+        cancel_requested=row.cancel_requested,
+    )
+
+
+def _before_last_turn(steps: list[Step]) -> list[Step]:
+    """The steps before the model's latest answered turn: what its offer was worked out from."""
+    for n in range(len(steps) - 1, -1, -1):
+        step = steps[n]
+        if isinstance(step, ModelStep) and step.error is None:
+            return steps[:n]
+    return steps
