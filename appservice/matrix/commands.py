@@ -3,13 +3,13 @@
 - A line is a command when, past a leading address to one of our users ("Helper: !summarise"), it
   is ``!name …`` and ``name`` is a command offered on ``rooms`` whose bot is joined here — or the line
   carries an MSC4332 ``m.bot.command`` block naming one. Anything else (``!word`` that is no command)
-  is just a line: ingest summons a bot it names, as for any line. A line that names another bot is
+  is just a line: a bot it names is summoned, as for any line. A line that names another bot is
   that bot's, not the command's.
 - ``for:`` is checked against the sender by the room's power levels. A person it does not admit is
   answered as if the command did not exist — **withheld, never refused** (SPEC §3): it is absent from
   their ``!help`` and from the state clients draw, so a plain member never learns a moderator's
   command is there.
-- A bot command asks its bot through ingest's ``ask`` (every refusal applies) with the prompt
+- A bot command asks its bot through ``asking`` (every refusal applies) with the prompt
   resolved here, and the name and arguments kept on the run's context, so a worker can resolve it
   afresh. A tool command is run by a bot in the room that has the tool (the one named, else the first
   by slug), asked in the site's words (``tool_prompt``) to call it with the arguments: rooms have no
@@ -137,7 +137,7 @@ class Commands:
 
     async def _no_runner(self, tx: Tx, line: Line, command: Command, registry: Registry,
                          people: Mapping[str, str | None], named: Sequence[str]) -> bool:
-        """No bot here runs it. A line naming another bot is that bot's (ingest summons it); a bot
+        """No bot here runs it. A line naming another bot is that bot's (a mention summons it); a bot
         command whose bot is not here is just a line; a tool command is told there is none."""
         if named or command.tool is None:
             return False
@@ -151,7 +151,7 @@ class Commands:
         return {r.user_id: r.display_name for r in await tx.rooms.people(room_id)}
 
     def _facts(self, room: Room, user_id: str) -> AudienceFacts:
-        # The sender spoke in the room, so they are in it (as ingest reads it for a mention).
+        # The sender spoke in the room, so they are in it (as a mention reads them).
         return facts_in_room(user_id, room, self.server_name)
 
     def _speaker(self, registry: Registry, people: Mapping[str, str | None]) -> str | None:
