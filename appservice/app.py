@@ -156,7 +156,7 @@ class Service:
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
-                                    CodeTools(Path(c.content.dir)))
+                                    CodeTools(Path(c.content.dir)), db=self.store)
         self.worker = Worker(
             self.store, self.registry, self.answerer, {self.surface.name: self.surface}, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
@@ -195,7 +195,7 @@ class Service:
         self.homeserver = Homeserver(self.api)
         self.command_state = CommandState(self.store, self.homeserver)
         self.surface = MatrixSurface(self.store, self.homeserver, self.registry, self.tasks, self.clock,
-                                     server_name=server, commands=self.command_state)
+                                     server_name=server, service_user=self.service_user, commands=self.command_state)
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,

@@ -82,14 +82,20 @@ class LineHandler:
         await self._mention(tx, line, event)
 
     async def _mention(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> None:
+        """The first bot the line names that hears mentions (``hears:``) is asked. A bot whose file does
+        not list ``mention`` is not summoned by being named: it wakes only as its file says."""
         registry = self._registry()
         named = named_bots(line, self.ours.puppets())
         if not named:
             return
-        bot = next((b for b in registry.bots.values() if b.user_id == named[0]), None)
-        if bot is None:
-            return
-        await self.asking.ask(tx, line, bot, script=self.scripts(event) if self.scripts is not None else None)
+        by_user = {b.user_id: b for b in registry.bots.values()}
+        bots = [by_user[user_id] for user_id in named if user_id in by_user]
+        for bot in bots:
+            if bot.hears_mentions:
+                await self.asking.ask(tx, line, bot, script=self.scripts(event) if self.scripts is not None else None)
+                return
+            log.info("line %s names %s, which does not hear mentions (hears: in %s)", line.event_id, bot.slug,
+                     bot.source_path, extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})
 
     def _may_summon(self, line: Line) -> bool:
         # m.notice is never answered (no bot loops), nor our own users' lines, nor edits and redactions.

@@ -8,6 +8,11 @@ from appservice.matrix.mentions import Puppet
 from engine.content import Registry
 
 
+def in_our_namespace(user_id: str, *, server_name: str, service_user: str | None) -> bool:
+    """The service user, or any ``@bot_…`` user of our server (a puppet, published now or not)."""
+    return user_id == service_user or (user_id.startswith("@bot_") and user_id.endswith(f":{server_name}"))
+
+
 class Ours:
     def __init__(self, registry: Callable[[], Registry], *, server_name: str, service_user: str) -> None:
         self._registry = registry
@@ -16,9 +21,8 @@ class Ours:
 
     def __call__(self, user_id: str) -> bool:
         """The service user, or a puppet (published now or not: a withdrawn bot's puppet is still ours)."""
-        return user_id == self.service_user or (
-            user_id.startswith("@bot_") and user_id.endswith(f":{self.server_name}")
-        ) or any(b.user_id == user_id for b in self._registry().bots.values())
+        return in_our_namespace(user_id, server_name=self.server_name, service_user=self.service_user) or any(
+            b.user_id == user_id for b in self._registry().bots.values())
 
     def puppets(self) -> list[Puppet]:
         return [Puppet(b.user_id, b.name) for b in self._registry().bots.values()]

@@ -29,14 +29,17 @@ from appservice.matrix.offers import (
     poll_txn,
     style_of,
 )
+from appservice.matrix.ours import in_our_namespace
 from appservice.matrix.power import facts_in_room
 from appservice.matrix.render import answer_content
 from engine.clock import Clock
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core import choices
+from engine.core.redact import redact
 from engine.errors import MatrixError
 from engine.store import Families, Tx
+from engine.store.rooms import Room
 from engine.surface import Answered, Outcome, RunInfo
 from engine.tasks import TaskGroup
 
@@ -59,15 +62,31 @@ def run_content(run: RunInfo, text: str, *, mention: bool = True) -> dict[str, A
 
 
 async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, server_name: str,
-                    site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+                    service_user: str | None = None, site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
     """A person as the room knows them now: a member? a moderator or an admin, by the room's own power
-    levels? With no room (or nobody), just who they are."""
+    levels? Is the room theirs alone (``private``)? With no room (or nobody), just who they are."""
     room = await db.rooms.get(room_id) if room_id is not None else None
     if user_id is None or room is None:
         return AudienceFacts(user_id=user_id, local_server=server_name, site_classes=site_classes)
     member = await db.rooms.member(room.room_id, user_id)
-    return facts_in_room(user_id, room, server_name, is_member=member is not None and member.membership == "join",
-                         site_classes=site_classes)
+    joined = member is not None and member.membership == "join"
+    facts = facts_in_room(user_id, room, server_name, is_member=joined, site_classes=site_classes)
+    if joined and await _theirs_alone(db, room, user_id, server_name=server_name, service_user=service_user):
+        facts = replace(facts, private=True)
+    return facts
+
+
+async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: str, service_user: str | None) -> bool:
+    """Whether ``user_id`` is the only human who reads what is said in ``room`` (a DM with a bot), from the
+    members as stored: every other joined or invited member is one of ours (a puppet, the service user).
+    Anything less than sure is not private: a room whose state we never read (no creation stored), one we
+    left, and a world-readable one (anyone may read it without joining)."""
+    if room.create_content is None or room.left_at is not None or room.history_visibility == "world_readable":
+        return False
+    readers = await db.rooms.readers(room.room_id)
+    people = {r.user_id for r in readers
+              if not in_our_namespace(r.user_id, server_name=server_name, service_user=service_user)}
+    return people == {user_id}
 
 
 class RoomFacts:
@@ -76,12 +95,14 @@ class RoomFacts:
 
     name = "rooms"
 
-    def __init__(self, server_name: str) -> None:
+    def __init__(self, server_name: str, *, service_user: str | None = None) -> None:
         self.server_name = server_name
+        self.service_user = service_user
 
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
-        return await facts_now(db, room_id, user_id, server_name=self.server_name, site_classes=site_classes)
+        return await facts_now(db, room_id, user_id, server_name=self.server_name, service_user=self.service_user,
+                               site_classes=site_classes)
 
 
 class MatrixSurface:
@@ -90,15 +111,17 @@ class MatrixSurface:
     name = "rooms"
 
     def __init__(self, store: Families, homeserver: Homeserver, registry: Callable[[], Registry], tasks: TaskGroup,
-                 clock: Clock, *, server_name: str, commands: CommandState | None = None,
-                 typing_delay: float = TYPING_DELAY, progress_delay: float = PROGRESS_DELAY,
-                 progress_every: float = PROGRESS_EVERY) -> None:
+                 clock: Clock, *, server_name: str, service_user: str | None = None,
+                 commands: CommandState | None = None, typing_delay: float = TYPING_DELAY,
+                 progress_delay: float = PROGRESS_DELAY, progress_every: float = PROGRESS_EVERY) -> None:
+        """``service_user``: the service's own user, which (like a puppet) is no reader of a room."""
         self.store = store
         self.homeserver = homeserver
         self._registry = registry
         self._tasks = tasks
         self.clock = clock
         self.server_name = server_name
+        self.service_user = service_user
         self.commands = commands
         self.typing_delay = typing_delay
         self.progress_delay = progress_delay
@@ -112,7 +135,8 @@ class MatrixSurface:
 
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
-        return await facts_now(db, room_id, user_id, server_name=self.server_name, site_classes=site_classes)
+        return await facts_now(db, room_id, user_id, server_name=self.server_name, service_user=self.service_user,
+                               site_classes=site_classes)
 
     async def published(self, registry: Registry) -> None:
         if self.commands is not None:
@@ -132,14 +156,16 @@ class MatrixSurface:
             await self._answer(tx, run, puppet, outcome.text)
             return
         # The room hears the ending in the bot's words (strings: the kit's, the site's, the bot's own);
-        # with no words the bot says nothing. The asker also hears why: the provider's own sentence.
+        # with no words the bot says nothing. The asker also hears why: the provider's own sentence, with
+        # its links, addresses, ids and keys taken out (the whole sentence stays on the run, for the operator).
         bot = self._registry().get(run.bot)
         words = bot.ending(outcome.ending) if bot is not None else None
         if not words:
             log.info("run %s ended %s; no words for it, so nothing is said", run.id, outcome.ending,
                      extra={"run": run.id})
             return
-        text = f"{words}\n\n{outcome.reason}" if outcome.reason else words
+        reason = redact(outcome.reason) if outcome.reason else ""
+        text = f"{words}\n\n{reason}" if reason else words
         await tx.outbox.enqueue(txn_id=f"summon.run{run.id}.ending", room_id=run.room_id, sender=puppet,
                                 event_type="m.room.message", content=run_content(run, text), run_id=run.id)
 

@@ -70,7 +70,12 @@ class Audience:
 @dataclass(frozen=True)
 class AudienceFacts:
     """What is known about the person asking, gathered by the surface they asked on. ``user_id`` None is
-    nobody (an unsigned desk guest): nobody is never a member, a moderator or an admin."""
+    nobody (an unsigned desk guest): nobody is never a member, a moderator or an admin.
+
+    ``private``: what is said where they are is read by this person alone — no other human is there to
+    read it (a Matrix room whose only joined or invited human is them; their own desk conversation). The
+    surface says so as a fact; a tool that reads a person's own data is offered only where it holds for
+    the person the run is about (``engine.tools.base.offered``)."""
 
     user_id: str | None
     local_server: str
@@ -78,6 +83,7 @@ class AudienceFacts:
     is_moderator: bool = False  # may remove people and what they said here
     is_admin: bool = False  # may change who holds power here (an admin is a moderator too)
     site_classes: frozenset[str] = frozenset()
+    private: bool = False
 
     @property
     def server(self) -> str | None:

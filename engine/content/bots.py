@@ -29,7 +29,9 @@ from engine.core.messages import ENDINGS, Ending
 
 Surface = Literal["rooms", "desk", "voice"]
 SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice")
-Memory = Literal["none", "thread", "person", "person+recall"]
+# SPEC §11 names four; only the one the runtime builds compiles, so a bot never claims a memory it lacks.
+MEMORIES = ("none", "thread", "person", "person+recall")
+BUILT_MEMORIES = ("thread",)
 Offer = Literal["off", "ask", "always"]
 Answers = Literal["draft", "directly"]
 # Where a bot's answer is a draft for a person unless its file says ``answers: directly``.
@@ -101,6 +103,19 @@ def _per(value: object) -> dict[str, float]:
     return {window: float(value[window]) for window in WINDOWS if window in value}
 
 
+def _memory(value: object) -> str:
+    if value in BUILT_MEMORIES:
+        return str(value)
+    built = ", ".join(BUILT_MEMORIES)
+    if value in MEMORIES:
+        raise ValueError(
+            f"'{value}' is not built yet: a bot remembers the conversation it was asked in (memory: {built}, the"
+            " default); leave memory: out"
+        )
+    raise ValueError(f"unknown memory {value!r} (built: {built}; {', '.join(m for m in MEMORIES if m not in BUILT_MEMORIES)}"
+                     " are not built yet)")
+
+
 def _avatar(value: str) -> str:
     if not _MXC.fullmatch(value.strip()):
         raise ValueError(f"{value!r} is not an mxc:// uri (upload the image to the homeserver)")
@@ -151,7 +166,7 @@ class BotFile(Strict):
     skills: Annotated[str | tuple[str, ...], PlainValidator(_skills), PlainSerializer(_listed)] = ()
     limits: Limits = Limits()
     model: Annotated[str | dict[str, str], PlainValidator(_model)] | None = None
-    memory: Memory = "thread"
+    memory: Annotated[str, PlainValidator(_memory)] = "thread"
     offer: Offer = "off"
     answers: Answers | None = None
     endings: Annotated[dict[str, str], PlainValidator(_endings)] = Field(default_factory=dict)
@@ -168,6 +183,12 @@ class Bot(BotFile):
     source_path: str
     body: str = ""
     file: BotFile | None = Field(default=None, exclude=True)
+
+    @property
+    def hears_mentions(self) -> bool:
+        """Whether naming it in a room summons it: ``mention`` in its ``hears:`` (the default when the file
+        has no ``hears:``). A press on its choices and a command that names it ask it whatever it hears."""
+        return "mention" in self.hears
 
     def answers_on(self, surface: Surface) -> Answers:
         """On the desk a bot drafts unless its file says ``answers: directly``; in a room (or by

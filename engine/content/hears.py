@@ -35,7 +35,11 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 # Events the Matrix surface raises. A site's own events (posted to the inbound webhook) are written
 # ``site.<name>``: the prefix is what lets a typo in a Matrix event be refused rather than becoming a
 # site event that never comes.
-MATRIX_EVENTS = ("member.joined", "member.left", "room.created", "reaction")
+MATRIX_EVENTS = ("member.joined", "member.left")
+# Matrix events SPEC §6 names that nothing raises yet: refused by name until something does, so a bot
+# that says it wakes on one is not published to wait forever. (A bot's puppet joins a room after it was
+# created, so it never sees the creation; a reaction on a bot's line is a press on its choices.)
+NOT_RAISED = ("room.created", "reaction")
 SITE_PREFIX = "site."
 _SITE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9][a-z0-9_-]*)*")
 _EVERY = re.compile(r"(day|week|month)|([1-9][0-9]*) +(minutes?|hours?)")
@@ -109,6 +113,11 @@ def _event(value: object, info: ValidationInfo) -> str:
     name = value.strip() if isinstance(value, str) else value
     if name in MATRIX_EVENTS:
         return str(name)
+    if name in NOT_RAISED:
+        raise ValueError(
+            f"'{name}' is not raised yet, so nothing would ever wake the bot (Matrix events: {', '.join(MATRIX_EVENTS)};"
+            " a site's own events are written site.<name>)"
+        )
     if isinstance(name, str) and name.startswith(SITE_PREFIX) and _SITE_NAME.fullmatch(name[len(SITE_PREFIX):]):
         if declared is None or name in declared:
             return name

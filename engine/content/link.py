@@ -13,12 +13,15 @@ from engine.content.bots import ALL, Bot, BotFile, bot_fields
 from engine.content.code import read_module
 from engine.content.openapi import Spec, Unavailable, read_spec, tool_name
 from engine.content.parts import (
+    BUILTIN_KEYS,
     BUILTIN_TOOLS,
     COMMAND_SURFACES,
+    PERSONAL_BUILTINS,
     PLACEHOLDER,
     RESERVED_COMMANDS,
     Command,
     CommandFile,
+    Operation,
     Skill,
     SkillFile,
     Tool,
@@ -96,6 +99,11 @@ def _check_tools(
 def _tool(name: str, file: File, settings: Settings, errors: list[CompileError]) -> Tool | None:
     front: ToolFile = file.front
     base = {**_fields(front, ToolFile), "name": name, "source_path": file.path, "notes": file.parsed.body.strip()}
+    if name in BUILTIN_TOOLS:
+        return _builtin(name, file, front, base, errors)
+    if front.openapi is None and front.module is None:
+        errors.append(CompileError(file.path, 1, "a tool names an OpenAPI spec (openapi: + operations:) or a module: (a .py file)"))
+        return None
     if front.module is not None:
         loaded = settings.referenced.get(front.module)
         module = read_module(loaded) if isinstance(loaded, str) else None
@@ -157,13 +165,66 @@ def _tool(name: str, file: File, settings: Settings, errors: list[CompileError])
                      " variables given defaults)")
         errors.append(CompileError(file.path, file.line("openapi"), f"openapi: the spec {front.openapi} {said}"))
         return None
+    if front.subject is not None:
+        marked = _mark_subject(front.subject, tuple(allowed))
+        if isinstance(marked, str):
+            errors.append(CompileError(file.path, file.line("subject"), marked))
+            return None
+        allowed = list(marked)
     return Tool(**base, kind="openapi", base_url=base_url, allowed=tuple(allowed))
+
+
+def _builtin(name: str, file: File, front: ToolFile, base: dict[str, Any], errors: list[CompileError]) -> Tool | None:
+    """A file named after a built-in gives that built-in the site's ``for:``, ``needs:`` and ``personal:``
+    (SPEC §3: anything a person may not have is withheld) — and nothing else: the tool is the engine's."""
+    said = sorted((key for key in (_alias(k) for k in front.model_fields_set) if key not in BUILTIN_KEYS),
+                  key=lambda key: (key not in ("openapi", "module"), file.line(key, key=True)))
+    before = len(errors)
+    if name == "open_skill":
+        errors.append(CompileError(
+            file.path, 1, "open_skill comes with a bot's skills and is offered wherever they are: give a skill its own"
+            " for: instead of a file for open_skill"))
+    elif said:
+        errors.append(CompileError(
+            file.path, file.line(said[0], key=True),
+            f"'{name}' is a built-in tool: a file of that name sets only its {', '.join(k + ':' for k in BUILTIN_KEYS)}"
+            f" ({said[0]}: is not one of them; an OpenAPI or code tool takes a name of its own)"))
+    elif name in PERSONAL_BUILTINS and front.personal is False:
+        errors.append(CompileError(
+            file.path, file.line("personal", key=True),
+            f"personal: {name} reads the person's own data, so it is always personal (leave personal: out)"))
+    if len(errors) > before:
+        return None
+    return Tool(**base, kind="builtin")
+
+
+def _mark_subject(subject: str, allowed: tuple[Operation, ...]) -> tuple[Operation, ...] | str:
+    """The allowed operations with the parameter named ``subject`` marked as the person (filled from the
+    run, never offered to the model); or why it cannot be."""
+    marked: list[Operation] = []
+    found = False
+    for operation in allowed:
+        params = []
+        for param in operation.params:
+            if subject in (param.key, param.name) and param.where != "body":
+                params.append(param.model_copy(update={"subject": True}))
+                found = True
+            else:
+                params.append(param)
+        marked.append(operation.model_copy(update={"params": tuple(params)}))
+    if not found:
+        taken = "; ".join(f"{op.operation_id}: {listed(p.key for p in op.params if p.where != 'body')}" for op in allowed)
+        return (f"subject: '{subject}' is not a parameter of the allowed operations, so nothing would be filled with"
+                f" the person's account (their parameters — {taken or 'none'})")
+    return tuple(marked)
 
 
 def _check_model_names(tools: Mapping[str, Tool], files: Mapping[str, File], errors: list[CompileError]) -> None:
     """Each name a model calls a content tool by is its own: not a built-in's, not another tool's."""
     taken = {name: "a built-in tool" for name in BUILTIN_TOOLS}
     for name, tool in sorted(tools.items()):
+        if tool.kind == "builtin":
+            continue  # the built-in itself, under its own name
         file = files[name]
         targets = (
             [(tool_name(name, op.operation_id), ("operations", tool.operations.index(op.operation_id)))

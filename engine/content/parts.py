@@ -12,13 +12,18 @@ import datetime as dt
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, StrictStr, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, StrictBool, StrictStr, model_validator
 
 from engine.content.base import AudienceField, Line, Name, Names, Refusal, Strict, unique
 
 # The tools the engine itself provides; a bot names them without a file. (The runtime is elsewhere;
 # a test asserts this exact set, so a sixth is a decision somebody makes on purpose.)
 BUILTIN_TOOLS = ("about_me", "fetch", "open_skill", "raise_ticket", "search_site")
+# The built-ins that read a person's own data: offered only where that person alone reads the answer.
+# (raise_ticket writes for the person and answers only with the ticket's number: it reads nothing of theirs.)
+PERSONAL_BUILTINS = ("about_me",)
+# What a built-in's own file (``content/tools/<built-in>.md``) may set: who it is for and where.
+BUILTIN_KEYS = ("for", "needs", "personal")
 # The service's own commands: a content command may not take their names.
 RESERVED_COMMANDS = ("bots", "cancel", "forget", "help", "memories")
 ARG_KINDS = ("span", "choice", "person", "boolean", "number", "text")
@@ -95,7 +100,13 @@ class Skill(SkillFile):
 
 class ToolFile(Strict):
     """The front matter of ``content/tools/<name>.md``: an OpenAPI spec and its allowed operations,
-    or a site's own Python module."""
+    or a site's own Python module — or, in a file named after a built-in, that built-in's ``for:``,
+    ``needs:`` and ``personal:`` (which kind a file is needs its name: ``engine.content.link``).
+
+    ``personal``: the tool reads the person's own data, so it is offered only where the person the run
+    is about is the only human who reads the answer. ``subject``: the parameter of the allowed
+    operations that names the person (``user_id``): filled from the run's subject, never shown to or
+    taken from the model — which makes the tool personal."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True)
 
@@ -105,11 +116,21 @@ class ToolFile(Strict):
     module: Annotated[StrictStr, AfterValidator(_module)] | None = None
     audience: AudienceField | None = Field(default=None, alias="for")
     needs: Literal["desk"] | None = None
+    personal: StrictBool | None = None  # None: not said (a subject or a personal built-in makes it personal)
+    subject: Line | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> ToolFile:
-        if self.openapi is None and self.module is None:
-            raise ValueError("a tool names an OpenAPI spec (openapi: + operations:) or a module: (a .py file)")
+        if self.subject is not None and self.openapi is None:
+            raise Refusal(
+                "subject: names the parameter of an OpenAPI operation that is filled with the person's account;"
+                " a code tool is given the run, never a person", "subject",
+            )
+        if self.subject is not None and self.personal is False:
+            raise Refusal(
+                "personal: false, but subject: fills in the person's account: a tool that reads it is personal"
+                " (leave personal: out)", "personal",
+            )
         if self.openapi is not None and self.module is not None:
             raise Refusal("a tool is an OpenAPI spec or a module, not both", "module")
         if self.openapi is not None and not self.operations:
@@ -132,12 +153,15 @@ def _no_arguments() -> dict[str, Any]:
 
 
 class Param(Strict):
-    """One argument of an OpenAPI operation: the model's name for it, the API's, and where it goes."""
+    """One argument of an OpenAPI operation: the model's name for it, the API's, and where it goes.
+    ``subject``: the tool file names it as the person (``subject:``): the run's subject fills it, and the
+    model is never offered it."""
 
     name: str
     key: str
     where: Where
     required: bool = False
+    subject: bool = False
 
 
 class Operation(Strict):
@@ -155,10 +179,11 @@ class Operation(Strict):
 class Tool(ToolFile):
     """A compiled tool. ``notes`` (its file's body) are for people: never sent to a model, whose
     words are ``description`` and each operation's summary (a code tool without a description: its
-    ``run``'s docstring, ``doc``). What a model is offered is ``engine.tools.schemas``."""
+    ``run``'s docstring, ``doc``). What a model is offered is ``engine.tools.schemas``. A ``builtin`` is a
+    built-in's own file: the engine's tool, with the site's ``for:``, ``needs:`` and ``personal:``."""
 
     name: str
-    kind: Literal["openapi", "module"]
+    kind: Literal["openapi", "module", "builtin"]
     base_url: str | None = None
     allowed: tuple[Operation, ...] = ()
     # A code tool's arguments, as its module's PARAMETERS declares them (JSON Schema; read, never change),
@@ -167,6 +192,12 @@ class Tool(ToolFile):
     doc: str | None = None
     notes: str = ""
     source_path: str
+
+    @property
+    def is_personal(self) -> bool:
+        """It reads a person's own data: marked ``personal:``, filling a ``subject:``, or a personal built-in."""
+        return bool(self.personal) or self.subject is not None or (
+            self.kind == "builtin" and self.name in PERSONAL_BUILTINS)
 
 
 def _kind(value: object) -> str:

@@ -89,7 +89,8 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "skills": {"header": ()},
     # What a personal tool tells the model: nobody to ask about (no person at all, or — for account facts —
     # a guest with no account) is a different answer from none (this person has none); a ticket raised.
-    "tools": {"nobody": (), "no_account": (), "none": (), "ticket_raised": ("ticket",)},
+    # ``private_elsewhere`` goes into the prompt where a personal tool is withheld because others read along.
+    "tools": {"nobody": (), "no_account": (), "none": (), "ticket_raised": ("ticket",), "private_elsewhere": ()},
 }
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")

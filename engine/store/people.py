@@ -6,11 +6,22 @@ read by row security, in a transaction that has taken the tools role (``as_tools
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from engine.core.limits import Spent
 from engine.store.base import Family
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """Whom a run is about, as ``agent_subject_v1`` resolves it from the run row alone: an account, a desk
+    contact (either or both None), and whether that is who asked the run."""
+
+    user_id: str | None
+    contact_id: int | None
+    is_asker: bool
 
 
 class People(Family):
@@ -57,6 +68,15 @@ class People(Family):
         """The ticket raised for the run's subject, declared as the bot's own; None when there is nobody."""
         ticket = await self._value("personal_raise_ticket", run_id, subject, body)
         return ticket if isinstance(ticket, dict) else None
+
+    # --- whom a run is about (the engine's, never a tool's to ask with a person in hand) ---------------
+
+    async def subject(self, run_id: int) -> Subject | None:
+        """Whom run ``run_id`` is about, resolved in SQL from the run row (None: no such run)."""
+        found = await self._one("run_subject", run_id)
+        if found is None:
+            return None
+        return Subject(found["user_id"], found["contact_id"], bool(found["is_asker"]))
 
     # --- the audience reader -------------------------------------------------------------------------
 

@@ -95,6 +95,10 @@ class Rooms(Family):
         """Which of ``user_ids`` (ours) are joined or invited."""
         return rows(Membership, await self._all("our_members", room_id, user_ids))
 
+    async def readers(self, room_id: str) -> list[Membership]:
+        """Everyone who reads what is said there from now on: joined, or invited (they read it on joining)."""
+        return rows(Membership, await self._all("room_readers", room_id))
+
     async def people(self, room_id: str) -> list[Person]:
         """Who is joined now, with the display name the room shows."""
         return rows(Person, await self._all("room_people", room_id))

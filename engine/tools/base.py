@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from engine.content import Registry
 from engine.content.audience import Audience, AudienceFacts, admits
-from engine.content.parts import Skill, Tool
+from engine.content.parts import PERSONAL_BUILTINS, Skill, Tool
 from engine.core.messages import Step, ToolCallStep, ToolResultStep, ToolSpec
 from engine.errors import ToolError as ToolError  # a site's code tool raises it from here too
 from engine.tools.schemas import content_specs
@@ -91,12 +91,14 @@ BUILTIN_SPECS: Mapping[str, ToolSpec] = MappingProxyType({
 @dataclass(frozen=True)
 class Offered:
     """What the next model call may use: the tools (by the name the model calls them) and the skills
-    whose one-line descriptions go into the prompt."""
+    whose one-line descriptions go into the prompt. ``elsewhere`` is the site's words for a personal tool
+    withheld because others read along here (offer to go on in private), said with the skills."""
 
     tools: tuple[ToolSpec, ...] = ()
     skills: tuple[Skill, ...] = ()
     # A content tool's model-facing name → (the tool file's name, the operation id or None).
     targets: Mapping[str, tuple[str, str | None]] = field(default_factory=lambda: MappingProxyType({}))
+    elsewhere: str = ""
 
     @property
     def names(self) -> frozenset[str]:
@@ -106,11 +108,16 @@ class Offered:
         return next((s for s in self.skills if s.name == name), None)
 
     def skills_section(self, header: str) -> str:
-        """The skills line(s) for the prompt: one line per skill, never a body."""
-        if not self.skills:
-            return ""
-        listed = "\n".join(f"- {s.name}: {s.description}" for s in self.skills)
-        return f"{header}\n{listed}" if header else listed
+        """What the prompt says about what the bot may use: the skills line(s) — one line per skill, never a
+        body — and, where a personal tool was withheld because others read along, the site's words saying
+        so (``elsewhere``)."""
+        parts: list[str] = []
+        if self.skills:
+            listed = "\n".join(f"- {s.name}: {s.description}" for s in self.skills)
+            parts.append(f"{header}\n{listed}" if header else listed)
+        if self.elsewhere:
+            parts.append(self.elsewhere)
+        return "\n\n".join(parts)
 
 
 def opened_skills(steps: Sequence[Step]) -> tuple[str, ...]:
@@ -133,17 +140,34 @@ def _allowed(audience: Audience | None, facts: AudienceFacts | None) -> bool:
     return facts is not None and admits(audience, facts)
 
 
+def is_personal(name: str, tool: Tool | None) -> bool:
+    """Whether the tool a bot names reads a person's own data: a personal built-in, or a tool file that
+    says so (``personal:``, ``subject:``)."""
+    return name in PERSONAL_BUILTINS or (tool is not None and tool.is_personal)
+
+
+def _private(facts: AudienceFacts | None) -> bool:
+    """Whether the person the run is about is the only human who reads its answer. The runner hands over
+    the asker's facts with ``private`` kept only when the asker is also whom the run is about; a run
+    nobody asked for (a schedule, an event — a ``member.joined`` run is about the joiner while the room
+    reads the answer) is private to nobody."""
+    return facts is not None and facts.private
+
+
 def offered(
     run: RunRef, steps: Sequence[Step], registry: Registry, facts: AudienceFacts | None,
     *, harness: Mapping[str, ToolSpec] | None = None,
 ) -> Offered:
-    """The tools and the skills line for the run's next model call (SPEC §3).
+    """The tools and the skills line for the run's next model call (SPEC §3, §8).
 
     ``facts`` describe the asker (None: nobody asked — a schedule, an event, a bot answering by itself).
     A tool's or skill's ``for:`` the asker does not meet is **withheld**: absent from the tools and
-    from the prompt, never refused. A skill's own tools are offered once the skill was opened. A tool
-    that ``needs: desk`` is offered only on the desk. ``harness`` tools (a test or bench harness's, given
-    to the worker by the composition root) are offered to every run.
+    from the prompt, never refused — a built-in's too, when the site gave it one in its own file. A
+    skill's own tools are offered once the skill was opened. A tool that ``needs: desk`` is offered only
+    on the desk. A personal tool (``about_me``, or one the content marks personal) is offered only where
+    the person the run is about alone reads the answer (``facts.private``); withheld elsewhere, and the
+    site's words (``### tools`` ``private_elsewhere``) let the bot offer to go on in private. ``harness``
+    tools (a test or bench harness's, given to the worker by the composition root) are offered to every run.
     """
     bot = registry.get(run.bot) or registry.kit_bots.get(run.bot)
     if bot is None:
@@ -156,21 +180,34 @@ def offered(
         wanted.extend(t for t in registry.skills[name].tools if t not in wanted)
     specs: dict[str, ToolSpec] = {}
     targets: dict[str, tuple[str, str | None]] = {}
+    kept_private = False
     if skills:
         specs["open_skill"] = BUILTIN_SPECS["open_skill"]
     for name in wanted:
-        if name in BUILTIN_SPECS:
-            if name != "open_skill":
-                specs[name] = BUILTIN_SPECS[name]
-            continue
+        if name == "open_skill":
+            continue  # it comes with the skills
+        # A content tool, or a built-in's own file (the site's for:, needs: and personal: for it).
         tool = registry.tools.get(name)
-        if tool is None or not _allowed(tool.audience, facts):
+        builtin = name in BUILTIN_SPECS
+        if tool is None and not builtin:
             continue
-        if tool.needs is not None and run.surface != tool.needs:
+        if tool is not None and not _allowed(tool.audience, facts):
+            continue
+        if tool is not None and tool.needs is not None and run.surface != tool.needs:
             continue  # a tool that needs a surface is offered only there
+        if is_personal(name, tool) and not _private(facts):
+            kept_private = True  # said only where the person it is about alone reads it (SPEC §8)
+            continue
+        if builtin:
+            specs[name] = BUILTIN_SPECS[name]
+            continue
+        assert tool is not None
         for spec, operation in content_specs(tool):
             specs.setdefault(spec.name, spec)
             targets.setdefault(spec.name, (tool.name, operation))
     for name, spec in (harness or {}).items():
         specs.setdefault(name, spec)
-    return Offered(tuple(specs.values()), skills, MappingProxyType(targets))
+    # Somebody asked, here, for what is theirs: the bot may say so and offer to go on in private. (A run
+    # nobody asked for has nobody to offer it to.)
+    elsewhere = (registry.strings.get("tools", "private_elsewhere") or "") if kept_private and facts else ""
+    return Offered(tuple(specs.values()), skills, MappingProxyType(targets), elsewhere)

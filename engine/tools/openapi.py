@@ -3,7 +3,10 @@ handed back as text (JSON re-indented), every failure a ``ToolError`` in words t
 
 The request is built only from the compiled operation (``engine.content.openapi``): its path with each
 path parameter URL-quoted whole (a value can never add a ``/`` or be ``.``/``..``), its query and header
-parameters, its JSON body. Nothing else a model says reaches the wire.
+parameters, its JSON body. Nothing else a model says reaches the wire. A parameter the tool file names as
+its ``subject:`` is filled with the run's subject (``subject``, resolved from the run by the caller) and
+is not the model's to give: it is not in the schema the model was offered, and a model that names it
+anyway is told the operation takes no such argument.
 
 The base url is the spec's server, which the operator configured — so unlike ``fetch`` this client does
 not refuse private or loopback addresses: an API on ``http://127.0.0.1:8080`` is a fine tool. It does
@@ -94,10 +97,12 @@ class OpenAPITools:
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
 
-    async def call(self, tool: Tool, operation: Operation, arguments: dict[str, Any]) -> str:
-        """The API's answer as text, or a ``ToolError`` saying what went wrong and what to do."""
+    async def call(self, tool: Tool, operation: Operation, arguments: dict[str, Any], *,
+                   subject: str | None = None) -> str:
+        """The API's answer as text, or a ``ToolError`` saying what went wrong and what to do. ``subject``
+        is the account the run is about (from the run row), for the operation's subject parameter."""
         name = tool_name(tool.name, operation.operation_id)
-        request = build_request(tool, operation, arguments)
+        request = build_request(tool, operation, arguments, subject=subject)
         request.headers.update(self.headers.get(tool.name, {}))
         host = urlsplit(request.url).netloc
         try:
@@ -151,28 +156,32 @@ class OpenAPITools:
         return target
 
 
-def build_request(tool: Tool, operation: Operation, arguments: object) -> _Request:
+def build_request(tool: Tool, operation: Operation, arguments: object, *, subject: str | None = None) -> _Request:
     """The request an operation and the model's arguments make, or a ``ToolError`` naming the
-    argument that is wrong. Only the compiled operation's parameters are sent."""
+    argument that is wrong. Only the compiled operation's parameters are sent; the subject parameter
+    (if the tool names one) only ever carries ``subject``."""
     name = tool_name(tool.name, operation.operation_id)
     if not tool.base_url or urlsplit(tool.base_url).scheme not in ("http", "https"):
         raise ToolError(f"{name}: the tool's spec names no http(s) server to call; tell the person it is not set up")
     if not isinstance(arguments, dict):
         raise ToolError(f"{name} takes its arguments as a JSON object")
-    params = {param.name: param for param in operation.params}
+    params = {param.name: param for param in operation.params if not param.subject}
     takes = ", ".join(params) or "nothing"
     unknown = [key for key in arguments if key not in params]
     if unknown:
         raise ToolError(f"{name} takes no argument {', '.join(map(repr, unknown))} (it takes: {takes})")
-    missing = [param.name for param in operation.params if param.required and arguments.get(param.name) is None]
+    missing = [p.name for p in params.values() if p.required and arguments.get(p.name) is None]
     if missing:
         raise ToolError(f"{name} needs {', '.join(map(repr, missing))} (it takes: {takes})")
+    if subject is None and any(param.subject for param in operation.params):
+        raise ToolError(f"{name}: there is nobody to look this up for — this conversation is not about a known"
+                        " account. Say so in your own words; do not guess.")
 
     path = operation.path
     request = _Request(method=operation.method, url="")
     body: dict[str, Any] = {}
     for param in operation.params:
-        value = arguments.get(param.name)
+        value = subject if param.subject else arguments.get(param.name)
         if value is None:
             continue
         match param.where:

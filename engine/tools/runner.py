@@ -7,6 +7,7 @@ does not exist. A tool's failure goes back to the model as an error result it ca
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -18,7 +19,7 @@ from engine.errors import ToolError
 from engine.store import Families
 from engine.store.runs import Run
 from engine.surface import Surface
-from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolFn, offered
+from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolFn, is_personal, offered
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +59,29 @@ class ToolRunner:
 
     async def asker(self, row: Run) -> AudienceFacts | None:
         """What is known about whoever asked the run, now (None: nobody asked — a schedule, an event), as
-        the surface it was asked on says."""
+        the surface it was asked on says.
+
+        ``private`` (the place is read by them alone) is kept only when the asker is also whom the run is
+        about, as ``agent_subject_v1`` resolves it from the run row: a personal tool answers about the
+        subject, and somebody else's private place says nothing about who reads the subject's data."""
         asker = row.asked_by
         if asker is None:
             return None
         registry = self._registry()
         surface = self.surfaces.get(row.surface)
         if surface is None or not _gated(registry, row.bot):
-            # Nothing this bot may use has an audience: who asked changes nothing, so nothing is read.
+            # Nothing this bot may use has an audience or is personal: who asked changes nothing, so
+            # nothing is read.
             return AudienceFacts(user_id=asker, local_server=registry.server_name)
         classes = await self.site_classes(asker) if self.site_classes is not None else frozenset()
-        return await surface.facts(self.db, row.room_id, asker, site_classes=classes)
+        facts = await surface.facts(self.db, row.room_id, asker, site_classes=classes)
+        if facts.private:
+            subject = await self.db.people.subject(row.id)
+            if subject is None or not subject.is_asker:
+                log.info("run %s is not about whoever asked it: nothing personal is offered", row.id,
+                         extra={"run": row.id, "bot": row.bot})
+                facts = dataclasses.replace(facts, private=False)
+        return facts
 
     async def run(self, run: RunRef, offer: Offered, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         """The tool's result and whether it is an error. Withheld is absent, never refused."""
@@ -100,11 +113,12 @@ class ToolRunner:
 
 
 def _gated(registry: Registry, slug: str) -> bool:
-    """Whether any skill or tool the bot may be offered has an audience (``for:``)."""
+    """Whether any skill or tool the bot may be offered has an audience (``for:``) or is personal."""
     bot = registry.get(slug) or registry.kit_bots.get(slug)
     if bot is None:
         return False
     skills = registry.skills_of(bot)
     names = {*bot.tools, *(t for skill in skills for t in skill.tools)}
     return any(s.audience is not None for s in skills) or any(
-        (tool := registry.tools.get(name)) is not None and tool.audience is not None for name in names)
+        is_personal(name, tool := registry.tools.get(name)) or (tool is not None and tool.audience is not None)
+        for name in names)

@@ -55,6 +55,11 @@ SELECT user_id, membership FROM room_members
 -- One person's membership and display name in a room.
 SELECT membership, display_name FROM room_members WHERE room_id = $1 AND user_id = $2;
 
+-- name: room_readers
+-- Everyone joined to room $1 or invited to it (an invited person reads what is said once they join).
+SELECT user_id, membership FROM room_members
+ WHERE room_id = $1 AND membership IN ('join', 'invite') ORDER BY user_id;
+
 -- name: room_people
 -- Who is joined to room $1 now, with the display name the room shows (a person argument is one of them).
 SELECT user_id, display_name FROM room_members WHERE room_id = $1 AND membership = 'join' ORDER BY user_id;

@@ -51,7 +51,7 @@ REFUSALS = [
         id="unknown-key-in-schedule",
     ),
     pytest.param(
-        {"bots/b.md": schedule("  - event: reaction\n    ask: x\n    in: y\n")},
+        {"bots/b.md": schedule("  - event: member.joined\n    ask: x\n    in: y\n")},
         "bots/b.md:6: unknown key 'in' in hears[0] (allowed: event, ask)",
         id="unknown-key-in-event",
     ),
@@ -79,9 +79,22 @@ REFUSALS = [
     ),
     pytest.param(
         {"bots/b.md": schedule("  - event: signup\n    ask: welcome\n")},
-        "bots/b.md:4: hears[0].event: unknown event 'signup' (Matrix events: member.joined, member.left,"
-        " room.created, reaction; a site's own events are written site.<name>, like site.purchase.paid)",
+        "bots/b.md:4: hears[0].event: unknown event 'signup' (Matrix events: member.joined, member.left;"
+        " a site's own events are written site.<name>, like site.purchase.paid)",
         id="unknown-event",
+    ),
+    # What compiles must work (issue 12 §14): events nothing raises, and memories not built, are refused.
+    pytest.param(
+        {"bots/b.md": schedule("  - event: room.created\n    ask: welcome\n")},
+        "bots/b.md:4: hears[0].event: 'room.created' is not raised yet, so nothing would ever wake the bot"
+        " (Matrix events: member.joined, member.left; a site's own events are written site.<name>)",
+        id="event-not-raised-room-created",
+    ),
+    pytest.param(
+        {"bots/b.md": schedule("  - event: reaction\n    ask: thank them\n")},
+        "bots/b.md:4: hears[0].event: 'reaction' is not raised yet, so nothing would ever wake the bot"
+        " (Matrix events: member.joined, member.left; a site's own events are written site.<name>)",
+        id="event-not-raised-reaction",
     ),
     pytest.param(
         {"bots/b.md": schedule("  - event: member.joined\n")},
@@ -339,9 +352,15 @@ REFUSALS = [
     ),
     pytest.param(
         {"bots/b.md": bot("name: B\nmemory: forever\n")},
-        "bots/b.md:3: memory: should be 'none', 'thread', 'person' or 'person+recall', got 'forever'",
+        "bots/b.md:3: memory: unknown memory 'forever' (built: thread; none, person, person+recall are not built yet)",
         id="unknown-memory",
     ),
+    *(pytest.param(
+        {"bots/b.md": bot(f"name: B\nmemory: {memory}\n")},
+        f"bots/b.md:3: memory: '{memory}' is not built yet: a bot remembers the conversation it was asked in"
+        " (memory: thread, the default); leave memory: out",
+        id=f"memory-not-built-{memory}",
+    ) for memory in ("none", "person", "person+recall")),
     pytest.param(
         {"bots/b.md": bot("name: B\nsurfaces: [voice]\nvoice: {voices: [a]}\n")},
         "bots/b.md:4: voice: missing required key 'voice'",

@@ -150,7 +150,7 @@ def generated_bot(seed: int) -> dict[str, Any]:
     for _ in range(rng.randint(0, 2)):
         hears.append(_schedule(rng))
     if rng.random() < 0.4:
-        hears.append({"event": rng.choice(["member.joined", "reaction", "site.purchase.paid"]), "ask": rng.choice(WORDS)})
+        hears.append({"event": rng.choice(["member.joined", "member.left", "site.purchase.paid"]), "ask": rng.choice(WORDS)})
     if hears != ["mention"] or rng.random() < 0.2:
         front["hears"] = hears
     if rng.random() < 0.5:
@@ -175,7 +175,7 @@ def generated_bot(seed: int) -> dict[str, Any]:
     if rng.random() < 0.4:
         front["model"] = rng.choice(["gpt-4o-mini", {"openai": "gpt-4o-mini", "anthropic": "claude-haiku"}])
     if rng.random() < 0.5:
-        front["memory"] = rng.choice(["none", "thread", "person", "person+recall"])
+        front["memory"] = "thread"  # the only memory built (the others are refused)
     if "desk" in surfaces and rng.random() < 0.5:
         front["answers"] = rng.choice(["draft", "directly"])
     if rng.random() < 0.4:

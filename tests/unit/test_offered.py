@@ -54,6 +54,11 @@ def member(power: int = 0) -> AudienceFacts:
                          is_moderator=power >= 50, is_admin=power >= 100)
 
 
+def alone() -> AudienceFacts:
+    """A member of a room nobody else reads (a DM with the bot), as its surface says."""
+    return AudienceFacts(user_id="@ann:example.org", local_server=SERVER, is_member=True, private=True)
+
+
 RUN = RunRef(id=1, bot="clerk", surface="rooms", room_id="!r:example.org")
 OPENED = [ToolCallStep(ToolCall("c1", "open_skill", {"name": "refunds-and-returns"})),
           ToolResultStep("c1", "Never promise a refund; raise a ticket.")]
@@ -70,21 +75,24 @@ def names(steps: list[Step], facts: AudienceFacts | None, run: RunRef = RUN, ext
 @pytest.mark.parametrize(
     ("who", "steps", "tools", "skills"),
     [
-        ("member", [], {"open_skill", "search_site", "about_me", "shop_getOrder"}, {"refunds-and-returns"}),
-        ("moderator", [], {"open_skill", "search_site", "about_me", "shop_getOrder", "staffonly_getOrder"},
+        # In a room others read, about_me (personal) is withheld from everyone (SPEC §8).
+        ("member", [], {"open_skill", "search_site", "shop_getOrder"}, {"refunds-and-returns"}),
+        ("moderator", [], {"open_skill", "search_site", "shop_getOrder", "staffonly_getOrder"},
          {"refunds-and-returns", "for-mods"}),
+        # Where the asker alone reads the answer (a DM with the bot), it is offered.
+        ("alone", [], {"open_skill", "search_site", "about_me", "shop_getOrder"}, {"refunds-and-returns"}),
         # A skill's own tools come only once it was opened — read off the steps.
-        ("member", OPENED, {"open_skill", "search_site", "about_me", "shop_getOrder", "refunds_issueRefund"},
+        ("member", OPENED, {"open_skill", "search_site", "shop_getOrder", "refunds_issueRefund"},
          {"refunds-and-returns"}),
         # An open_skill that failed opened nothing.
-        ("member", FAILED_OPEN, {"open_skill", "search_site", "about_me", "shop_getOrder"}, {"refunds-and-returns"}),
-        # Nobody asked (a schedule, an event): anything with an audience is withheld.
-        ("nobody", [], {"open_skill", "search_site", "about_me", "shop_getOrder"}, {"refunds-and-returns"}),
+        ("member", FAILED_OPEN, {"open_skill", "search_site", "shop_getOrder"}, {"refunds-and-returns"}),
+        # Nobody asked (a schedule, an event): anything with an audience, and anything personal, is withheld.
+        ("nobody", [], {"open_skill", "search_site", "shop_getOrder"}, {"refunds-and-returns"}),
     ],
-    ids=["member", "moderator", "skill_opened", "failed_open", "no_asker"],
+    ids=["member", "moderator", "alone", "skill_opened", "failed_open", "no_asker"],
 )
 def test_offered_table(who: str, steps: list[Step], tools: set[str], skills: set[str]) -> None:
-    facts = {"member": member(), "moderator": member(100), "nobody": None}[who]
+    facts = {"member": member(), "moderator": member(100), "alone": alone(), "nobody": None}[who]
     assert names(steps, facts) == (tools, skills)
 
 

@@ -359,7 +359,9 @@ def test_a_name_a_model_would_call_two_things_is_refused() -> None:
     assert [str(e) for e in refused] == [
         "tools/a_b.md:3: a model would call this tool 'a_b_c', already the name of an operation of tools/a.md",
         "tools/about.md:3: a model would call this tool 'about_me', already the name of a built-in tool",
-        "tools/fetch.md:3: a model would call this tool 'fetch', already the name of a built-in tool",
+        # A file named after a built-in is that built-in's (for:, needs:, personal:), never a tool of its own.
+        "tools/fetch.md:3: 'fetch' is a built-in tool: a file of that name sets only its for:, needs:, personal:"
+        " (module: is not one of them; an OpenAPI or code tool takes a name of its own)",
     ]
 
 
