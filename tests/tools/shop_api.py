@@ -16,6 +16,8 @@ PRODUCTS: list[dict[str, Any]] = [
     {"sku": "TEA-2", "title": "Black tea", "tags": ["tea"], "in_stock": False},
     {"sku": "MUG-1", "title": "Tea mug", "tags": ["mug"], "in_stock": True},
 ]
+# Whose orders are whose, by account (an OpenAPI tool with a subject: reads only its run's subject's).
+ORDERS: dict[str, list[str]] = {"@ann:localhost": ["1001"], "@bob:localhost": ["2002", "2003"]}
 HUGE_BYTES = 1024 * 1024
 
 
@@ -108,6 +110,11 @@ def app(shop: Shop) -> web.Application:
     async def whoami(request: web.Request) -> web.Response:
         record(request)
         return web.json_response({"authorization": request.headers.get("Authorization")})
+
+    @routes.get("/api/people/{user}/orders")
+    async def orders_of(request: web.Request) -> web.Response:
+        record(request)
+        return web.json_response({"user": request.match_info["user"], "orders": ORDERS.get(request.match_info["user"], [])})
 
     @routes.delete("/api/empty")
     async def clear(request: web.Request) -> web.Response:

@@ -189,3 +189,45 @@ async def test_site_tools_dispatch_by_kind(shop: Shop, api: OpenAPITools, tmp_pa
     assert json.loads(await site.call(compiled(shop), "getOrder", run, {"id": "1001"}))["status"] == "shipped"
     with pytest.raises(ToolError, match="shop has no operation 'deletePet'"):
         await site.call(compiled(shop), "deletePet", run, {})
+
+
+# --- whose data: the subject is the run's, never the model's (issue 12 §7) ------------------------------------
+
+
+def personal(shop: Shop) -> Tool:
+    """The shop's ordersOf, with its `user` parameter named as the tool's subject."""
+    spec = SPEC.replace("{port: {default: '1'}}", f"{{port: {{default: '{shop.port}'}}}}")
+    registry = compile_sources(
+        {"tools/orders.md": "---\nopenapi: tools/shop.yaml\noperations: [ordersOf]\nsubject: user\n---\n"},
+        server_name="example.org", referenced={"tools/shop.yaml": spec},
+    )
+    assert isinstance(registry, Registry), "\n".join(map(str, registry))
+    return registry.tools["orders"]
+
+
+async def test_the_subject_is_filled_from_the_run_and_never_offered_to_the_model(shop: Shop, api: OpenAPITools) -> None:
+    tool = personal(shop)
+    (spec, _), = content_specs(tool)
+    assert spec.name == "orders_ordersOf" and set(spec.parameters["properties"]) == {"status"}
+    assert "user" not in spec.parameters.get("required", [])
+    operation = tool.allowed[0]
+    out = json.loads(await api.call(tool, operation, {"status": "paid"}, subject="@ann:localhost"))
+    assert out == {"user": "@ann:localhost", "orders": ["1001"]}
+    assert shop.seen[-1]["raw_path"] == "/api/people/%40ann%3Alocalhost/orders?status=paid"
+
+
+@pytest.mark.parametrize("arguments", [{"user": "@bob:localhost"}, {"user": "@bob:localhost", "status": "paid"}])
+async def test_a_model_that_names_the_subject_is_refused_and_nothing_is_sent(
+        shop: Shop, api: OpenAPITools, arguments: dict[str, Any]) -> None:
+    tool = personal(shop)
+    with pytest.raises(ToolError) as refused:
+        await api.call(tool, tool.allowed[0], arguments, subject="@ann:localhost")
+    assert str(refused.value) == "orders_ordersOf takes no argument 'user' (it takes: status)"
+    assert shop.seen == []
+
+
+async def test_with_nobody_to_ask_about_nothing_is_sent(shop: Shop, api: OpenAPITools) -> None:
+    tool = personal(shop)
+    with pytest.raises(ToolError, match="there is nobody to look this up for"):
+        await api.call(tool, tool.allowed[0], {}, subject=None)
+    assert shop.seen == []

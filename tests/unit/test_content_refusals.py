@@ -361,6 +361,50 @@ REFUSALS = [
         " (memory: thread, the default); leave memory: out",
         id=f"memory-not-built-{memory}",
     ) for memory in ("none", "person", "person+recall")),
+    # A built-in's own file sets who may be offered it and where, nothing else (issue 12 §3).
+    pytest.param(
+        {"tools/fetch.md": "---\nfor: member\nopenapi: tools/pets.yaml\noperations: [listPets]\n---\n"},
+        "tools/fetch.md:3: 'fetch' is a built-in tool: a file of that name sets only its for:, needs:, personal:"
+        " (openapi: is not one of them; an OpenAPI or code tool takes a name of its own)",
+        id="builtin-file-as-openapi",
+    ),
+    pytest.param(
+        {"tools/search_site.md": "---\ndescription: Search harder.\n---\n"},
+        "tools/search_site.md:2: 'search_site' is a built-in tool: a file of that name sets only its for:, needs:,"
+        " personal: (description: is not one of them; an OpenAPI or code tool takes a name of its own)",
+        id="builtin-file-with-words",
+    ),
+    pytest.param(
+        {"tools/about_me.md": "---\nfor: member\npersonal: false\n---\n"},
+        "tools/about_me.md:3: personal: about_me reads the person's own data, so it is always personal"
+        " (leave personal: out)",
+        id="about-me-is-always-personal",
+    ),
+    pytest.param(
+        {"tools/open_skill.md": "---\nfor: member\n---\n"},
+        "tools/open_skill.md:1: open_skill comes with a bot's skills and is offered wherever they are: give a skill"
+        " its own for: instead of a file for open_skill",
+        id="open-skill-takes-no-file",
+    ),
+    # The subject of an OpenAPI tool (issue 12 §7).
+    pytest.param(
+        {"tools/pets.md": "---\nopenapi: tools/pets.yaml\noperations: [listPets, showPet]\nsubject: owner\n---\n"},
+        "tools/pets.md:4: subject: 'owner' is not a parameter of the allowed operations, so nothing would be filled"
+        " with the person's account (their parameters — listPets: none; showPet: none)",
+        id="subject-not-a-parameter",
+    ),
+    pytest.param(
+        {"tools/w.md": "---\nmodule: tools/w.py\nsubject: user\n---\n"},
+        "tools/w.md:3: subject: names the parameter of an OpenAPI operation that is filled with the person's"
+        " account; a code tool is given the run, never a person",
+        id="subject-on-a-code-tool",
+    ),
+    pytest.param(
+        {"tools/pets.md": "---\nopenapi: tools/pets.yaml\noperations: [showPet]\nsubject: id\npersonal: false\n---\n"},
+        "tools/pets.md:5: personal: false, but subject: fills in the person's account: a tool that reads it is"
+        " personal (leave personal: out)",
+        id="subject-but-not-personal",
+    ),
     pytest.param(
         {"bots/b.md": bot("name: B\nsurfaces: [voice]\nvoice: {voices: [a]}\n")},
         "bots/b.md:4: voice: missing required key 'voice'",

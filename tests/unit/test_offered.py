@@ -177,3 +177,108 @@ def test_the_builtins_are_exactly_five_each_saying_when_to_reach_for_it() -> Non
     for personal in ("about_me", "raise_ticket"):
         properties = BUILTIN_SPECS[personal].parameters["properties"]
         assert not {"user", "user_id", "person", "who", "contact", "email"} & set(properties)
+
+
+# --- said only where the subject alone reads it (SPEC §8; issue 12 §3) ---------------------------------------
+
+PEOPLE_SPEC = SPEC + """\
+  /people/{user}/orders:
+    get:
+      operationId: ordersOf
+      summary: The orders a person has placed
+      parameters:
+        - {name: user, in: path, required: true, schema: {type: string}}
+        - {name: status, in: query, schema: {type: string}}
+"""
+ELSEWHERE = "Others read along here; offer a direct message."
+PERSONAL = {
+    "bots/clerk.md": "---\nname: Clerk\ntools: [search_site, about_me, myorders, mynotes, shop]\n---\nBe helpful.\n",
+    "tools/myorders.md": "---\nopenapi: tools/shop.yaml\noperations: [ordersOf]\nsubject: user\n---\n",
+    "tools/mynotes.md": "---\nopenapi: tools/shop.yaml\noperations: [getOrder]\npersonal: true\n---\n",
+    "strings.md": f"# Words\n\n## bots\n\n### tools\n\n- private_elsewhere: {ELSEWHERE}\n",
+}
+
+
+def personal_registry(extra: dict[str, str] | None = None) -> Registry:
+    result = compile_sources({**SOURCES, **PERSONAL, **(extra or {})}, server_name=SERVER,
+                             referenced={"tools/shop.yaml": PEOPLE_SPEC})
+    assert isinstance(result, Registry), "\n".join(map(str, result))
+    return result
+
+
+MINE = {"about_me", "myorders_ordersOf", "mynotes_getOrder"}
+
+
+@pytest.mark.parametrize(
+    ("who", "offered_mine"),
+    [("alone", True), ("member", False), ("moderator", False), ("nobody", False)],
+)
+def test_a_personal_tool_is_offered_only_where_its_person_alone_reads_the_answer(who: str, offered_mine: bool) -> None:
+    """about_me, a tool marked personal: and one filling a subject: — all three, together."""
+    facts = {"member": member(), "moderator": member(100), "alone": alone(), "nobody": None}[who]
+    offer = offered(RUN, [], personal_registry(), facts)
+    assert (MINE <= offer.names) is offered_mine
+    assert not (MINE & offer.names) or offered_mine
+    assert {"search_site", "shop_getOrder"} <= offer.names  # nothing else changes
+
+
+def test_withheld_for_privacy_the_bot_is_told_it_may_offer_a_direct_message() -> None:
+    registry = personal_registry()
+    shared = offered(RUN, [], registry, member())
+    assert ELSEWHERE in shared.skills_section("Your skills:")
+    assert ELSEWHERE not in offered(RUN, [], registry, alone()).skills_section("Your skills:")
+    # Nobody asked (a schedule, an event): nobody to offer a direct message to.
+    assert offered(RUN, [], registry, None).skills_section("Your skills:") == ""
+    # A bot with nothing personal is told nothing.
+    plain = offered(RunRef(1, "plain", "rooms"), [], registry, member())
+    assert plain.skills_section("Your skills:") == ""
+
+
+def test_the_subject_parameter_is_not_in_the_schema_the_model_sees() -> None:
+    offer = offered(RUN, [], personal_registry(), alone())
+    spec = next(s for s in offer.tools if s.name == "myorders_ordersOf")
+    assert set(spec.parameters["properties"]) == {"status"}
+    assert "required" not in spec.parameters  # `user` was the only required one
+    assert spec.parameters["additionalProperties"] is False
+    # The compiled operation still knows where the subject goes.
+    op = personal_registry().tools["myorders"].allowed[0]
+    assert [(p.name, p.where, p.subject) for p in op.params] == [("user", "path", True), ("status", "query", False)]
+
+
+def test_a_personal_tool_a_skill_brings_is_withheld_in_a_shared_room_too() -> None:
+    extra = {"skills/account.md": "---\ndescription: Open this about the person's account.\ntools: [about_me]\n---\nX\n",
+             "bots/clerk.md": "---\nname: Clerk\nskills: [account]\n---\nBe helpful.\n"}
+    opened = [ToolCallStep(ToolCall("c1", "open_skill", {"name": "account"})), ToolResultStep("c1", "X")]
+    assert "about_me" not in offered(RUN, opened, personal_registry(extra), member()).names
+    assert "about_me" in offered(RUN, opened, personal_registry(extra), alone()).names
+
+
+# --- built-ins honour for: and needs: (issue 12 §3) ----------------------------------------------------------
+
+BUILTIN_FILES = {
+    "bots/clerk.md": "---\nname: Clerk\nsurfaces: [rooms, desk]\nlimits: {per: {day: 1}}\n"
+                     "tools: [fetch, about_me, raise_ticket, search_site]\n---\nBe helpful.\n",
+    "tools/fetch.md": "---\nfor: moderator\n---\nOnly moderators may have the bot read pages.\n",
+    "tools/about_me.md": "---\nfor: customer\n---\n",
+    "tools/raise_ticket.md": "---\nneeds: desk\n---\n",
+}
+
+
+def test_a_builtin_with_a_file_honours_its_for_and_needs() -> None:
+    registry = personal_registry(BUILTIN_FILES)
+    assert registry.tools["fetch"].kind == "builtin"
+    assert offered(RUN, [], registry, member()).names == {"search_site"}
+    assert offered(RUN, [], registry, member(100)).names == {"search_site", "fetch"}
+    # about_me: for: customer, and personal — a customer in private only.
+    customer_alone = AudienceFacts(user_id="@ann:example.org", local_server=SERVER, is_member=True, private=True,
+                                   site_classes=frozenset({"customer"}))
+    assert "about_me" not in offered(RUN, [], registry, alone()).names
+    assert "about_me" in offered(RUN, [], registry, customer_alone).names
+    # raise_ticket needs the desk.
+    assert "raise_ticket" in offered(RunRef(1, "clerk", "desk"), [], registry, customer_alone).names
+    assert "raise_ticket" not in offered(RUN, [], registry, customer_alone).names
+
+
+def test_a_builtin_without_a_file_is_offered_as_before() -> None:
+    offer = offered(RUN, [], personal_registry({"bots/clerk.md": BUILTIN_FILES["bots/clerk.md"]}), member())
+    assert offer.names == {"fetch", "raise_ticket", "search_site"}  # about_me is personal: not in a shared room
