@@ -3,9 +3,11 @@ implements so the engine can work with it without knowing what it is.
 
 The engine asks a surface four things, and only these:
 
-- ``facts``: who a person is *there* — a member? a moderator? an admin? — as plain facts (a Matrix room
-  reads them off its own power levels); what a bot's ``for:``, ``serves:`` and a tool's ``for:`` are
-  checked against;
+- ``facts``: who a person is *there* — a member? a moderator? an admin? is the place theirs alone, read by
+  no other human (``private``: a Matrix room whose only joined or invited person is them; their own desk
+  conversation)? — as plain facts (a Matrix room reads them off its own power levels and stored members);
+  what a bot's ``for:``, ``serves:`` and a tool's ``for:`` are checked against, and where a personal tool
+  may be offered;
 - ``deliver``: an answer, or the ending, queued in the transaction that finishes the run, so an answer is
   stored and queued for delivery in one commit (nothing answered is lost, nothing is delivered for a run
   that did not finish); choices are the surface's to show;
@@ -67,7 +69,8 @@ class SurfaceFacts(Protocol):
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
         """What is known about ``user_id`` where the run is (``room_id``), as they stand now; with no
-        room, or nobody, just who they are."""
+        room, or nobody, just who they are. Say ``private`` only when sure that no other human reads what
+        is said there: a personal tool's answer depends on it."""
 
 
 class Surface(SurfaceFacts, Protocol):

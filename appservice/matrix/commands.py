@@ -203,8 +203,9 @@ def help_text(registry: Registry, facts: AudienceFacts, people: Mapping[str, str
             lines.extend(f"  - {field}" for arg in command.args if (field := describe_field(arg, strings)))
         parts.append("\n".join(lines))
     whom = strings.get(SECTION, "help_bots")
-    if bots and whom:
-        parts.append(whom.format(bots=", ".join(b.name for b in bots)))
+    askable = [b for b in bots if b.hears_mentions]  # "mention one": only a bot a mention summons
+    if askable and whom:
+        parts.append(whom.format(bots=", ".join(b.name for b in askable)))
     if not parts:
         return strings.get(SECTION, "help_nothing")
     return "\n\n".join(parts)

@@ -26,7 +26,17 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
+class _FrontMatter(dict[str, Any]):
+    """The front matter itself: always one key a line, as a person writes it (a file whose keys are all
+    scalars would otherwise come out as one ``{name: B, for: x}`` line)."""
+
+
+def _front(dumper: yaml.SafeDumper, value: _FrontMatter) -> yaml.MappingNode:
+    return dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=False)
+
+
 _Dumper.add_representer(str, _str)
+_Dumper.add_representer(_FrontMatter, _front)
 
 
 def write_file(front: Strict, body: str, *, keep_set: bool = False) -> str:
@@ -37,7 +47,8 @@ def write_file(front: Strict, body: str, *, keep_set: bool = False) -> str:
     text = ""
     if data:
         text = yaml.dump(
-            data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100
+            _FrontMatter(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=None,
+            width=100,
         )
     body = body.strip()
     return f"---\n{text}---\n{body}\n" if body else f"---\n{text}---\n"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from appservice.matrix.commands import help_text
+from appservice.matrix.power import standing
 from appservice.matrix.surface import MatrixSurface
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
@@ -49,10 +51,18 @@ async def asked(db: TestStore) -> list[str]:
 
 
 async def test_a_bot_that_does_not_hear_mentions_is_not_summoned_by_one(db: TestStore, bots: Registry) -> None:
-    assert not bots.bots["digest"].hears_mentions
     ingest = pipeline(db, bots)
     await feed(ingest, db, "t1", [message("Digest, what is new?", mentions=[SCHEDULED])])
     assert await asked(db) == []
+    assert not bots.bots["digest"].hears_mentions
+
+
+def test_help_names_only_the_bots_a_mention_summons(bots: Registry) -> None:
+    """"Bots you can ask here (mention one)" lists no bot a mention would not summon."""
+    facts = standing("@alice:localhost", {}, None, "10").facts("localhost", is_member=True)
+    here = {"@alice:localhost": "Alice", SCHEDULED: "Digest", ASKED: "Helper"}
+    text = help_text(bots, facts, here, usable=True)
+    assert text is not None and "Helper" in text and "Digest" not in text
 
 
 async def test_the_default_hears_mentions(db: TestStore, bots: Registry) -> None:

@@ -82,6 +82,34 @@ def test_a_tool_round_trips() -> None:
     assert again.tools["pets"] == tool
 
 
+PEOPLE_SPEC = SPEC + """\
+  /people/{user}/pets:
+    get:
+      operationId: petsOf
+      parameters: [{name: user, in: path, required: true, schema: {type: string}}]
+"""
+
+
+@pytest.mark.parametrize("text", [
+    "---\nopenapi: tools/pets.yaml\noperations: [petsOf]\nsubject: user\n---\n",
+    "---\nopenapi: tools/pets.yaml\noperations: [listPets]\npersonal: true\n---\n",
+])
+def test_a_personal_tool_round_trips(text: str) -> None:
+    first = compiled({"tools/pets.md": text}, referenced={"tools/pets.yaml": PEOPLE_SPEC})
+    tool = first.tools["pets"]
+    assert tool.is_personal and write_tool(tool) == text
+    again = compiled({"tools/pets.md": write_tool(tool)}, referenced={"tools/pets.yaml": PEOPLE_SPEC})
+    assert again.tools["pets"] == tool
+
+
+def test_a_builtins_own_file_round_trips() -> None:
+    text = "---\nfor: moderator\nneeds: desk\n---\nOnly moderators, on the desk.\n"
+    tool = compiled({"tools/fetch.md": text}).tools["fetch"]
+    assert tool.kind == "builtin" and not tool.is_personal and write_tool(tool) == text
+    assert compiled({"tools/fetch.md": write_tool(tool)}).tools["fetch"] == tool
+    assert compiled({"tools/about_me.md": "---\nfor: member\n---\n"}).tools["about_me"].is_personal
+
+
 def test_only_what_differs_from_the_defaults_is_written() -> None:
     text = "---\nname: B\nsurfaces: [rooms]\nmemory: thread\noffer: 'off'\nlimits: {steps: 12, spend: 0.3}\n---\nBe helpful.\n"
     written = write_bot(compiled({"bots/b.md": text}).bots["b"])
