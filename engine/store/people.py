@@ -72,7 +72,7 @@ class People(Family):
     # --- whom a run is about (the engine's, never a tool's to ask with a person in hand) ---------------
 
     async def subject(self, run_id: int) -> Subject | None:
-        """Whom run ``run_id`` is about, resolved in SQL from the run row (None: no such run)."""
+        """Whom run ``run_id`` is about, resolved in SQL from the run row (None: no such run, or it is over)."""
         found = await self._one("run_subject", run_id)
         if found is None:
             return None

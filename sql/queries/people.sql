@@ -47,12 +47,13 @@ SELECT about_me_v1();
 SELECT agent_raise_ticket_v1($1, $2, $3);
 
 -- name: run_subject
--- Whom run $1 is about (agent_subject_v1: its account and desk contact, from the run row alone), and whether
--- that is who asked it (a personal tool is offered only to a run about the person who reads the answer).
+-- Whom live run $1 is about (agent_subject_v1: its account and desk contact, from the run row alone; a finished
+-- run is about nobody, as agent_become_v1 has it), and whether that is who asked it (a personal tool is offered
+-- only to a run about the person who reads the answer).
 SELECT s.user_id, s.contact_id,
        coalesce(r.asked_by IS NOT NULL AND (r.subject = r.asked_by OR s.user_id = r.asked_by), false) AS is_asker
   FROM agent_runs r CROSS JOIN LATERAL agent_subject_v1(r.id) s
- WHERE r.id = $1;
+ WHERE r.id = $1 AND r.status IN ('queued', 'running');
 
 -- name: site_classes
 -- The audience classes the site's people tables give account $1 (customer, subscribed, tier:, role:, bought:).

@@ -253,3 +253,11 @@ async def test_a_builtins_own_file_is_published_as_the_builtins(db: TestStore, t
     await publish(db, registry)
     row = await db.pool.fetchrow("SELECT kind, compiled FROM tools WHERE name = 'fetch'")
     assert row is not None and row["kind"] == "builtin" and row["compiled"]["for"] == "moderator"
+
+
+async def test_a_finished_run_is_about_nobody(db: TestStore, clerk: Registry) -> None:
+    run_id = await a_run(db, room_id=DM, asked_by=ANN, subject=None)
+    about = await db.people.subject(run_id)
+    assert about is not None and (about.user_id, about.contact_id, about.is_asker) == (ANN, None, True)
+    await db.pool.execute("UPDATE agent_runs SET status = 'done' WHERE id = $1", run_id)
+    assert await db.people.subject(run_id) is None
