@@ -101,7 +101,7 @@ class Skill(SkillFile):
 class ToolFile(Strict):
     """The front matter of ``content/tools/<name>.md``: an OpenAPI spec and its allowed operations,
     or a site's own Python module — or, in a file named after a built-in, that built-in's ``for:``,
-    ``needs:`` and ``personal:`` (which kind a file is needs its name: ``engine.content.link``).
+    ``needs:`` and ``personal:`` (which kind a file is needs its name: ``engine.content.link_tools``).
 
     ``personal``: the tool reads the person's own data, so it is offered only where the person the run
     is about is the only human who reads the answer. ``subject``: the parameter of the allowed

@@ -207,7 +207,7 @@ def offered(
             targets.setdefault(spec.name, (tool.name, operation))
     for name, spec in (harness or {}).items():
         specs.setdefault(name, spec)
-    # Somebody asked, here, for what is theirs: the bot may say so and offer to go on in private. (A run
-    # nobody asked for has nobody to offer it to.)
+    # Somebody asked where others read along: the bot may say that what is theirs is for a private place,
+    # and offer one. (A run nobody asked for has nobody to offer it to.)
     elsewhere = (registry.strings.get("tools", "private_elsewhere") or "") if kept_private and facts else ""
     return Offered(tuple(specs.values()), skills, MappingProxyType(targets), elsewhere)
