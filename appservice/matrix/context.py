@@ -8,7 +8,12 @@
 - Outside a thread → the room's main timeline: what was said and who came and went; a thread's replies
   are not folded in (a conversation somebody stepped aside to have, which the channel does not show).
 - Only lines the asker could see: the room's history visibility and their membership *at each line*,
-  read back from the state events we stored (``summon_can_see_v1``, migration 0013).
+  read back from the state events we stored (``summon_can_see_v2``, migration 0022). "At each line" is in the
+  order summon *heard* things, never by ``origin_server_ts``, which the sender's server sets (a backdated join
+  shows nothing from before it arrived). A line fetched with a thread was said before we heard the room: it is
+  shown under ``shared`` (the first visibility we heard, never more open) and withheld under ``joined`` and
+  ``invited``, where nobody's membership at it is known.
+- Each line as it reads now: its latest edit that still stands (a redacted edit gives back what it replaced).
 - Bounded: at most ``lines`` lines are read, and the newest are kept within a token budget (about four
   characters a token); a thread keeps its root, which says what the thread is about.
 - The framing words are strings (``### context``); senders go by their display name in the room, so a
@@ -124,7 +129,7 @@ class ContextReader:
         if not complete:
             log.warning("the thread %s is not stored and could not be fetched; its context is incomplete", root,
                         extra={"room": line.room_id})
-        rows = await tx.lines.thread(line.room_id, root, until_ts=line.ts, viewer=line.sender,
+        rows = await tx.lines.thread(line.room_id, root, until=line.event_id, viewer=line.sender,
                                      limit=self.settings.lines)
         has_root = bool(rows) and rows[0].event_id == root
         ordered = ([rows[0]] if has_root else []) + list(reversed(rows[1:] if has_root else rows))
@@ -141,7 +146,8 @@ class ContextReader:
         return context
 
     async def _timeline(self, tx: Tx, line: Line, strings: Strings) -> dict[str, Any]:
-        rows = await tx.lines.timeline(line.room_id, until_ts=line.ts, viewer=line.sender, limit=self.settings.lines)
+        rows = await tx.lines.timeline(line.room_id, until=line.event_id, viewer=line.sender,
+                                       limit=self.settings.lines)
         lines: list[dict[str, Any]] = []
         for r in reversed(rows):
             if r.membership is None or r.said:
