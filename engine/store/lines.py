@@ -49,6 +49,22 @@ class Lines(Family):
         """Remember a delivered batch by its id; False when it was seen before (a replay)."""
         return await self._value("record_transaction", txn_id, events) is not None
 
+    async def transaction_failures(self, digest: str) -> int:
+        """How many attempts at a batch (by its id's digest) failed in a way a retry does not mend."""
+        return int(await self._value("transaction_failures", digest))
+
+    async def count_transaction_failure(self, digest: str, error: str) -> int:
+        """Count one more such failed attempt (in its own commit); how many there have been."""
+        return int(await self._value("count_transaction_failure", digest, error))
+
+    async def forget_transaction_failures(self, digest: str) -> None:
+        await self._run("forget_transaction_failures", digest)
+
+    async def reject(self, *, digest: str | None, event_id: str | None, room_id: str | None, reason: str,
+                     event: str) -> None:
+        """Keep an event that could not be stored (as escaped JSON text) with why, for an operator to see."""
+        await self._run("reject_event", digest, event_id, room_id, reason, event)
+
     async def store(self, *, event_id: str, room_id: str, sender: str, event_type: str, state_key: str | None,
                     ts: int, content: dict[str, Any], said: str, thread_root: str | None, reply_to: str | None,
                     replaces: str | None) -> bool:

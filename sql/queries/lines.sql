@@ -8,6 +8,25 @@ INSERT INTO as_transactions (txn_id, events) VALUES ($1, $2)
 ON CONFLICT (txn_id) DO NOTHING
 RETURNING txn_id;
 
+-- name: transaction_failures
+-- How many attempts at the transaction with digest $1 failed in a way a retry does not mend (0: none).
+SELECT coalesce((SELECT attempts FROM as_transaction_failures WHERE txn_digest = $1), 0);
+
+-- name: count_transaction_failure
+-- One more attempt at transaction $1 (its digest) failed with $2, counted in a commit of its own; the count.
+INSERT INTO as_transaction_failures (txn_digest, attempts, last_error) VALUES ($1, 1, $2)
+ON CONFLICT (txn_digest) DO UPDATE
+   SET attempts = as_transaction_failures.attempts + 1, last_error = excluded.last_error, last_at = now()
+RETURNING attempts;
+
+-- name: forget_transaction_failures
+-- The transaction with digest $1 was stored at last: its failed attempts are forgotten.
+DELETE FROM as_transaction_failures WHERE txn_digest = $1;
+
+-- name: reject_event
+-- Keep an event that could not be stored, as received ($5, escaped JSON text), with why ($4).
+INSERT INTO rejected_events (txn_digest, event_id, room_id, reason, event) VALUES ($1, $2, $3, $4, $5);
+
 -- name: store_event
 -- Store a room event once, by event_id; a row back = newly stored (only a new line may summon).
 INSERT INTO room_events (event_id, room_id, sender, event_type, state_key, ts, content, said,
