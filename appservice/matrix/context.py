@@ -272,21 +272,36 @@ async def _keep(tx: Tx, room_id: str, root: str, raw: Mapping[str, Any]) -> None
         return
     if fetched.event_id != root and fetched.thread_root != root:
         return
-    text = _latest_edit(raw, fetched) or fetched.text
     await tx.lines.store_fetched(event_id=fetched.event_id, room_id=room_id, sender=fetched.sender,
                                  event_type=fetched.event_type, ts=fetched.ts, content=dict(raw.get("content") or {}),
-                                 said=text, thread_root=fetched.thread_root, reply_to=fetched.reply_to)
+                                 said=fetched.text, thread_root=fetched.thread_root, reply_to=fetched.reply_to)
+    edit = _latest_edit(raw, fetched)
+    if edit is not None:
+        # Kept as an edit of its own, as one we heard would be: the line reads as it, and redacting it later
+        # gives the line back its own words.
+        bundled = _bundled(raw)
+        await tx.lines.store_fetched(event_id=edit.event_id, room_id=room_id, sender=edit.sender,
+                                     event_type=edit.event_type, ts=edit.ts,
+                                     content=dict(bundled.get("content") or {}) if bundled else {},
+                                     said=edit.text, thread_root=None, reply_to=None, replaces=fetched.event_id)
 
 
-def _latest_edit(raw: Mapping[str, Any], original: Line) -> str | None:
-    """The text of the edit the homeserver bundles with an event (``unsigned.m.relations.m.replace``), when
-    it is a valid edit of it."""
+def _bundled(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
     unsigned = raw.get("unsigned")
     relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
     edit = relations.get("m.replace") if isinstance(relations, Mapping) else None
-    if not isinstance(edit, Mapping) or "content" not in edit:
+    return edit if isinstance(edit, Mapping) and "content" in edit else None
+
+
+def _latest_edit(raw: Mapping[str, Any], original: Line) -> Line | None:
+    """The edit the homeserver bundles with an event (``unsigned.m.relations.m.replace``), when it is a valid
+    edit of it."""
+    edit = _bundled(raw)
+    if edit is None:
         return None
     line = read_event({**edit, "room_id": original.room_id})
     if line is None or line.replaces != original.event_id or line.sender != original.sender:
         return None
-    return line.text
+    if line.event_type != original.event_type:
+        return None
+    return line

@@ -113,10 +113,11 @@ class Lines(Family):
         return bool(await self._value("context_stored", event_id))
 
     async def store_fetched(self, *, event_id: str, room_id: str, sender: str, event_type: str, ts: int,
-                            content: dict[str, Any], said: str, thread_root: str | None, reply_to: str | None) -> None:
-        """Keep an event fetched from the homeserver as a line (once); it summons nothing."""
+                            content: dict[str, Any], said: str, thread_root: str | None, reply_to: str | None,
+                            replaces: str | None = None) -> None:
+        """Keep an event fetched from the homeserver (a line, or an edit of one) once; it summons nothing."""
         await self._run("context_store_fetched", event_id, room_id, sender, event_type, ts, content, said,
-                        thread_root, reply_to)
+                        thread_root, reply_to, replaces)
 
     async def room_name(self, room_id: str) -> str:
         """What a person calls the room: its name, else its canonical alias, else its id."""

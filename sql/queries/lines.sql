@@ -195,11 +195,12 @@ SELECT e.event_id, e.sender, coalesce(m.display_name, e.sender) AS name, e.said,
 SELECT EXISTS (SELECT 1 FROM room_events WHERE event_id = $1);
 
 -- name: context_store_fetched
--- Keep a thread's event fetched from the homeserver as a line (once, by event_id); it summons nothing, and
--- is marked fetched: it was said before we heard the room, at a place in it we do not know.
+-- Keep a thread's event fetched from the homeserver (a line, or the edit bundled with one: $10 names the line
+-- it edits) once, by event_id; it summons nothing, and is marked fetched: it was said before we heard the
+-- room, at a place in it we do not know.
 INSERT INTO room_events (event_id, room_id, sender, event_type, state_key, ts, content, said,
                          thread_root, reply_to, replaces, fetched)
-VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, NULL, true)
+VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10, true)
 ON CONFLICT (event_id) DO NOTHING;
 
 -- name: context_room_name

@@ -14,7 +14,9 @@ from appservice.matrix.dispatch import Dispatcher
 from engine.content import Registry
 from engine.core.messages import HeardStep, dump_step
 from engine.core.prompt import said_since
-from tests.db.test_context import ALICE, BOB, ROOM, context_of, feed, member, opened, redaction, said, say
+from tests.db.test_context import (
+    ALICE, BOB, ROOM, context_of, feed, fetcher, member, opened, redaction, said, say,
+)
 from tests.db.test_ingest import pipeline
 from tests.store import TestStore
 
@@ -145,3 +147,21 @@ async def test_a_redaction_without_the_power_changes_no_run(ingest: Dispatcher, 
     await feed(ingest, db, [asked])
     await feed(ingest, db, [redaction(line, BOB)])
     assert "alice's plan" in said(await context_of(db, asked["event_id"]))
+
+
+async def test_redacting_the_edit_bundled_with_a_fetched_line_gives_back_its_words(db: TestStore,
+                                                                                   published: Registry) -> None:
+    """A thread from before the bot came is fetched with each line's latest edit bundled (unsigned.m.relations):
+    the edit is kept as an edit, so redacting it later works as for one we heard."""
+    root = say("Old question", event_id="$fetchedroot")
+    reply = say("my pin is 1234", thread="$fetchedroot")
+    slip = edit(reply, "my pin is 1234, and my 2FA seed is JBSWY3DP")
+    reply["unsigned"] = {"m.relations": {"m.replace": slip}}
+    ingest = pipeline(db, published, thread_fetch=fetcher([root, reply]))
+    await feed(ingest, db, opened())
+    asked = say("Helper, what's up?", ask=True, thread="$fetchedroot")
+    await feed(ingest, db, [asked])
+    assert "my pin is 1234, and my 2FA seed is JBSWY3DP" in said(await context_of(db, asked["event_id"]))
+    await feed(ingest, db, [redaction(slip, ALICE)])
+    kept = said(await context_of(db, asked["event_id"]))
+    assert "JBSWY3DP" not in " ".join(kept) and "my pin is 1234" in kept
