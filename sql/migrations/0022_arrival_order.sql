@@ -20,9 +20,9 @@ ALTER TABLE room_events ADD COLUMN fetched boolean NOT NULL DEFAULT false;
 -- An edit no longer overwrites its original's `said`: a line reads as its latest edit that still stands, else
 -- its own words, worked out when it is read (sql/queries/lines.sql). So redacting an edit brings back what it
 -- replaced. An original an edit overwrote before this lost its own words: with no standing edit left it reads
--- as nothing, rather than as the words of an edit that may since have been redacted.
+-- as nothing, rather than as the words of an edit that may since have been redacted. (`edited_ts` is no
+-- longer written; it stays so a process of the last release, still running during a deploy, does not fail.)
 UPDATE room_events SET said = '' WHERE replaces IS NULL AND edited_ts IS NOT NULL;
-ALTER TABLE room_events DROP COLUMN edited_ts;
 
 DROP INDEX room_events_timeline;
 CREATE INDEX room_events_timeline ON room_events (room_id, seq) WHERE thread_root IS NULL AND replaces IS NULL;
