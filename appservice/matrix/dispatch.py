@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from appservice.matrix.cancels import Cancels
-from appservice.matrix.context import ThreadBackfill
+from appservice.matrix.context import Fetched, ThreadBackfill
 from appservice.matrix.followups import Followup
 from appservice.matrix.lines import LineHandler
 from appservice.matrix.presses import POLL_RESPONSES, Presses
@@ -104,7 +104,7 @@ class Dispatcher:
                 recorded = await self._record(tx, txn_id, len(events), careful=careful)
                 if recorded == "replay":
                     return None
-                await self.threads.keep(tx, fetched)
+                await self._keep_threads(tx, fetched, careful=careful)
                 followups: list[Followup] = []
                 rejected = 0
                 for event in events:
@@ -142,6 +142,19 @@ class Dispatcher:
             log.error("transaction %r: its id cannot be remembered (%s); its events are stored without it", txn_id,
                       described(exc), extra={"txn": txn_id})
             return "unremembered"
+
+    async def _keep_threads(self, tx: Tx, fetched: Fetched, *, careful: bool) -> None:
+        if not careful:
+            await self.threads.keep(tx, fetched)
+            return
+        try:
+            async with tx.savepoint():
+                await self.threads.keep(tx, fetched)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            log.error("the threads fetched for a transaction could not be kept (%s); their contexts are "
+                      "incomplete", described(exc))
 
     async def _remember(self, tx: Tx, followups: list[Followup], *, careful: bool) -> list[tuple[int, Followup]]:
         if not careful:

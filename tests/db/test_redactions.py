@@ -15,7 +15,17 @@ from engine.content import Registry
 from engine.core.messages import HeardStep, dump_step
 from engine.core.prompt import said_since
 from tests.db.test_context import (
-    ALICE, BOB, ROOM, context_of, feed, fetcher, member, opened, redaction, said, say,
+    ALICE,
+    BOB,
+    ROOM,
+    context_of,
+    feed,
+    fetcher,
+    member,
+    opened,
+    redaction,
+    said,
+    say,
 )
 from tests.db.test_ingest import pipeline
 from tests.store import TestStore

@@ -19,6 +19,7 @@ from appservice.matrix.dispatch import GIVE_UP_AFTER, LAST_TRIES, txn_digest
 from appservice.matrix.transactions import TransactionEndpoint
 from engine.content import Registry
 from engine.errors import StoreRefused, StoreUnavailable
+from engine.store.lines import Lines
 from tests.db.test_ingest import HELPER, count, feed, message, pipeline
 from tests.store import TestStore
 
@@ -77,12 +78,15 @@ async def test_a_failure_outside_every_savepoint_gives_up_after_a_few_attempts(
 async def test_when_storing_carefully_fails_too_the_events_are_rejected_and_it_is_acknowledged(
     db: TestStore, published: Registry, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A bug outside every savepoint, where storing carefully cannot leave it out either (forgetting the
+    failures, which only a careful attempt does)."""
     ingest = pipeline(db, published)
 
     async def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("a bug that fails every time")
 
     monkeypatch.setattr(ingest.threads, "keep", broken)
+    monkeypatch.setattr(Lines, "forget_transaction_failures", broken)
     events = [message("one"), message("two")]
     for _ in range(GIVE_UP_AFTER + LAST_TRIES):
         with pytest.raises(RuntimeError):
@@ -111,6 +115,25 @@ async def test_a_database_that_is_away_is_never_counted(db: TestStore, published
     monkeypatch.undo()
     await feed(ingest, db, "t-later", [message("wait for me")])  # the database back: stored at once
     assert len(await stored(db)) == 1
+
+
+async def test_a_failing_step_outside_the_events_is_left_out_when_stored_carefully(
+    db: TestStore, published: Registry, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ingest = pipeline(db, published)
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("keeping fetched threads is broken")
+
+    monkeypatch.setattr(ingest.threads, "keep", broken)
+    asked = message("Helper, now?", mentions=[HELPER])
+    for _ in range(GIVE_UP_AFTER):
+        with pytest.raises(RuntimeError):
+            await feed(ingest, db, "t-careful", [asked])
+    assert await feed(ingest, db, "t-careful", [asked]) == []
+    assert await stored(db) == {asked["event_id"]}
+    assert await count(db, "SELECT count(*) FROM agent_runs") == 1
+    assert await db.lines.transaction_failures(txn_digest("t-careful")) == 0
 
 
 async def test_a_failure_that_goes_away_is_forgotten_once_stored(db: TestStore, published: Registry,
