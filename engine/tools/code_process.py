@@ -50,10 +50,19 @@ def limit(limits: dict[str, int]) -> None:
     the kernel stops it (SIGXCPU, then SIGKILL a second later); an allocation past ``memory_bytes`` of address
     space fails (a MemoryError); a file written past ``file_bytes`` fails; no core file is ever written."""
     cpu = int(limits["cpu_seconds"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (int(limits["memory_bytes"]),) * 2)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["file_bytes"]),) * 2)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _lower(resource.RLIMIT_CPU, cpu, cpu + 1)
+    _lower(resource.RLIMIT_AS, int(limits["memory_bytes"]))
+    _lower(resource.RLIMIT_FSIZE, int(limits["file_bytes"]))
+    _lower(resource.RLIMIT_CORE, 0)
+
+
+def _lower(which: int, soft: int, hard: int | None = None) -> None:
+    """Lower a limit (never above what this process was already held to: only root may raise one)."""
+    _, held = resource.getrlimit(which)
+    top = soft if hard is None else hard
+    if held != resource.RLIM_INFINITY:
+        soft, top = min(soft, held), min(top, held)
+    resource.setrlimit(which, (soft, top))
 
 
 def load_run(file: Path, label: str) -> RunFn:
