@@ -27,7 +27,7 @@ from mautrix.client.state_store import MemoryStateStore
 from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
-from appservice.config import Config, openapi_headers
+from appservice.config import Config, code_sandbox, openapi_headers
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
@@ -87,7 +87,7 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
     schedule `in:` one of ``encrypted_rooms`` is refused."""
     root = Path(config.content.dir)
     result = contentfiles.compile_content(root, server_name=config.homeserver.server_name,
-                                          encrypted_rooms=encrypted_rooms)
+                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config))
     if isinstance(result, list):
         raise ContentError([contentfiles.where(root, e) for e in result])
     return result
@@ -156,7 +156,7 @@ class Service:
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
-                                    CodeTools(Path(c.content.dir)), db=self.store)
+                                    CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
         self.worker = Worker(
             self.store, self.registry, self.answerer, {self.surface.name: self.surface}, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
@@ -167,7 +167,8 @@ class Service:
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
-                               encrypted_rooms=self.store.rooms.encrypted, clock=self.clock), name="content-watch")
+                               encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
+                               sandbox=code_sandbox(c)), name="content-watch")
         if not self.http:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")

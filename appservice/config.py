@@ -7,14 +7,16 @@ one line naming the key (``ConfigError``), never a stack trace.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engine.errors import ConfigError
+from engine.tools.code import CodeLimits, Sandbox
 from engine.tools.fetch import FetchSettings, make_fetch
 
 PUPPET_PREFIX = "bot_"  # every bot's puppet is @bot_<slug>:<server> (engine.content compiles it so)
@@ -89,6 +91,28 @@ class Hooks(_Strict):
     keys: dict[str, HookKey] = Field(default_factory=dict)
 
 
+class CodeToolLimits(_Strict):
+    # Wall seconds a code tool's run may take (its process, and all it started, is killed then), and to load.
+    seconds: float = Field(default=60.0, gt=0)
+    load_seconds: float = Field(default=30.0, gt=0)
+    # Processor seconds for its whole process; None: seconds + load_seconds.
+    cpu_seconds: int | None = Field(default=None, ge=1)
+    # Address space its process may map, in MiB.
+    memory_mb: int = Field(default=1024, ge=64)
+    # The service's environment variables a code tool is handed, by name; nothing else of the environment is.
+    env: list[str] = Field(default_factory=list)
+
+    @field_validator("env")
+    @classmethod
+    def _not_ours(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r} is not an environment variable's name")
+            if name.upper().startswith(("SUMMON_", "AGENTS_")):
+                raise ValueError(f"{name} is summon's own; a code tool is never handed it")
+        return names
+
+
 class Tools(_Strict):
     # The room `raise_ticket` tells the staff in (a room id, `!…:server`, the service user has joined).
     # None: tickets are still raised, and nobody is told in Matrix.
@@ -98,6 +122,8 @@ class Tools(_Strict):
     # Secret headers for OpenAPI tools, by tool file name: {header: the environment variable holding its
     # value}. Secrets never live in content files or here; a variable that is not set stops the service.
     openapi_headers: dict[str, dict[str, str]] = Field(default_factory=dict)
+    # What a code tool's process (content/tools/*.py, run out of the service's process) may take and is given.
+    code: CodeToolLimits = CodeToolLimits()
 
 
 class Config(_Strict):
@@ -127,6 +153,13 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     except ValueError as exc:
         raise ConfigError(f"config: tools.fetch_allow: {exc}") from None
     return config
+
+
+def code_sandbox(config: Config) -> Sandbox:
+    """How a code tool's process is made, from ``tools.code``."""
+    c = config.tools.code
+    return Sandbox(CodeLimits(seconds=c.seconds, load_seconds=c.load_seconds, cpu_seconds=c.cpu_seconds,
+                              memory_bytes=c.memory_mb * 1024 * 1024), tuple(c.env))
 
 
 def openapi_headers(config: Config, env: Mapping[str, str]) -> dict[str, dict[str, str]]:

@@ -8,7 +8,12 @@
 - Outside a thread → the room's main timeline: what was said and who came and went; a thread's replies
   are not folded in (a conversation somebody stepped aside to have, which the channel does not show).
 - Only lines the asker could see: the room's history visibility and their membership *at each line*,
-  read back from the state events we stored (``summon_can_see_v1``, migration 0013).
+  read back from the state events we stored (``summon_can_see_v2``, migration 0022). "At each line" is in the
+  order summon *heard* things, never by ``origin_server_ts``, which the sender's server sets (a backdated join
+  shows nothing from before it arrived). A line fetched with a thread was said before we heard the room: it is
+  shown under ``shared`` (the first visibility we heard, never more open) and withheld under ``joined`` and
+  ``invited``, where nobody's membership at it is known.
+- Each line as it reads now: its latest edit that still stands (a redacted edit gives back what it replaced).
 - Bounded: at most ``lines`` lines are read, and the newest are kept within a token budget (about four
   characters a token); a thread keeps its root, which says what the thread is about.
 - The framing words are strings (``### context``); senders go by their display name in the room, so a
@@ -124,7 +129,7 @@ class ContextReader:
         if not complete:
             log.warning("the thread %s is not stored and could not be fetched; its context is incomplete", root,
                         extra={"room": line.room_id})
-        rows = await tx.lines.thread(line.room_id, root, until_ts=line.ts, viewer=line.sender,
+        rows = await tx.lines.thread(line.room_id, root, until=line.event_id, viewer=line.sender,
                                      limit=self.settings.lines)
         has_root = bool(rows) and rows[0].event_id == root
         ordered = ([rows[0]] if has_root else []) + list(reversed(rows[1:] if has_root else rows))
@@ -141,7 +146,8 @@ class ContextReader:
         return context
 
     async def _timeline(self, tx: Tx, line: Line, strings: Strings) -> dict[str, Any]:
-        rows = await tx.lines.timeline(line.room_id, until_ts=line.ts, viewer=line.sender, limit=self.settings.lines)
+        rows = await tx.lines.timeline(line.room_id, until=line.event_id, viewer=line.sender,
+                                       limit=self.settings.lines)
         lines: list[dict[str, Any]] = []
         for r in reversed(rows):
             if r.membership is None or r.said:
@@ -266,21 +272,36 @@ async def _keep(tx: Tx, room_id: str, root: str, raw: Mapping[str, Any]) -> None
         return
     if fetched.event_id != root and fetched.thread_root != root:
         return
-    text = _latest_edit(raw, fetched) or fetched.text
     await tx.lines.store_fetched(event_id=fetched.event_id, room_id=room_id, sender=fetched.sender,
                                  event_type=fetched.event_type, ts=fetched.ts, content=dict(raw.get("content") or {}),
-                                 said=text, thread_root=fetched.thread_root, reply_to=fetched.reply_to)
+                                 said=fetched.text, thread_root=fetched.thread_root, reply_to=fetched.reply_to)
+    edit = _latest_edit(raw, fetched)
+    if edit is not None:
+        # Kept as an edit of its own, as one we heard would be: the line reads as it, and redacting it later
+        # gives the line back its own words.
+        bundled = _bundled(raw)
+        await tx.lines.store_fetched(event_id=edit.event_id, room_id=room_id, sender=edit.sender,
+                                     event_type=edit.event_type, ts=edit.ts,
+                                     content=dict(bundled.get("content") or {}) if bundled else {},
+                                     said=edit.text, thread_root=None, reply_to=None, replaces=fetched.event_id)
 
 
-def _latest_edit(raw: Mapping[str, Any], original: Line) -> str | None:
-    """The text of the edit the homeserver bundles with an event (``unsigned.m.relations.m.replace``), when
-    it is a valid edit of it."""
+def _bundled(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
     unsigned = raw.get("unsigned")
     relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
     edit = relations.get("m.replace") if isinstance(relations, Mapping) else None
-    if not isinstance(edit, Mapping) or "content" not in edit:
+    return edit if isinstance(edit, Mapping) and "content" in edit else None
+
+
+def _latest_edit(raw: Mapping[str, Any], original: Line) -> Line | None:
+    """The edit the homeserver bundles with an event (``unsigned.m.relations.m.replace``), when it is a valid
+    edit of it."""
+    edit = _bundled(raw)
+    if edit is None:
         return None
     line = read_event({**edit, "room_id": original.room_id})
     if line is None or line.replaces != original.event_id or line.sender != original.sender:
         return None
-    return line.text
+    if line.event_type != original.event_type:
+        return None
+    return line

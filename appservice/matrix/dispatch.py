@@ -13,28 +13,61 @@ begins (``context.ThreadBackfill``), so no room's row is locked while the homese
 
 What must be said to the homeserver (join, decline, leave, invite) is remembered in the same commit
 (``room_actions``) and carried out by ``rooms`` after it.
+
+A transaction that can never be stored must not be answered 500 forever (the homeserver sends it again and
+again, and everything after it waits). An event that fails in its savepoint is kept in ``rejected_events``
+with its reason, and the rest stored. A failure outside any event's savepoint that a retry does not mend
+(anything but ``StoreUnavailable``: the database away, or asking for the whole transaction again) is counted
+durably, by the transaction id's digest, in a commit of its own (``as_transaction_failures``): after
+``GIVE_UP_AFTER`` such attempts the transaction is stored *carefully* — everything outside the events in a
+savepoint of its own too, so what fails is left out, logged, and the rest stands — and acknowledged. Should
+even that fail ``LAST_TRIES`` more times, every event is recorded as rejected and the transaction
+acknowledged, with an error logged: nothing stalls the homeserver's queue for good, and nothing vanishes
+without a trace.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from appservice.matrix.cancels import Cancels
-from appservice.matrix.context import ThreadBackfill
+from appservice.matrix.context import Fetched, ThreadBackfill
 from appservice.matrix.followups import Followup
 from appservice.matrix.lines import LineHandler
 from appservice.matrix.presses import POLL_RESPONSES, Presses
 from appservice.matrix.said import read_event
 from appservice.matrix.state import StateHandler
-from engine.errors import StoreUnavailable
+from engine.errors import StoreError, StoreUnavailable
 from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)
 
 FIRST_TRY_SECONDS = 60.0  # how long a remembered action's first attempt holds its row before another may
+Recorded = Literal["new", "replay", "unremembered"]
+GIVE_UP_AFTER = 3  # failed attempts (a retry did not mend) before a transaction is stored without what fails
+LAST_TRIES = 2  # careful attempts that failed too before every event is recorded as rejected and acknowledged
+EVENT_CHARS = 65_536  # of a rejected event kept (a whole event is at most 64 KiB by the spec)
+REASON_CHARS = 2_000
+
+
+def txn_digest(txn_id: str) -> str:
+    """What a transaction's failures are counted under: its id may be the very thing the database refuses."""
+    return hashlib.sha256(txn_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def storable(text: str, limit: int) -> str:
+    """``text`` as the database takes any text: no NUL, no lone surrogate (each escaped), at most ``limit``."""
+    clean = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+
+
+def described(exc: BaseException) -> str:
+    return storable(f"{type(exc).__name__}: {exc}", REASON_CHARS)
 
 
 async def remember(tx: Tx, followups: list[Followup]) -> list[tuple[int, Followup]]:
@@ -59,32 +92,136 @@ class Dispatcher:
     async def transaction(self, txn_id: str, events: list[dict[str, Any]]) -> list[tuple[int, Followup]] | None:
         """Store a transaction's events; the actions it remembered for the homeserver, or None when the
         transaction was seen before (a replay). Raises ``StoreUnavailable`` when the whole transaction must
-        be sent again."""
+        be sent again; raises what else failed (counted) until ``GIVE_UP_AFTER`` attempts have."""
         fetched = await self.threads.fetch(self.store, events)
-        async with self.store.transaction("store_transaction") as tx:
-            if not await tx.lines.record_transaction(txn_id, len(events)):
-                return None
-            await self.threads.keep(tx, fetched)
-            followups: list[Followup] = []
-            for event in events:
-                decided = await self.one(tx, event, what="event")
-                if decided is not None:
-                    followups.extend(decided)
-            # Remembered with the events: a crash before the homeserver hears them loses nothing.
-            return await remember(tx, followups)
+        digest = txn_digest(txn_id)
+        failed = await self.store.lines.transaction_failures(digest)
+        if failed >= GIVE_UP_AFTER + LAST_TRIES:
+            return await self._give_up(txn_id, digest, events, failed)
+        careful = failed >= GIVE_UP_AFTER
+        try:
+            async with self.store.transaction("store_transaction") as tx:
+                recorded = await self._record(tx, txn_id, len(events), careful=careful)
+                if recorded == "replay":
+                    return None
+                await self._keep_threads(tx, fetched, careful=careful)
+                followups: list[Followup] = []
+                rejected = 0
+                for event in events:
+                    decided = await self.one(tx, event, what="event", txn=digest)
+                    if decided is None:
+                        rejected += 1
+                    else:
+                        followups.extend(decided)
+                if failed:
+                    if recorded == "new":  # an id never remembered keeps its count: sent again, it is careful at once
+                        await tx.lines.forget_transaction_failures(digest)
+                    (log.error if careful or rejected else log.warning)(
+                        "transaction %r stored after %d failed attempt(s)%s; %d event(s) rejected (see "
+                        "rejected_events)", txn_id, failed, ", without what failed" if careful else "", rejected,
+                        extra={"txn": txn_id})
+                # Remembered with the events: a crash before the homeserver hears them loses nothing.
+                return await self._remember(tx, followups, careful=careful)
+        except StoreUnavailable:
+            raise  # the database is away, or asked for it all again: the homeserver's retry mends it
+        except Exception as exc:
+            await self._count_failure(txn_id, digest, exc)
+            raise
 
-    async def one(self, tx: Tx, event: Mapping[str, Any], *, what: str, backfill: bool = False) -> list[Followup] | None:
+    async def _record(self, tx: Tx, txn_id: str, events: int, *, careful: bool) -> Recorded:
+        """Remember the transaction id. Carefully, an id the database refuses is not remembered: its events
+        are still stored once each (by event id), so one sent again stores and summons nothing new."""
+        if not careful:
+            return "new" if await tx.lines.record_transaction(txn_id, events) else "replay"
+        try:
+            async with tx.savepoint():
+                return "new" if await tx.lines.record_transaction(txn_id, events) else "replay"
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            log.error("transaction %r: its id cannot be remembered (%s); its events are stored without it", txn_id,
+                      described(exc), extra={"txn": txn_id})
+            return "unremembered"
+
+    async def _keep_threads(self, tx: Tx, fetched: Fetched, *, careful: bool) -> None:
+        if not careful:
+            await self.threads.keep(tx, fetched)
+            return
+        try:
+            async with tx.savepoint():
+                await self.threads.keep(tx, fetched)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            log.error("the threads fetched for a transaction could not be kept (%s); their contexts are "
+                      "incomplete", described(exc))
+
+    async def _remember(self, tx: Tx, followups: list[Followup], *, careful: bool) -> list[tuple[int, Followup]]:
+        if not careful:
+            return await remember(tx, followups)
+        remembered: list[tuple[int, Followup]] = []
+        for f in followups:
+            try:
+                async with tx.savepoint():
+                    remembered.extend(await remember(tx, [f]))
+            except StoreUnavailable:
+                raise
+            except Exception as exc:
+                log.error("%s in %s could not be remembered (%s); it is not carried out", type(f).__name__,
+                          f.room_id, described(exc), extra={"room": f.room_id})
+        return remembered
+
+    async def _count_failure(self, txn_id: str, digest: str, exc: Exception) -> None:
+        """Count a failed attempt that a retry does not mend, in a commit of its own (the attempt's own writes
+        are rolled back). The database refusing even that leaves the count as it was, said in the log."""
+        try:
+            attempts = await self.store.lines.count_transaction_failure(digest, described(exc))
+        except StoreError as counting:
+            log.error("transaction %r could not be stored (%s), nor its failure counted (%s)", txn_id,
+                      described(exc), counting, extra={"txn": txn_id})
+            return
+        then = ("it will be stored without what fails" if attempts >= GIVE_UP_AFTER
+                else f"{GIVE_UP_AFTER - attempts} more before it is stored without what fails")
+        log.error("transaction %r could not be stored (attempt %d; %s): %s", txn_id, attempts, then,
+                  described(exc), exc_info=exc, extra={"txn": txn_id})
+
+    async def _give_up(self, txn_id: str, digest: str, events: list[dict[str, Any]],
+                       failed: int) -> list[tuple[int, Followup]]:
+        """The last resort, after storing it carefully failed too: every event recorded as rejected (each in
+        its own commit) and the transaction acknowledged, so the homeserver's queue moves on."""
+        reason = f"the transaction could not be stored in {failed} attempts"
+        for event in events:
+            try:
+                await self.store.lines.reject(**_rejection(digest, event, reason))
+            except StoreError as exc:
+                log.error("event %r of transaction %r could not even be recorded as rejected (%s)",
+                          event.get("event_id"), txn_id, exc, extra={"txn": txn_id})
+        log.error("transaction %r acknowledged unstored after %d failed attempts; its %d event(s) are in "
+                  "rejected_events", txn_id, failed, len(events), extra={"txn": txn_id})
+        return []
+
+    async def one(self, tx: Tx, event: Mapping[str, Any], *, what: str, backfill: bool = False,
+                  txn: str | None = None) -> list[Followup] | None:
         """One event in a savepoint of its own: what it decided for the homeserver (which counts only if the
-        savepoint stands), or None when it could not be stored (logged; the others go on)."""
+        savepoint stands), or None when it could not be stored (logged, and kept in ``rejected_events`` with
+        why; the others go on). ``txn`` is the digest of the transaction it came in."""
         decided: list[Followup] = []
         try:
             async with tx.savepoint():
                 await self.event(tx, event, decided, backfill=backfill)
         except StoreUnavailable:
             raise  # the database went away or asked for a retry: the homeserver sends the transaction again
-        except Exception:
-            log.exception("%s %s could not be stored; skipped", what, event.get("event_id"),
+        except Exception as exc:
+            log.exception("%s %s could not be stored; rejected", what, event.get("event_id"),
                           extra={"room": event.get("room_id")})
+            try:
+                async with tx.savepoint():
+                    await tx.lines.reject(**_rejection(txn, event, described(exc)))
+            except StoreUnavailable:
+                raise
+            except Exception:
+                log.exception("%s %s could not even be recorded as rejected", what, event.get("event_id"),
+                              extra={"room": event.get("room_id")})
             return None
         return decided
 
@@ -113,3 +250,15 @@ class Dispatcher:
         line = read_event(event)
         if line is not None:
             await self.lines.line(tx, line, event, followups, backfill=backfill)
+
+
+def _rejection(digest: str | None, event: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """An event as ``rejected_events`` keeps it: whatever it holds, as text the database takes."""
+    event_id, room_id = event.get("event_id"), event.get("room_id")
+    return {
+        "digest": digest,
+        "event_id": storable(event_id, 255) if isinstance(event_id, str) else None,
+        "room_id": storable(room_id, 255) if isinstance(room_id, str) else None,
+        "reason": storable(reason, REASON_CHARS),
+        "event": storable(json.dumps(event, ensure_ascii=True, default=repr), EVENT_CHARS),
+    }

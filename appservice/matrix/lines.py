@@ -50,10 +50,9 @@ class LineHandler:
         )
         if not stored:
             return  # seen before: only a newly stored line may summon
-        if line.replaces:
-            await tx.lines.apply_edit(line.replaces, line.sender, line.text, line.ts)
+        # An edit is stored as itself: a line reads as its latest standing edit when it is read.
         if line.redacts and await self._may_redact(tx, line.room_id, line.sender, line.redacts):
-            await tx.lines.redact(line.redacts, line.room_id)
+            await self._redact(tx, line.redacts, line.room_id)
         if backfill or not self._may_summon(line):
             return
         acted: list[Followup] = []
@@ -107,6 +106,32 @@ class LineHandler:
             and line.redacts is None
             and bool(line.text.strip())
         )
+
+    async def _redact(self, tx: Tx, target: str, room_id: str) -> None:
+        """Redact ``target`` here and in everything that kept its words (Matrix: a client "SHOULD change the
+        affected event in the same way a server does"; a bot drops redacted words from what it remembers).
+
+        - A redacted line leaves every run's stored context in the room, finished runs' too (what a run
+          kept is what ``summon runs`` shows and what a resumed run reads), and the ``heard`` steps that
+          brought it into a run; the unfinished run it summoned is asked to stop, its asker having taken the
+          question back.
+        - A redacted edit gives its line back what it replaced (the latest edit still standing, else the
+          line's own words), and every run's stored copy of the line reads that now."""
+        redacted = await tx.lines.redact(target, room_id)
+        if redacted is None:
+            return  # never stored (nothing here to redact), or redacted before
+        if redacted.replaces is not None:
+            now = await tx.lines.now_reads(redacted.replaces, room_id)
+            runs = await tx.lines.reword_in_runs(redacted.replaces, room_id, now)
+        else:
+            cancelled = await tx.lines.cancel_runs_asked_by(target, room_id)
+            if cancelled:
+                log.info("line %s was redacted; the run(s) it summoned were told to stop: %s", target, cancelled,
+                         extra={"room": room_id})
+            runs = await tx.lines.scrub_from_runs(target, room_id)
+        if runs:
+            log.info("redaction of %s applied to the stored context of %d run(s)", target, len(runs),
+                     extra={"room": room_id})
 
     async def _may_redact(self, tx: Tx, room_id: str, redactor: str, target: str) -> bool:
         """A redaction counts when its sender sent the event or holds the room's redact level (what the

@@ -1,13 +1,14 @@
 """What a code tool's module declares, read from its source without running it: a ``run`` function
 taking ``(run, arguments)``, and ``PARAMETERS``, the JSON Schema of its arguments, written out as a
 literal. The run function's docstring is what a model reads, unless the tool file says
-``description:``. (That the module also *imports* is proved by ``engine.content.files``, which loads it.)
+``description:``. (That the module also *imports* is proved by ``engine.content.files``, which loads it in a
+process of its own, as every call of the tool is run: ``engine.tools.code``.)
 
 The contract, for a site's ``content/tools/<name>.py``::
 
     PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
-    async def run(run: RunRef, arguments: dict[str, Any]) -> str:   # or a plain def (run in a thread)
+    async def run(run: RunRef, arguments: dict[str, Any]) -> str:   # or a plain def
         '''The weather now in a city, in a sentence.'''
         ...
 """

@@ -16,7 +16,7 @@ from engine.content.base import KIT
 from engine.content.code import Module, read_module
 from engine.content.registry import Doc
 from engine.errors import ContentFault
-from engine.tools.code import check_module
+from engine.tools.code import Sandbox, check_module
 
 KIT_DIR = Path(__file__).resolve().parent / "kit"
 # An OpenAPI spec at a url is read at compile time through this; it returns the text or raises.
@@ -104,14 +104,15 @@ def read_referenced(root: Path, names: Collection[str], fetch_spec: FetchSpec | 
     return out
 
 
-def _load_modules(root: Path, names: Collection[str], referenced: dict[str, str | Unavailable]) -> None:
-    """Prove each code tool's module imports (running its top level): one that does not is as
-    unavailable as a missing file, and the compile says why. One the compile would refuse from its
-    text alone is not run at all."""
+def _load_modules(root: Path, names: Collection[str], referenced: dict[str, str | Unavailable],
+                  sandbox: Sandbox | None) -> None:
+    """Prove each code tool's module imports (running its top level — in a process of its own, with a code
+    tool's limits and environment, never in this one): one that does not is as unavailable as a missing
+    file, and the compile says why. One the compile would refuse from its text alone is not run at all."""
     for name in sorted(names):
         text = referenced.get(name)
         if isinstance(text, str) and isinstance(read_module(text), Module):
-            why = check_module((root / name).resolve(), name)
+            why = check_module((root / name).resolve(), name, sandbox)
             if why is not None:
                 referenced[name] = Unavailable(why)
 
@@ -125,15 +126,17 @@ def compile_content(
     zones: Collection[str] | None = None,
     site_events: Collection[str] | None = None,
     encrypted_rooms: Collection[str] = (),
+    sandbox: Sandbox | None = None,
 ) -> Registry | list[CompileError]:
     """Read the site's content under ``root`` and the kit's, and compile them. Every error, including
-    a file that is not UTF-8, comes back as a CompileError (paths under ``root``, or ``kit/…``)."""
+    a file that is not UTF-8, comes back as a CompileError (paths under ``root``, or ``kit/…``). A code
+    tool's module is proved to load in the ``sandbox`` its calls will run in (by default, the default one)."""
     if not root.is_dir():
         return [CompileError(root.as_posix(), 0, "no such content folder")]
     sources, unreadable = _read(root)
     kit_sources, kit_unreadable = _read(kit) if kit is not None else ({}, [])
     referenced = read_referenced(root, references(sources), fetch_spec)
-    _load_modules(root, references(sources, ("module",)), referenced)
+    _load_modules(root, references(sources, ("module",)), referenced, sandbox)
     compiled = compile_sources(
         sources,
         server_name=server_name,

@@ -16,6 +16,7 @@ from pathlib import Path
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
 from engine.content.files import FetchSpec, compile_content, fetch_url, where
+from engine.tools.code import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +54,15 @@ async def watch(
     fetch_spec: FetchSpec | None = fetch_url,
     encrypted_rooms: Callable[[], Awaitable[Collection[str]]] | None = None,
     clock: Clock | None = None,
+    sandbox: Sandbox | None = None,
 ) -> None:
     """Run until cancelled. ``encrypted_rooms`` (read before each compile) names the rooms a schedule
     may not speak in, so an edit that aims one at an encrypted room is refused like any bad edit. The files as they are when it starts count as already published (the
     service compiled them on its way up); each change after that is compiled once, and
     ``on_registry`` is awaited with a registry that compiled — if it raises (the database is down),
     the same change is tried again, backing off to ``RETRY_MAX`` seconds. ``on_errors`` is given
-    the printable ``path:line: message`` lines of an edit that does not compile (each also logged)."""
+    the printable ``path:line: message`` lines of an edit that does not compile (each also logged). A code
+    tool's module is loaded to check it only in a process of its own (``sandbox``), never in this one."""
     clock = clock or SystemClock()
     applied = await asyncio.to_thread(snapshot, root, kit)
     failed: Snapshot | None = None  # the last state that did not compile: its errors were said once
@@ -78,7 +81,7 @@ async def watch(
             continue
         compiled = await asyncio.to_thread(
             compile_content, root, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
-            encrypted_rooms=sealed,
+            encrypted_rooms=sealed, sandbox=sandbox,
         )
         if isinstance(compiled, list):
             lines = [where(root, error, kit) if kit is not None else where(root, error) for error in compiled]

@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
+import asyncpg.exceptions._base as asyncpg_base
 
 from engine.errors import Conflict, StoreError, StoreRefused, StoreUnavailable
 from engine.store.queries import Queries
@@ -32,6 +33,11 @@ SLOW_SECONDS = 0.5
 
 # What asyncpg (and the socket under it) raises; each is translated into the error tree at this edge.
 FOREIGN = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
+# asyncpg's own refusals, raised before a statement is sent: a value it cannot encode (an integer out of range,
+# a lone surrogate in a text). They are InterfaceErrors like a closed connection, but the same statement fails
+# the same way every time: refused, never "try the whole transaction again" (which would be forever).
+_REFUSED_HERE = (asyncpg_base.DataError, asyncpg_base.ClientConfigurationError,
+                 asyncpg_base.UnsupportedClientFeatureError, asyncpg_base.UnsupportedServerFeatureError)
 _GONE = (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.InternalClientError,
          asyncpg.TransactionRollbackError, asyncpg.OperatorInterventionError, asyncpg.CannotConnectNowError,
          OSError)
@@ -46,6 +52,8 @@ def translate(exc: BaseException, what: str) -> StoreError:
     """asyncpg's (or the socket's) exception as ours; ``what`` says what was being done."""
     if isinstance(exc, _CONFLICT):
         return Conflict(f"{what}: {exc}")
+    if isinstance(exc, _REFUSED_HERE):
+        return StoreRefused(f"{what}: {type(exc).__name__}: {exc}")
     if isinstance(exc, _GONE):
         return StoreUnavailable(f"{what}: the database is unavailable ({type(exc).__name__}: {exc})")
     return StoreRefused(f"{what}: {type(exc).__name__}: {exc}")

@@ -1,166 +1,283 @@
 """Code tools: a site's own Python module (``module:`` in ``content/tools/<name>.md``), for the ability
-nobody could have anticipated.
+nobody could have anticipated — run in a process of its own, never in the service's.
 
-The module defines ``run(run, arguments) -> str`` — ``async def`` or a plain ``def`` (run in a worker
-thread so it cannot stall the loop) — and, optionally, ``PARAMETERS``: the JSON Schema object of its
-arguments, written out as a literal (the compile reads it without running the module; see
-``engine.content.code``). ``run`` gets a ``RunRef`` (which run, which bot, where — never a person) and
-the model's arguments, and returns the text the model reads. Raising ``ToolError`` says something the
-model can act on; any other exception is reported to the model as the tool having failed.
+The module defines ``run(run, arguments) -> str`` (``async def`` or a plain ``def``) and, optionally,
+``PARAMETERS``: the JSON Schema object of its arguments, written out as a literal (the compile reads it without
+running the module; see ``engine.content.code``). ``run`` gets a ``RunRef`` (which run, which bot, where — never
+a person) and the model's arguments, and returns the text the model reads. Raising ``ToolError`` says
+something the model can act on; any other exception is reported to the model as the tool having failed.
 
-The compile proves the module loads (``check_module``, from ``engine.content.files``); at run time it
-is loaded again whenever its file changed (by path, mtime and size) and kept by ``CodeTools``.
+Each call starts ``engine.tools.code_process`` afresh (so a changed file is simply what runs next):
+
+- **a scrubbed environment** — none of the service's (its tokens, the provider keys, the database's DSN): a
+  fixed ``PATH``, a C.UTF-8 locale, ``HOME`` and ``TMPDIR`` in a scratch folder that is its working folder and
+  is removed after, and only the variables the operator names (``tools.code.env``); ``python -I`` so no
+  ``PYTHON*`` variable or user site changes what it imports;
+- **limits** set in the child by ``resource.setrlimit`` before the module loads: processor seconds, address
+  space, file size (``CodeLimits``);
+- **killed at its timeout**, with everything it started (a session of its own, killed as a group): a tool
+  that overruns does not keep running after it is reported as late;
+- **given only** its arguments and the run's declared facts, as JSON on its stdin; no pool, no store, no
+  person.
+
+Loading (its top level, imports included) has its own allowance (``load_seconds``), so the tool's
+``seconds`` measure its ``run``. The compile's proof that a module imports (``check_module``, from
+``engine.content.files``) loads it the same way, in a process of its own, with the same limits: the service
+never executes site code, not when content changes either.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib.util
-import inspect
+import contextlib
+import json
 import logging
-import re
+import math
+import os
+import shutil
+import signal
+import subprocess
 import sys
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from engine.content.code import SIGNATURE
+import engine
 from engine.content.parts import Tool
-from engine.errors import ContentFault, ToolError, ToolEscaped
+from engine.errors import ToolError
 from engine.tools.base import RunRef
 
 log = logging.getLogger(__name__)
 
-RunFn = Callable[[RunRef, dict[str, Any]], Any]
 CODE_TIMEOUT = 60.0
+# What a tool is started with: isolated (no PYTHON* variables, no user site, no script folder on the path), no
+# bytecode written next to site code (the content watcher would see it), and the engine found where this one is.
+_BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from engine.tools.code_process import main; main()"
+_ENGINE_ROOT = str(Path(engine.__file__).resolve().parent.parent)
+BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 
 
-class ModuleLoadError(ContentFault):
-    """Why a code tool's module does not load, said ``at its line N`` where there is one."""
+@dataclass(frozen=True)
+class CodeLimits:
+    """What one code tool may take: ``seconds`` of wall time for its ``run``, ``load_seconds`` to load,
+    processor seconds for the whole process (by default both together), address space, file size, and how
+    much text it may hand back."""
+
+    seconds: float = CODE_TIMEOUT
+    load_seconds: float = 30.0
+    cpu_seconds: int | None = None
+    memory_bytes: int = 1024 * 1024 * 1024
+    file_bytes: int = 64 * 1024 * 1024
+    answer_bytes: int = 4 * 1024 * 1024
+
+    def child(self) -> dict[str, int]:
+        cpu = self.cpu_seconds or math.ceil(self.seconds + self.load_seconds)
+        return {"cpu_seconds": max(1, cpu), "memory_bytes": self.memory_bytes, "file_bytes": self.file_bytes}
 
 
-def load_run(file: Path, label: str, *, prefix: str = "summon_tool") -> RunFn:
-    """Import ``file`` under a name of its own (never a site module shadowing a real one) and return
-    its ``run``. Raises ``ModuleLoadError``: a syntax error, an import that fails, no ``run``, or a
-    ``run`` that does not take ``(run, arguments)``."""
-    name = f"{prefix}_{re.sub(r'[^a-zA-Z0-9_]', '_', label)}_{hashlib.sha256(label.encode()).hexdigest()[:8]}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise ModuleLoadError("it cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # while it runs: dataclasses and the like look themselves up there
+@dataclass(frozen=True)
+class Sandbox:
+    """How a code tool's process is made: its limits, and the names of the service's environment variables
+    it is handed (nothing else of the environment is)."""
+
+    limits: CodeLimits = field(default_factory=CodeLimits)
+    env: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-I", "-B", "-c", _BOOT, _ENGINE_ROOT]
+
+    def environment(self, scratch: str, source: Mapping[str, str] | None = None) -> dict[str, str]:
+        given = os.environ if source is None else source
+        chosen = {name: given[name] for name in self.env if name in given}
+        return {**chosen, **BASE_ENV, "HOME": scratch, "TMPDIR": scratch}
+
+    def request(self, mode: str, file: Path, label: str, **rest: Any) -> bytes:
+        return json.dumps({"mode": mode, "file": str(file), "label": label, "limits": self.limits.child(),
+                           **rest}).encode()
+
+
+def check_module(file: Path, label: str, sandbox: Sandbox | None = None) -> str | None:
+    """For the compile: None if the module loads with a usable ``run``, else why not. It runs the module's top
+    level (that is what proving it imports means) — in a process of its own, never this one."""
+    box = sandbox or Sandbox()
+    scratch = tempfile.mkdtemp(prefix="summon-check-")
     try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        sys.modules.pop(name, None)
-        raise ModuleLoadError(f"SyntaxError at its line {exc.lineno}: {exc.msg}") from exc
-    except (Exception, SystemExit) as exc:
-        sys.modules.pop(name, None)
-        line = _line_in(exc.__traceback__, file)
-        at = f" at its line {line}" if line else ""
-        raise ModuleLoadError(f"{type(exc).__name__}{at}: {exc}") from exc
-    run = getattr(module, "run", None)
-    if not callable(run):
-        sys.modules.pop(name, None)
-        raise ModuleLoadError(f"it defines no run function ({SIGNATURE})")
-    try:
-        inspect.signature(run).bind(None, {})
-    except TypeError as exc:
-        sys.modules.pop(name, None)
-        raise ModuleLoadError(f"its run must take two arguments: {SIGNATURE}") from exc
-    except ValueError:  # no signature to read (a builtin); calling it will tell
-        pass
-    return run  # type: ignore[no-any-return]
-
-
-def check_module(file: Path, label: str) -> str | None:
-    """For the compile: None if the module loads with a usable ``run``, else why not. It does run the
-    module's top level (that is what proving it imports means), then forgets it."""
-    try:
-        load_run(file, label, prefix="summon_check")
-    except ModuleLoadError as exc:
-        return str(exc)
+        process = subprocess.Popen(box.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=box.environment(scratch), cwd=scratch, start_new_session=True)
+        try:
+            out, err = process.communicate(box.request("check", file, label), timeout=box.limits.load_seconds)
+        except subprocess.TimeoutExpired:
+            _kill(process.pid)
+            process.communicate()
+            return f"it did not load within {box.limits.load_seconds:g}s"
+        finally:
+            _kill(process.pid)  # anything it left running
     finally:
-        for name in [n for n in sys.modules if n.startswith("summon_check_")]:
-            sys.modules.pop(name, None)
-    return None
-
-
-def _line_in(trace: TracebackType | None, file: Path) -> int | None:
-    line = None
-    while trace is not None:
-        if Path(trace.tb_frame.f_code.co_filename) == file:
-            line = trace.tb_lineno
-        trace = trace.tb_next
-    return line
+        shutil.rmtree(scratch, ignore_errors=True)
+    message = _first(out)
+    if message is None:
+        log.debug("checking %s: %s", label, err[-2000:].decode(errors="replace"))
+        return f"it stopped before it loaded ({_ended(process.returncode, box.limits)})"
+    if message.get("loaded") is True:
+        return None
+    return str(message.get("error") or "it does not load")
 
 
 class CodeTools:
     """Runs code tools. ``root`` is the content folder the tools' ``module:`` paths are inside."""
 
-    def __init__(self, root: Path, *, timeout: float = CODE_TIMEOUT, threads: int = 4) -> None:
+    def __init__(self, root: Path, *, timeout: float | None = None, sandbox: Sandbox | None = None) -> None:
         self.root = root.resolve()
-        self.timeout = timeout
-        self._loaded: dict[Path, tuple[tuple[int, int], RunFn]] = {}
-        # A pool of their own: a sync tool that overruns its timeout keeps its thread, and must not starve
-        # the loop's default executor (DNS lookups, asyncpg reconnects run there).
-        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="code-tool")
+        box = sandbox or Sandbox()
+        if timeout is not None:
+            box = Sandbox(CodeLimits(**{**asdict(box.limits), "seconds": timeout}), box.env)
+        self.sandbox = box
+
+    @property
+    def timeout(self) -> float:
+        return self.sandbox.limits.seconds
 
     def close(self) -> None:
-        self._threads.shutdown(wait=False, cancel_futures=True)
+        """Nothing is kept between calls: every tool's process is gone when its call returns."""
 
     async def call(self, tool: Tool, run: RunRef, arguments: dict[str, Any]) -> str:
         """The text ``run`` returned, or a ``ToolError`` in words the model can act on."""
         if tool.kind != "module" or tool.module is None:
             raise ToolError(f"{tool.name} is not a code tool")
         _check_arguments(tool, arguments)
-        fn = self._run_of(tool)
+        file = self._file(tool)
+        scratch = await asyncio.to_thread(tempfile.mkdtemp, prefix="summon-tool-")
         try:
-            if inspect.iscoroutinefunction(fn):
-                result = await asyncio.wait_for(_contained(fn(run, arguments)), self.timeout)
-            else:
-                loop = asyncio.get_running_loop()
-                result = await asyncio.wait_for(
-                    loop.run_in_executor(self._threads, _contained_sync, fn, run, arguments), self.timeout)
-                if inspect.isawaitable(result):
-                    result = await asyncio.wait_for(_contained(result), self.timeout)
-        except ToolError:
-            raise
-        except ToolEscaped as exc:
-            log.warning("code tool %s tried to exit the process (%r); refused", tool.name, exc.args[0],
-                        extra={"run": run.id, "bot": run.bot})
-            raise ToolError(f"{tool.name} failed (it tried to exit); tell the person it did not work") from exc
-        except TimeoutError as exc:
-            raise ToolError(f"{tool.name} did not finish within {self.timeout:g}s; try again later") from exc
-        except Exception as exc:
-            log.warning("code tool %s raised", tool.name, exc_info=True, extra={"run": run.id, "bot": run.bot})
-            raise ToolError(f"{tool.name} failed ({type(exc).__name__}: {exc}); tell the person it did not work") from exc
-        if not isinstance(result, str):
-            raise ToolError(f"{tool.name} is broken: it returned {type(result).__name__}, not text")
-        return result
+            return await self._run(tool, file, run, arguments, scratch)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, scratch, True)
 
-    def _run_of(self, tool: Tool) -> RunFn:
+    def _file(self, tool: Tool) -> Path:
         assert tool.module is not None
         file = (self.root / tool.module).resolve()
         if not file.is_relative_to(self.root):
             raise ToolError(f"{tool.name} is broken: its module is outside the content folder")
+        if not file.is_file():
+            raise ToolError(f"{tool.name} is broken: its module {tool.module} is not there")
+        return file
+
+    async def _run(self, tool: Tool, file: Path, run: RunRef, arguments: dict[str, Any], scratch: str) -> str:
+        box, limits = self.sandbox, self.sandbox.limits
+        process = await asyncio.create_subprocess_exec(
+            *box.argv(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=box.environment(scratch), cwd=scratch, start_new_session=True,
+            limit=limits.answer_bytes + 4096,
+        )
+        printed = asyncio.ensure_future(_tail(process.stderr))
+        where = {"run": run.id, "bot": run.bot}
         try:
-            stat = file.stat()
-        except OSError as exc:
-            raise ToolError(f"{tool.name} is broken: its module {tool.module} is not there") from exc
-        stamp = (stat.st_mtime_ns, stat.st_size)
-        cached = self._loaded.get(file)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        try:
-            fn = load_run(file, tool.module)
-        except ModuleLoadError as exc:
-            raise ToolError(f"{tool.name} is broken: {tool.module} does not load ({exc})") from exc
-        self._loaded[file] = (stamp, fn)
-        return fn
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(box.request("run", file, tool.module or "", run=asdict(run), arguments=arguments))
+            await process.stdin.drain()
+            process.stdin.close()
+            try:
+                loaded = await asyncio.wait_for(_message(process.stdout), limits.load_seconds)
+            except TimeoutError as exc:
+                raise ToolError(f"{tool.name} is broken: {tool.module} did not load within "
+                                f"{limits.load_seconds:g}s") from exc
+            if loaded is None:
+                raise ToolError(f"{tool.name} is broken: {tool.module} stopped before it loaded "
+                                f"({await self._ended(process)})")
+            if loaded.get("loaded") is not True:
+                raise ToolError(f"{tool.name} is broken: {tool.module} does not load ({loaded.get('error')})")
+            try:
+                outcome = await asyncio.wait_for(_message(process.stdout), limits.seconds)
+            except TimeoutError as exc:
+                log.warning("code tool %s overran %gs; its process was killed", tool.name, limits.seconds,
+                            extra=where)
+                raise ToolError(f"{tool.name} did not finish within {limits.seconds:g}s; try again later") from exc
+            except ValueError as exc:  # a line past the reader's limit
+                raise ToolError(f"{tool.name} is broken: it answered more than {limits.answer_bytes} bytes") from exc
+            if outcome is None:
+                ended = await self._ended(process)
+                log.warning("code tool %s ended without an answer (%s): %s", tool.name, ended,
+                            await _printed(printed), extra=where)
+                raise ToolError(f"{tool.name} was stopped ({ended}); tell the person it did not work")
+            return self._answer(tool, outcome, where)
+        finally:
+            _kill(process.pid)
+            await process.wait()
+            printed.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await printed
+
+    def _answer(self, tool: Tool, outcome: dict[str, Any], where: dict[str, Any]) -> str:
+        if "result" in outcome and isinstance(outcome["result"], str):
+            return outcome["result"]
+        if "tool_error" in outcome:
+            raise ToolError(str(outcome["tool_error"]))
+        if "escaped" in outcome:
+            log.warning("code tool %s tried to exit (%s); contained", tool.name, outcome["escaped"], extra=where)
+            raise ToolError(f"{tool.name} failed (it tried to exit); tell the person it did not work")
+        if "not_text" in outcome:
+            raise ToolError(f"{tool.name} is broken: it returned {outcome['not_text']}, not text")
+        log.warning("code tool %s raised: %s", tool.name, outcome.get("trace", ""), extra=where)
+        raise ToolError(f"{tool.name} failed ({outcome.get('failed')}); tell the person it did not work")
+
+    async def _ended(self, process: asyncio.subprocess.Process) -> str:
+        """Why a process that closed its answers ended. One that closed them and went on is killed now: a
+        process that died by itself keeps the status it died with."""
+        _kill(process.pid)
+        return _ended(await process.wait(), self.sandbox.limits)
+
+
+def _ended(code: int | None, limits: CodeLimits) -> str:
+    """Why a tool's process ended, in words."""
+    if code == -signal.SIGXCPU:
+        return f"it used more than {limits.child()['cpu_seconds']}s of processor time"
+    if code is not None and code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"its process ended with status {code}"
+
+
+def _kill(pid: int) -> None:
+    """End a tool's process and everything it started (its own session: the group is its pid)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _message(stream: asyncio.StreamReader) -> dict[str, Any] | None:
+    """The next message from a tool's process; None when it ended without one."""
+    line = await stream.readline()
+    if not line:
+        return None
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _first(out: bytes) -> dict[str, Any] | None:
+    line = out.split(b"\n", 1)[0]
+    try:
+        message = json.loads(line) if line else None
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+async def _tail(stream: asyncio.StreamReader | None, keep: int = 8192) -> bytes:
+    """What a tool printed, the last ``keep`` bytes of it (read as it comes, so a chatty tool never blocks)."""
+    kept = b""
+    if stream is None:
+        return kept
+    while chunk := await stream.read(65536):
+        kept = (kept + chunk)[-keep:]
+    return kept
+
+
+async def _printed(task: asyncio.Future[bytes]) -> str:
+    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+        return (await asyncio.wait_for(asyncio.shield(task), 1.0)).decode(errors="replace")
+    return ""
 
 
 def _check_arguments(tool: Tool, arguments: object) -> None:
@@ -175,16 +292,3 @@ def _check_arguments(tool: Tool, arguments: object) -> None:
         if unknown:
             raise ToolError(f"{tool.name} takes no {', '.join(unknown)} (it takes: {', '.join(declared) or 'nothing'})")
 
-
-async def _contained(awaitable: Awaitable[Any]) -> Any:
-    try:
-        return await awaitable
-    except (SystemExit, KeyboardInterrupt) as exc:
-        raise ToolEscaped(exc) from None
-
-
-def _contained_sync(fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except (SystemExit, KeyboardInterrupt) as exc:
-        raise ToolEscaped(exc) from None

@@ -1,5 +1,6 @@
 """The site's own tools behind one door (``ContentTools`` in ``engine.tools.base``): an OpenAPI tool's
-operation through ``OpenAPITools``, a code tool through ``CodeTools``. Built by the composition root.
+operation through ``OpenAPITools``, a code tool through ``CodeTools`` (in a process of its own, never this
+one). Built by the composition root.
 
 An operation whose tool file names a ``subject:`` parameter is handed the run's subject — the account
 ``agent_subject_v1`` resolves from the run row (``db``), never anything the model said."""

@@ -154,6 +154,33 @@ async def test_visibility_is_read_as_it_was_at_each_line(ingest: Dispatcher, db:
     assert "shared again" in lines
 
 
+MALLORY = "@mallory:localhost"  # the stamp below is what a remote server, or an appservice's ?ts=, may say
+
+
+async def test_a_backdated_join_sees_nothing_from_before_it_arrived(ingest: Dispatcher, db: TestStore) -> None:
+    """origin_server_ts is what the sender's server says (an appservice's ?ts= too): a join stamped as if it came
+    first is still placed where it arrived, so under `joined` it opens nothing said before it."""
+    await feed(ingest, db, [*opened("joined"), say("said before mallory came")])
+    join = {**member(MALLORY, "join", "Mallory"), "origin_server_ts": 1}  # "I was here all along"
+    await feed(ingest, db, [join, say("said after mallory came")])
+    asked = say("Helper, what did I miss?", MALLORY, ask=True)
+    await feed(ingest, db, [asked])
+    lines = said(await context_of(db, asked["event_id"]))
+    assert "said before mallory came" not in lines
+    assert lines[-2:] == ["said after mallory came", "Helper, what did I miss?"]
+
+
+async def test_a_lines_own_clock_does_not_move_it(ingest: Dispatcher, db: TestStore) -> None:
+    """A context reads in the order the lines were heard, up to the asking line: a line stamped in the future is
+    neither cut off nor moved."""
+    early = {**say("said first, stamped years ahead"), "origin_server_ts": 4_000_000_000_000}
+    await feed(ingest, db, [*opened(), early, say("said second")])
+    asked = say("Helper, sum it up?", ask=True)
+    await feed(ingest, db, [asked])
+    assert said(await context_of(db, asked["event_id"]))[-3:] == [
+        "said first, stamped years ahead", "said second", "Helper, sum it up?"]
+
+
 async def test_a_rename_is_not_a_joining_and_leaving_is_told(ingest: Dispatcher, db: TestStore) -> None:
     await feed(ingest, db, [*opened(), member(BOB, "join", "Bob"), member(BOB, "join", "Robert"), say("hi"),
                             member(BOB, "leave")])
@@ -299,6 +326,21 @@ async def test_fetched_lines_the_asker_could_not_see_are_withheld(make_ingest: M
     asked = say("Helper?", BOB, ask=True, thread="$oldroot2")
     await feed(ingest, db, [asked])
     assert said(await context_of(db, asked["event_id"])) == ["Helper?"]
+
+
+async def test_a_backdated_join_cannot_open_a_fetched_thread(make_ingest: MakeIngest, db: TestStore) -> None:
+    """A line fetched with a thread was said before we heard the room, at a place we cannot know without trusting
+    its sender's clock; under `joined` nobody's membership at it is known, so it is withheld from everyone —
+    a join stamped as older than the thread included."""
+    events = opened("joined")
+    root = say("Before mallory", event_id="$oldroot4")
+    join = {**member(MALLORY, "join", "Mallory"), "origin_server_ts": 1}
+    ingest = make_ingest(thread_fetch=fetcher([root]))
+    await feed(ingest, db, [*events, join])
+    asked = say("Helper?", MALLORY, ask=True, thread="$oldroot4")
+    await feed(ingest, db, [asked])
+    assert said(await context_of(db, asked["event_id"])) == ["Helper?"]
+    assert await db.pool.fetchval("SELECT fetched FROM room_events WHERE event_id = '$oldroot4'") is True
 
 
 @pytest.mark.parametrize("how", ["fails", "hangs", "none"])

@@ -1,0 +1,53 @@
+"""How a code tool's process is made (issue 12, item 6), from the config: its limits, and the only environment
+variables it is handed — never summon's own, whatever the config says."""
+
+from __future__ import annotations
+
+import pytest
+
+from appservice.config import code_sandbox, parse_config
+from engine.content.code import SIGNATURE
+from engine.errors import ConfigError
+from engine.tools import code_process
+from engine.tools.code import CodeLimits, Sandbox
+from tests.unit.test_config import minimal
+
+
+def with_code(**code: object) -> dict[str, object]:
+    raw = minimal()
+    raw["tools"] = {"code": code}
+    return raw
+
+
+def test_the_config_makes_the_sandbox() -> None:
+    config = parse_config(with_code(seconds=5, load_seconds=2, memory_mb=256, env=["WEATHER_API_KEY"]), {})
+    box = code_sandbox(config)
+    assert box == Sandbox(CodeLimits(seconds=5, load_seconds=2, memory_bytes=256 * 1024 * 1024),
+                          ("WEATHER_API_KEY",))
+    assert box.limits.child() == {"cpu_seconds": 7, "memory_bytes": 256 * 1024 * 1024,
+                                  "file_bytes": 64 * 1024 * 1024}
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("SUMMON_DATABASE_DSN", "config: tools.code.env: Value error, SUMMON_DATABASE_DSN is summon's own; a code tool "
+                            "is never handed it"),
+    ("AGENTS_LIVE", "config: tools.code.env: Value error, AGENTS_LIVE is summon's own; a code tool is never "
+                    "handed it"),
+    ("NOT A NAME", "config: tools.code.env: Value error, 'NOT A NAME' is not an environment variable's name"),
+])
+def test_summons_own_secrets_can_never_be_handed_on(name: str, why: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config(with_code(env=[name]), {})
+    assert str(refused.value) == why
+
+
+def test_only_the_named_variables_and_a_fixed_few_are_handed_on() -> None:
+    box = Sandbox(env=("WEATHER_API_KEY", "ABSENT"))
+    service = {"WEATHER_API_KEY": "wk", "SUMMON_AS_TOKEN": "secret", "PATH": "/opt/evil/bin", "PYTHONPATH": "/x"}
+    assert box.environment("/scratch", service) == {
+        "WEATHER_API_KEY": "wk", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "HOME": "/scratch", "TMPDIR": "/scratch"}
+
+
+def test_the_child_says_the_contract_as_the_compile_does() -> None:
+    assert code_process.SIGNATURE == SIGNATURE
