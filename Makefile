@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench
 	$(BIN)/python -m tests.bench.engine
 	$(BIN)/python -m tests.bench.load
+	$(BIN)/python -m tests.bench.untrusted
 
 down:
 	synapse-dev/down

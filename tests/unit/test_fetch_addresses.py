@@ -121,7 +121,7 @@ def test_allowed(ip: str) -> None:
 
 
 def test_every_denied_range_is_in_the_table() -> None:
-    from engine.tools.fetch import DENIED as RANGES
+    from engine.tools.addresses import DENIED as RANGES
 
     for network, _ in RANGES:
         inside = [ip for ip, _ in DENIED if "%" not in ip and _parses(ip) and ipaddress.ip_address(ip) in network]
