@@ -211,9 +211,9 @@ async def test_a_redirect_to_a_path_read_another_way_is_refused(server: Server, 
 
 async def test_a_page_that_never_closes_a_tag_is_read_at_once(server: Server) -> None:
     fetch = make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time, this process's: the server here is in it too, and cheap
     out = await fetch(RUN, {"url": server.url("/docs/unterminated")})
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert "240000 bytes" in out and "<a<a<a" in out  # a tag never closed is read as text, once
 
 
