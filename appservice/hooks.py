@@ -171,7 +171,8 @@ class EventHooks:
         if isinstance(event, Rejected):
             return self._refused(name, verdict.key_id, event)
         if not room_in_scope(event.room_id, self._keys[verdict.key_id].rooms):
-            return self._refused(name, verdict.key_id, Rejected(403, f"key {verdict.key_id} may not post for {event.room_id}"))
+            elsewhere = Rejected(403, f"key {verdict.key_id} may not post for {event.room_id}")
+            return self._refused(name, verdict.key_id, elsewhere)
         registry = self._registry()
         heard = hearers(registry, name)
         async with self.store.transaction("wake_site_event") as tx:
