@@ -117,9 +117,18 @@ def cmd_registration(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}")
+        write_private(Path(args.output), text)
+        print(f"wrote {args.output} (mode 0600: it holds both tokens; the homeserver's user must be able to read it)")
     return 0
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable and writable by its owner only — a file that was already there
+    is made so before a byte of the new text is written."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        os.fchmod(out.fileno(), 0o600)
+        out.write(text)
 
 
 def cmd_dev(args: argparse.Namespace) -> int:

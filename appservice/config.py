@@ -79,11 +79,19 @@ class Content(_Strict):
 _SCOPE = r"^site\.(\*|[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*(\.\*)?)$"
 
 
+# A room a key may post for: a room id (`!abc:example.org`), or `*` for any room.
+ANY_ROOM = "*"
+_ROOM_SCOPE = r"^(\*|![^:\s]+:\S+)$"
+
+
 class HookKey(_Strict):
     # Shared with the site, which signs each post with it (HMAC-SHA256); `openssl rand -hex 32`.
     secret: str = Field(min_length=16)
     # The site events this key may post: at least one name or prefix.
     events: tuple[Annotated[str, Field(pattern=_SCOPE)], ...] = Field(min_length=1)
+    # The rooms it may post for (a body's room_id): at least one room id, or `*` for any room — said
+    # outright, so no key speaks in every room by being left unscoped.
+    rooms: tuple[Annotated[str, Field(pattern=_ROOM_SCOPE)], ...] = Field(min_length=1)
 
 
 class Hooks(_Strict):

@@ -3,18 +3,21 @@
 Signed the way Chatwoot signs its webhooks, so a site's existing code can do it:
 
 - ``X-Summon-Key``: the id of a key in ``hooks.keys``; each key may post only the events it is scoped to
-  (a name, or a prefix ``site.support.*``);
+  (a name, or a prefix ``site.support.*``), for the rooms it is scoped to (room ids, or ``*``);
 - ``X-Summon-Timestamp``: unix seconds, inside the signed string, more than five minutes off → 401;
 - ``X-Summon-Delivery``: a UUID, the same on every retry: a delivery is acted on once;
-- ``X-Summon-Signature``: ``sha256=<hex HMAC-SHA256(secret, "<timestamp>.<raw body>")>``, compared in
-  constant time.
+- ``X-Summon-Signature``: ``sha256=<hex HMAC-SHA256(secret, "<timestamp>.<event name>.<raw body>")>``,
+  compared in constant time. The event's name is signed, so a post signed for one event cannot be
+  replayed to another event the same key may post.
 
-Anything wrong with who is posting is 401 (403 for a good key not scoped to the event) and the body is
-never read as JSON. The body is a JSON object: ``room_id`` (the room the bots speak in) is required;
-``subject`` (who it is about: ``serves:`` is checked against it) and ``conversation`` (one run per bot
-per conversation at a time; the subject, else the room, when absent) are optional; all of it rides on
-the run, untouched, as its facts. An event no bot hears is 202 and costs one lookup; otherwise the
-delivery is remembered and the bots woken in one transaction (a replay is 200, and wakes nothing).
+The body is read under its cap while it streams in (413 past it). Anything wrong with who is posting
+is 401 (403 for a good key not scoped to the event) and the body is never read as JSON. The body is a
+JSON object: ``room_id`` (the room the bots speak in) is required, and must be one the key is scoped
+to (403 otherwise); ``subject`` (who it is about: ``serves:`` is checked against it) and
+``conversation`` (one run per bot per conversation at a time; the subject, else the room, when absent)
+are optional; all of it rides on the run, untouched, as its facts. Every verified delivery is
+remembered (a replay is 200, and wakes nothing); the bots that hear it are woken in the same
+transaction, and an event no bot hears is 202 with no runs.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from typing import Any
 
 from aiohttp import web
 
-from appservice.config import HookKey
+from appservice.bodies import read_capped, too_large
+from appservice.config import ANY_ROOM, HookKey
 from engine.clock import Clock
 from engine.content import Registry
 from engine.run.events import hearers, wake
@@ -76,15 +80,20 @@ class SiteEvent:
     facts: dict[str, Any]
 
 
-def sign(secret: str, timestamp: str, body: bytes) -> str:
-    """The ``X-Summon-Signature`` value for ``body`` posted at ``timestamp``."""
-    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+def sign(secret: str, timestamp: str, event: str, body: bytes) -> str:
+    """The ``X-Summon-Signature`` value for ``body`` posted as ``event`` at ``timestamp``."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.{event}.".encode() + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
 
 
 def in_scope(event: str, scopes: tuple[str, ...]) -> bool:
     """Whether a key scoped to ``scopes`` (names, or prefixes ending in ``.*``) may post ``event``."""
     return any(event.startswith(s[:-1]) if s.endswith(".*") else event == s for s in scopes)
+
+
+def room_in_scope(room_id: str, rooms: tuple[str, ...]) -> bool:
+    """Whether a key scoped to ``rooms`` (room ids, or ``*`` for any) may post for ``room_id``."""
+    return ANY_ROOM in rooms or room_id in rooms
 
 
 def verify(headers: Mapping[str, str], body: bytes, event: str, keys: Mapping[str, HookKey], now: float,
@@ -99,7 +108,7 @@ def verify(headers: Mapping[str, str], body: bytes, event: str, keys: Mapping[st
     if abs(now - int(ts)) > tolerance:
         return Rejected(401, f"{TIMESTAMP} is more than {tolerance / 60:g} minutes off")
     key = keys.get(key_id)
-    expected = sign(key.secret if key is not None else _NO_SECRET, ts, body)
+    expected = sign(key.secret if key is not None else _NO_SECRET, ts, event, body)
     if not hmac.compare_digest(given.encode(), expected.encode()) or key is None:
         return Rejected(401, "unknown key or bad signature")
     if not in_scope(event, key.events):
@@ -150,27 +159,32 @@ class EventHooks:
         name = request.match_info["name"]
         if not SITE_EVENT.fullmatch(name):
             return _error(404, "a site posts its own events here, named site.<name>")
-        if request.content_length is not None and request.content_length > MAX_BODY:
-            return _error(413, f"the body is larger than {MAX_BODY} bytes")
-        body = await request.read()
-        if len(body) > MAX_BODY:
-            return _error(413, f"the body is larger than {MAX_BODY} bytes")
+        body = await read_capped(request, MAX_BODY)
+        if body is None:
+            log.warning("site event %s refused: body larger than %d bytes", name, MAX_BODY,
+                        extra={"event": name, "key": request.headers.get(KEY)})
+            return too_large(_error(413, f"the body is larger than {MAX_BODY} bytes"))
         verdict = verify(request.headers, body, name, self._keys, self._clock.now().timestamp())
         if isinstance(verdict, Rejected):
-            log.warning("site event %s refused (%s): %s", name, verdict.status, verdict.reason,
-                        extra={"event": name, "key": request.headers.get(KEY)})
-            return _error(verdict.status, verdict.reason)
+            return self._refused(name, request.headers.get(KEY), verdict)
         event = site_event(body)
         if isinstance(event, Rejected):
-            return _error(event.status, event.reason)
+            return self._refused(name, verdict.key_id, event)
+        if not room_in_scope(event.room_id, self._keys[verdict.key_id].rooms):
+            elsewhere = Rejected(403, f"key {verdict.key_id} may not post for {event.room_id}")
+            return self._refused(name, verdict.key_id, elsewhere)
         registry = self._registry()
-        if not hearers(registry, name):
-            return web.json_response({"delivery": verdict.delivery, "runs": []}, status=202)
+        heard = hearers(registry, name)
         async with self.store.transaction("wake_site_event") as tx:
+            # Every verified delivery is remembered, heard or not: a replay is known as one either way.
             if not await tx.hooks.record_delivery(verdict.delivery, verdict.signature, verdict.key_id, name):
                 log.info("site event %s delivery %s replayed; nothing woken", name, verdict.delivery,
                          extra={"event": name, "key": verdict.key_id})
                 return web.json_response({"delivery": verdict.delivery, "replayed": True})
+            if not heard:
+                log.info("site event %s delivery %s recorded; no bot hears it", name, verdict.delivery,
+                         extra={"event": name, "key": verdict.key_id})
+                return web.json_response({"delivery": verdict.delivery, "runs": []}, status=202)
             results = await wake(tx, registry, name, surface=self.surface, occurrence=verdict.delivery,
                                  room_id=event.room_id, subject=event.subject, facts=event.facts,
                                  conversation=event.conversation)
@@ -178,3 +192,8 @@ class EventHooks:
         refused = [r.reason for r in results if not isinstance(r, Summoned)]
         log.info("site event %s woke %d run(s)", name, len(runs), extra={"event": name, "key": verdict.key_id})
         return web.json_response({"delivery": verdict.delivery, "runs": runs, "refused": refused}, status=202)
+
+    def _refused(self, name: str, key: str | None, rejected: Rejected) -> web.Response:
+        log.warning("site event %s refused (%s): %s", name, rejected.status, rejected.reason,
+                    extra={"event": name, "key": key})
+        return _error(rejected.status, rejected.reason)

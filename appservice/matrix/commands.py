@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from appservice.matrix.asking import Asking
-from appservice.matrix.htmltext import html_to_text, person_link
+from appservice.matrix.htmltext import person_link
 from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.msc4332 import COMMAND_BLOCKS, from_block
 from appservice.matrix.power import facts_in_room
@@ -114,8 +114,7 @@ class Commands:
                 if block is not None:
                     return block
         # Pills as user ids, so a person argument given as a pill reads as who it points at.
-        text = html_to_text(line.formatted_body, pills_as_ids=True) if line.formatted_body else ""
-        text = text or line.text
+        text = line.text_with_ids or line.text
         names = [self.service_user, *(n for b in registry.bots.values() for n in (b.user_id, b.name))]
         return parse_command(strip_address(text, names))
 

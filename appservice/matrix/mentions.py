@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from appservice.matrix.said import Line, html_to_text, matrix_to_user_id, read_event
+from appservice.matrix.said import Line, matrix_to_user_id, read_event
 
 __all__ = ["Puppet", "named_bots"]
 
@@ -69,10 +69,9 @@ def named_bots(line: Line | Mapping[str, Any], puppets: Sequence[Puppet]) -> lis
 
 
 def _haystack(line: Line) -> str:
-    """The line's words with every pill and matrix.to link turned into its user id."""
-    text = html_to_text(line.formatted_body, pills_as_ids=True) if line.formatted_body else ""
-    if not text:
-        text = line.text
+    """The line's words with every pill and matrix.to link turned into its user id (the pills as the
+    line was read: its HTML is flattened once, by ``said``)."""
+    text = line.text_with_ids or line.text
 
     def to_user_id(match: re.Match[str]) -> str:
         return matrix_to_user_id(match.group(0)) or match.group(0)

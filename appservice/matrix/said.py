@@ -12,11 +12,21 @@ state changes such as "X joined" from `Line.membership`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
-from appservice.matrix.htmltext import html_to_text, matrix_to_user_id, strip_mx_reply, strip_reply_fallback
+from appservice.matrix.htmltext import (
+    HTML_LIMIT,
+    Flat,
+    flatten,
+    html_to_text,
+    matrix_to_user_id,
+    strip_mx_reply,
+    strip_reply_fallback,
+    too_long,
+)
 
 __all__ = [
     "Line",
@@ -27,6 +37,8 @@ __all__ = [
     "read_event",
     "strip_reply_fallback",
 ]
+
+log = logging.getLogger(__name__)
 
 HTML_FORMAT = "org.matrix.custom.html"
 MEDIA_KINDS = {"m.image": "image", "m.file": "file", "m.video": "video", "m.audio": "audio"}
@@ -63,7 +75,10 @@ class Line:
     original; for a redaction it is "" and `redacts` names the target.
     `mentions` is the event's own top-level `m.mentions.user_ids` (None when the
     event has no `m.mentions` at all — that distinction decides how mentions are
-    read). `formatted_body` is the HTML with any `<mx-reply>` removed.
+    read). `formatted_body` is the HTML with any `<mx-reply>` removed (None when there is none, or it
+    is past `HTML_LIMIT` and the plain `body` was read instead). `text_with_ids` is the same words with
+    each pill as the user id it points at, when that differs from `text` (how mentions and a command's
+    person arguments are read: `line.text_with_ids or line.text`) — the HTML is flattened once, here.
     """
 
     event_id: str
@@ -84,6 +99,7 @@ class Line:
     membership: Membership | None = None
     is_voice: bool = False
     media_url: str | None = None
+    text_with_ids: str | None = None
 
 
 def read_event(event: Mapping[str, Any], *, transcript: str | None = None) -> Line | None:
@@ -181,6 +197,7 @@ def apply_edits(lines: Sequence[Line]) -> list[Line]:
                     msgtype=newest.msgtype,
                     is_notice=newest.is_notice,
                     formatted_body=newest.formatted_body,
+                    text_with_ids=newest.text_with_ids,
                     is_voice=newest.is_voice,
                     media_url=newest.media_url,
                 )
@@ -212,11 +229,12 @@ def _message_body(
 ) -> Line | None:
     msgtype = _str(content.get("msgtype"))
     body = _str(content.get("body"))
-    html = _formatted(content)
+    html = _formatted(content, base)
     if html is not None:
         html = strip_mx_reply(html)
     if body is not None and is_reply:
         body = strip_reply_fallback(body)
+    flat = flatten(html) if html is not None else Flat("", "")
     line = replace(
         base,
         msgtype=msgtype,
@@ -240,15 +258,15 @@ def _message_body(
         # Since v1.10 a `filename` that differs from `body` makes `body` a caption.
         caption = body if filename and body and body != filename else None
         if caption is not None and html is not None:
-            caption = html_to_text(html) or caption
+            caption = flat.text or caption
         text = f"[{MEDIA_KINDS[msgtype]}: {name}]" + (f" {caption}" if caption else "")
-        return replace(line, text=text, media_url=url)
+        return _with_ids(replace(line, text=text, media_url=url), flat)
     if msgtype == "m.location":
         geo = _str(content.get("geo_uri")) or ""
         text = " ".join(part for part in (body or "", geo) if part)
-        return replace(line, text=f"[location: {text}]")
+        return _with_ids(replace(line, text=f"[location: {text}]"), flat)
 
-    text = html_to_text(html) if html is not None else ""
+    text = flat.text
     if not text:
         text = body.strip() if body is not None else ""
     if not text:
@@ -256,7 +274,12 @@ def _message_body(
     if msgtype == "m.emote":
         # The sender's display name is the context builder's to add: "* Alice waves".
         text = f"* {text}"
-    return replace(line, text=text)
+    return _with_ids(replace(line, text=text), flat)
+
+
+def _with_ids(line: Line, flat: Flat) -> Line:
+    with_ids = flat.with_ids or line.text
+    return replace(line, text_with_ids=with_ids) if with_ids != line.text else line
 
 
 def _with_relations(line: Line, content: Mapping[str, Any]) -> Line:
@@ -286,11 +309,15 @@ def _mentions(content: Mapping[str, Any]) -> tuple[str, ...] | None:
     return tuple(uid for uid in user_ids if _is_str(uid))
 
 
-def _formatted(content: Mapping[str, Any]) -> str | None:
+def _formatted(content: Mapping[str, Any], base: Line) -> str | None:
     html = content.get("formatted_body")
-    if content.get("format") == HTML_FORMAT and _is_str(html):
-        return html
-    return None
+    if content.get("format") != HTML_FORMAT or not _is_str(html):
+        return None
+    if too_long(html):
+        log.warning("the formatted_body of %s is past the %d KiB read; its body is read instead", base.event_id,
+                    HTML_LIMIT // 1024, extra={"room": base.room_id, "sender": base.sender})
+        return None
+    return html
 
 
 # --- state, polls -------------------------------------------------------------
@@ -358,8 +385,10 @@ def _extensible_text(value: Any) -> str | None:
             ]
             if bodies:
                 plain_first = sorted(bodies, key=lambda pair: pair[0])
-                body: str = plain_first[0][1]
-                return html_to_text(body) if plain_first[0][0] else body.strip()
+                is_html, body = plain_first[0]
+                if is_html and too_long(body):
+                    continue  # HTML alone, and past the limit: the next key may say it plainly
+                return html_to_text(body) if is_html else str(body).strip()
     return None
 
 

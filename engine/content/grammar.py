@@ -113,7 +113,11 @@ def parse(text: str) -> Parsed | list[GrammarError]:
     front, body, closing_line = parts
     offset = 2  # the front matter's first line is the file's second
 
-    loader = ContentLoader(front)
+    try:
+        loader = ContentLoader(front)
+    except yaml.reader.ReaderError as exc:  # a character YAML refuses outright (a NUL, a control character)
+        line = front[: exc.position].count("\n") + offset
+        return [GrammarError(line, f"front matter holds a character YAML does not allow (U+{exc.character:04X})")]
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None

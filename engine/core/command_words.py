@@ -39,8 +39,18 @@ def explain(problem: Problem, command: Command, strings: Strings) -> str | None:
         return None
     people = ", ".join(f"{p.name} ({p.user_id})" if p.name else p.user_id for p in problem.matches)
     return text.format(command=command.name, field=problem.field or "", label=arg.label if arg else "",
-                       accepts=what or "", value=problem.value or "", fields=fields(command, strings),
+                       accepts=what or "", value=_quoted(problem.value or ""), fields=fields(command, strings),
                        matches=people)
+
+
+QUOTED_CHARS = 60
+
+
+def _quoted(value: str) -> str:
+    """What was written, as the answer quotes it back: one line, and no longer than a glance (a person
+    who pasted a page after ``!name`` is told what did not fit, not shown the page again)."""
+    value = " ".join(value.split())
+    return value if len(value) <= QUOTED_CHARS else value[: QUOTED_CHARS - 1].rstrip() + "…"
 
 
 def default_text(arg: Arg) -> str | None:

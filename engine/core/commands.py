@@ -107,6 +107,7 @@ class _Token:
 def _tokens(raw: str) -> list[_Token]:
     out: list[_Token] = []
     i, n = 0, len(raw)
+    unclosed: set[str] = set()  # closing quotes not found from some point on: none comes later either
     while i < n:
         if raw[i].isspace():
             i += 1
@@ -115,9 +116,11 @@ def _tokens(raw: str) -> list[_Token]:
         named = _KEY.match(raw, i)
         if named is not None:
             key, i = named.group(1).lower(), named.end()
-        if i < n and raw[i] in _QUOTES:
+        if i < n and raw[i] in _QUOTES and _QUOTES[raw[i]] not in unclosed:
             close = raw.find(_QUOTES[raw[i]], i + 1)
-            if close != -1:
+            if close == -1:
+                unclosed.add(_QUOTES[raw[i]])  # so a line of lone quotes is read once, not once a quote
+            else:
                 out.append(_Token(start, close + 1, key, raw[i + 1:close], True, i + 1))
                 i = close + 1
                 continue

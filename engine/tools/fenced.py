@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable
-from html.parser import HTMLParser
+
+from engine.core.html_tokens import Start, Text, tokens
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]")
 
@@ -33,46 +34,36 @@ _BLOCK = frozenset({
     "p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header", "footer", "nav", "main",
     "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "dd", "dt", "hr", "aside", "figure", "form",
 })
+# How many tokens are read between two looks at ``stop`` (cheap, and soon enough after a deadline).
+_STOP_EVERY = 512
 
 
-class _Text(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.title: list[str] = []
-        self.skipping = 0
-        self.in_title = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "title":
-            self.in_title = True
-        elif tag in _SKIP:
-            self.skipping += 1
-        elif tag in _BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self.in_title = False
-        elif tag in _SKIP:
-            self.skipping = max(0, self.skipping - 1)
-        elif tag in _BLOCK:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if self.in_title:
-            self.title.append(data)
-        elif not self.skipping:
-            self.parts.append(data)
-
-
-def html_to_text(html: str) -> str:
+def html_to_text(html: str, *, stop: Callable[[], bool] = lambda: False) -> str | None:
     """The readable text of a page: its title, then its words, one block a line; scripts and styles
-    dropped."""
-    parser = _Text()
-    parser.feed(html)
-    parser.close()
-    lines = (" ".join(line.split()) for line in "".join(parser.parts).split("\n"))
+    dropped. Read in one linear pass (``engine.core.html_tokens``); None when ``stop()`` said to give
+    up before the end (its caller's deadline)."""
+    parts: list[str] = []
+    title: list[str] = []
+    skipping = 0
+    in_title = False
+    for count, token in enumerate(tokens(html), 1):
+        if count % _STOP_EVERY == 0 and stop():
+            return None
+        if isinstance(token, Text):
+            if in_title:
+                title.append(token.data)
+            elif not skipping:
+                parts.append(token.data)
+        elif token.name == "title":
+            in_title = isinstance(token, Start) and not token.self_closing
+        elif token.name in _SKIP:
+            if isinstance(token, Start):
+                skipping += 0 if token.self_closing else 1
+            else:
+                skipping = max(0, skipping - 1)
+        elif token.name in _BLOCK:
+            parts.append("\n")
+    lines = (" ".join(line.split()) for line in "".join(parts).split("\n"))
     body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    title = " ".join("".join(parser.title).split())
-    return f"# {title}\n\n{body}" if title else body
+    heading = " ".join("".join(title).split())
+    return f"# {heading}\n\n{body}" if heading else body

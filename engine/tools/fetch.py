@@ -6,7 +6,9 @@ and each redirect, passes the same two rules before a byte is sent:
 1. **The allow-list.** The url, parsed and normalised (scheme and host lower-cased, default port
    dropped, no userinfo, no fragment, dot segments gone), starts with one of the deployment's
    prefixes — compared part by part, so ``https://example.org.evil.com/`` or
-   ``https://example.org@evil/`` never passes for ``https://example.org/``.
+   ``https://example.org@evil/`` never passes for ``https://example.org/``. A path a server could
+   read as another path (``;``, an encoded dot, slash, ``%`` or control character) is refused as
+   written, so the path compared is the path served.
 2. **The address.** The host is resolved once, here, and *every* answer must be a public address
    (``address_allowed``). The connection is then pinned to exactly those checked answers: the
    client's resolver only hands out what was checked and never asks DNS itself, so nothing can
@@ -15,7 +17,9 @@ and each redirect, passes the same two rules before a byte is sent:
 
 HTTPS only; plain http only to loopback test servers, behind a setting that is off unless a test
 turns it on. No environment proxies, no cookies, a timeout, at most a few redirects, and a byte
-cap: the read stops at the cap and an oversize page is an error, not a truncated answer.
+cap: the read stops at the cap and an oversize page is an error, not a truncated answer. A page's
+HTML is read to a cap of its own, off the event loop and under a deadline, by a reader linear in
+what it is given (``engine.core.html_tokens``): the page's author never chooses what reading it costs.
 
 What comes back is fenced as data — a line saying it is untrusted and from where, then the text
 between two markers carrying a random token the page does not contain, so nothing in the page
@@ -29,15 +33,18 @@ import ipaddress
 import logging
 import re
 import socket
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from engine.errors import ToolError
+from engine.tools.addresses import address_allowed, plain_loopback
 from engine.tools.base import RunRef, ToolFn
 from engine.tools.fenced import fence, html_to_text
 
@@ -45,7 +52,6 @@ log = logging.getLogger(__name__)
 
 # host, port → the addresses it resolves to (IP strings). Injected in tests; the system's otherwise.
 Resolve = Callable[[str, int], Awaitable[Sequence[str]]]
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 TEXT_TYPES = frozenset({
@@ -64,104 +70,15 @@ class FetchSettings:
 
     allow: tuple[str, ...] = ()
     max_bytes: int = 512 * 1024
+    # A page's HTML past this is not parsed (its words past it are not read, and the answer says so).
+    max_html_chars: int = 256 * 1024
+    # How long reading a page's HTML may take, off the event loop.
+    parse_seconds: float = 5.0
     max_chars: int = 20_000
     max_redirects: int = 5
     connect_timeout: float = 5.0
     total_timeout: float = 15.0
     allow_loopback_http_for_tests: bool = False
-
-
-# --- addresses -------------------------------------------------------------------------------------
-
-def _nets(*pairs: tuple[str, str]) -> tuple[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str], ...]:
-    return tuple((ipaddress.ip_network(net), why) for net, why in pairs)
-
-
-# Named first so a refusal says what the address is; `not is_global` catches the rest. The cloud
-# metadata services come before the ranges that hold them, for the plainer message.
-DENIED = _nets(
-    ("169.254.169.254/32", "the cloud metadata service"),
-    ("100.100.100.200/32", "the cloud metadata service"),
-    ("fd00:ec2::254/128", "the cloud metadata service"),
-    ("0.0.0.0/8", "an unspecified address"),
-    ("10.0.0.0/8", "a private address"),
-    ("100.64.0.0/10", "a shared (carrier-grade NAT) address"),
-    ("127.0.0.0/8", "a loopback address"),
-    ("169.254.0.0/16", "a link-local address"),
-    ("172.16.0.0/12", "a private address"),
-    ("192.0.0.0/24", "a reserved protocol address"),
-    ("192.0.2.0/24", "a documentation address"),
-    ("192.88.99.0/24", "a 6to4 relay address"),
-    ("192.168.0.0/16", "a private address"),
-    ("198.18.0.0/15", "a benchmarking address"),
-    ("198.51.100.0/24", "a documentation address"),
-    ("203.0.113.0/24", "a documentation address"),
-    ("224.0.0.0/4", "a multicast address"),
-    ("240.0.0.0/4", "a reserved address"),
-    ("::/128", "an unspecified address"),
-    ("::1/128", "a loopback address"),
-    ("::/96", "an IPv4-compatible address (deprecated)"),
-    ("64:ff9b::/96", "a NAT64 address"),
-    ("64:ff9b:1::/48", "a NAT64 address"),
-    ("100::/64", "a discard address"),
-    ("2001::/32", "a Teredo address"),
-    ("2001:db8::/32", "a documentation address"),
-    ("2002::/16", "a 6to4 address"),
-    ("fc00::/7", "a unique-local (private) address"),
-    ("fe80::/10", "a link-local address"),
-    ("fec0::/10", "a site-local address"),
-    ("ff00::/8", "a multicast address"),
-)
-
-
-def _embedded(address: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
-    """The IPv4 address an IPv6 form carries (mapped, 6to4, Teredo's client, NAT64), if any."""
-    if address.ipv4_mapped is not None:
-        return "IPv4-mapped", address.ipv4_mapped
-    if address.sixtofour is not None:
-        return "6to4", address.sixtofour
-    if address.teredo is not None:
-        return "Teredo", address.teredo[1]
-    if address in ipaddress.ip_network("64:ff9b::/96"):
-        return "NAT64", ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
-def address_allowed(ip: str | Address) -> str | None:
-    """None if ``ip`` is a public address ``fetch`` may connect to; else why not, in words.
-
-    An IPv6 form carrying an IPv4 address (mapped, 6to4, Teredo, NAT64) is judged by what it
-    carries first, and refused anyway: the tunnelled forms reach a v4 host through a relay, and
-    ``ipaddress`` has changed its mind about them between patch releases."""
-    try:
-        address = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
-    except ValueError:
-        return f"{ip!r} is not an IP address"
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.scope_id:
-            address = ipaddress.IPv6Address(str(address).partition("%")[0])
-        inner = _embedded(address)
-        if inner is not None:
-            form, v4 = inner
-            why = address_allowed(v4)
-            if why is not None:
-                return f"{address} is the {form} form of {v4}, {why}"
-            return f"{address} is a {form} address (of {v4}); ask for a plain public address"
-    for network, why in DENIED:
-        if address.version == network.version and address in network:
-            return f"{address} is {why}"
-    if not address.is_global:
-        return f"{address} is not a public address"
-    return None
-
-
-def _plain_loopback(ip: str) -> bool:
-    """127.0.0.0/8 or ::1 as written — what a loopback test server listens on, nothing dressed up."""
-    try:
-        address = ipaddress.ip_address(ip)
-    except ValueError:
-        return False
-    return address.is_loopback and not (isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped)
 
 
 async def system_resolve(host: str, port: int) -> list[str]:
@@ -194,6 +111,8 @@ def normalise(raw: str | URL) -> URL:
     dot, default port and fragment dropped, no userinfo, dot segments gone. Raises ToolError."""
     try:
         url = raw if isinstance(raw, URL) else URL(raw.strip())
+        # Read before the url is parsed: parsing decodes "%2e" and drops the dot segments it makes.
+        as_written = url.raw_path if isinstance(raw, URL) else urlsplit(raw.strip()).path
     except (ValueError, TypeError) as exc:
         raise ToolError(f"that is not a url I can read: {raw!s} ({exc})") from exc
     shown = str(url)[:200]
@@ -208,8 +127,10 @@ def normalise(raw: str | URL) -> URL:
         raise ToolError(f"that url names no host: {shown}")
     if "%" in host:
         raise ToolError(f"an address with a zone in it is not allowed: {shown}")
-    if "\\" in url.raw_path or re.search(r"%(2f|5c)", url.raw_path, re.IGNORECASE):
-        raise ToolError(f"a url with an encoded slash in its path is not allowed: {shown}")
+    for path in (as_written, url.raw_path):
+        why = _path_refusal(path)
+        if why is not None:
+            raise ToolError(f"a url with {why} in its path is not allowed: {str(raw).strip()[:200]}")
     if any(segment in (".", "..") for segment in url.path.split("/")):
         raise ToolError(f"a url with . or .. in its path is not allowed: {shown}")
     last = host.rsplit(".", 1)[-1]
@@ -227,6 +148,35 @@ def normalise(raw: str | URL) -> URL:
         scheme=url.scheme, host=f"[{host}]" if ":" in host else host, port=port, path=url.raw_path or "/", query_string=url.raw_query_string,
         encoded=True,
     )
+
+
+# What a server may read differently from how the allow-list compares the path, so the path compared
+# would not be the path served: "/docs/..;/admin" is "/admin" to a Java server; "%252e%252e" is ".." to
+# one that decodes twice; an encoded dot or slash is a dot segment or a separator after decoding.
+_PATH_REFUSALS = (
+    (re.compile(r"\\|%2f|%5c", re.IGNORECASE), "an encoded slash"),
+    (re.compile(r"%2e", re.IGNORECASE), "an encoded dot"),
+    (re.compile(r"%25"), "an encoded %"),
+    (re.compile(r";"), "a ;"),
+    (re.compile(r"%[01][0-9a-f]|%7f", re.IGNORECASE), "an encoded control character"),
+)
+
+
+def _path_refusal(path: str) -> str | None:
+    """Why a url's path, as written, is refused (what in it), or None."""
+    return next((why for pattern, why in _PATH_REFUSALS if pattern.search(path)), None)
+
+
+def _redirected(url: URL, location: str) -> URL:
+    """Where a redirect from ``url`` to ``location`` goes, normalised; its path read as written first,
+    as a url the model gave is."""
+    try:
+        why = _path_refusal(urlsplit(location).path)
+    except ValueError as exc:
+        raise ToolError(f"{url} redirected to a url I cannot read: {location[:200]} ({exc})") from exc
+    if why is not None:
+        raise ToolError(f"{url} redirected to a url with {why} in its path, which is not allowed: {location[:200]}")
+    return normalise(url.join(URL(location)))
 
 
 def _prefix(text: str) -> _Prefix:
@@ -287,10 +237,10 @@ def make_fetch(settings: FetchSettings, *, resolve: Resolve = system_resolve) ->
             raise ToolError(f"{host} could not be found (no address)")
         for ip in addresses:
             why = address_allowed(ip)
-            if why is not None and not (settings.allow_loopback_http_for_tests and _plain_loopback(ip)):
+            if why is not None and not (settings.allow_loopback_http_for_tests and plain_loopback(ip)):
                 said = "" if ip == host else f" ({host} resolves to it)"
                 raise ToolError(f"that address is not allowed: {why}{said}")
-        if url.scheme == "http" and not all(_plain_loopback(ip) for ip in addresses):
+        if url.scheme == "http" and not all(plain_loopback(ip) for ip in addresses):
             raise ToolError(f"only https urls can be fetched, not {url}")
         pinned.checked[host] = addresses
 
@@ -323,7 +273,7 @@ def make_fetch(settings: FetchSettings, *, resolve: Resolve = system_resolve) ->
                             location = response.headers.get("Location")
                             if not location:
                                 raise ToolError(f"{url} answered {response.status} without saying where to")
-                            url = normalise(url.join(URL(location)))
+                            url = _redirected(url, location)
                             continue
                         return await _read(url, response, settings)
                 raise ToolError(f"more than {settings.max_redirects} redirects; stopped at {url}")
@@ -355,9 +305,30 @@ async def _read(url: URL, response: aiohttp.ClientResponse, settings: FetchSetti
         text = bytes(body).decode(response.charset or "utf-8", errors="replace")
     except LookupError:  # a charset nobody knows: read it as UTF-8, unreadable bytes replaced
         text = bytes(body).decode("utf-8", errors="replace")
+    notes = [f"{len(body)} bytes"]
     if kind in HTML_TYPES:
-        text = html_to_text(text)
-    cut = ""
+        if len(text) > settings.max_html_chars:
+            text = text[: settings.max_html_chars]
+            notes.append(f"its HTML read to its first {settings.max_html_chars} characters")
+        text = await _page_text(url, text, settings.parse_seconds)
     if len(text) > settings.max_chars:
-        text, cut = text[: settings.max_chars], f"; cut to its first {settings.max_chars} characters"
-    return fence(str(url), kind, text, note=f"{len(body)} bytes{cut}")
+        text = text[: settings.max_chars]
+        notes.append(f"cut to its first {settings.max_chars} characters")
+    return fence(str(url), kind, text, note="; ".join(notes))
+
+
+async def _page_text(url: URL, html: str, seconds: float) -> str:
+    """A page's words, read off the event loop (a page of 256 Ki characters takes a good part of a
+    second) and given up after ``seconds``: the thread is told to stop, and stops within a few hundred
+    tags, so a page that cannot be read in time costs no more than that."""
+    stopped = threading.Event()
+    try:
+        async with asyncio.timeout(seconds):
+            text = await asyncio.to_thread(html_to_text, html, stop=stopped.is_set)
+    except TimeoutError:
+        raise ToolError(f"{url} could not be read within {seconds:g}s; gave up") from None
+    finally:
+        stopped.set()
+    if text is None:
+        raise ToolError(f"{url} could not be read within {seconds:g}s; gave up")
+    return text

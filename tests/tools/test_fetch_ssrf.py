@@ -10,8 +10,11 @@ resolver answers differently on a second call, and only one call is ever made pe
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 from aiohttp import web
@@ -66,6 +69,10 @@ async def server() -> AsyncIterator[Server]:
                 "<body><h1>Using the bots</h1><p>Mention a bot&nbsp;to &amp; ask.</p></body></html>",
                 content_type="text/html",
             )
+        if name == "unterminated":  # the input: 240 KB of "<a", which the stdlib read for minutes
+            return web.Response(text="<a" * 120_000, content_type="text/html")
+        if name == "long":
+            return web.Response(text="<p>" + "word " * 80_000 + "</p><p>THE END</p>", content_type="text/html")
         if name == "image":
             return web.Response(body=b"\x89PNG\r\n", content_type="image/png")
         if name == "big":
@@ -95,12 +102,18 @@ async def server() -> AsyncIterator[Server]:
         state.hits.append(request.path_qs)
         raise web.HTTPFound(request.query["to"])
 
+    async def raw_redirect(request: web.Request) -> web.StreamResponse:
+        # Location exactly as given (aiohttp's HTTPFound would normalise it first)
+        state.hits.append(request.path_qs)
+        return web.Response(status=302, headers={"Location": request.query["to"]})
+
     async def loop(request: web.Request) -> web.StreamResponse:
         state.hits.append(request.path_qs)
         raise web.HTTPFound(f"/docs/loop?n={int(request.query.get('n', '0')) + 1}")
 
     app.router.add_get("/docs/go", redirect)
     app.router.add_get("/docs/loop", loop)
+    app.router.add_get("/docs/raw-go", raw_redirect)
     app.router.add_get("/docs/{name}", page)
     app.router.add_get("/secret", page)
     runner = web.AppRunner(app)
@@ -114,7 +127,7 @@ async def server() -> AsyncIterator[Server]:
         await runner.cleanup()
 
 
-def settings(server: Server, *, loopback: bool = True, allow: tuple[str, ...] = (), **more: int) -> FetchSettings:
+def settings(server: Server, *, loopback: bool = True, allow: tuple[str, ...] = (), **more: Any) -> FetchSettings:
     return FetchSettings(allow=allow or (server.url("/docs/"),), allow_loopback_http_for_tests=loopback, **more)
 
 
@@ -186,6 +199,34 @@ async def test_a_redirect_off_the_allow_list_is_refused(server: Server, where: s
     with pytest.raises(ToolError, match="not on the list this bot may fetch"):
         await fetch(RUN, {"url": server.url(f"/docs/go?to={target}")})
     assert "/secret" not in server.hits
+
+
+@pytest.mark.parametrize("where", ["/docs/..;/secret", "/docs/%2e%2e/secret", "/docs/%252e%252e/secret"])
+async def test_a_redirect_to_a_path_read_another_way_is_refused(server: Server, where: str) -> None:
+    fetch = make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))
+    with pytest.raises(ToolError, match="in its path, which is not allowed"):
+        await fetch(RUN, {"url": server.url(f"/docs/raw-go?to={quote(where, safe='')}")})
+    assert len(server.hits) == 1
+
+
+async def test_a_page_that_never_closes_a_tag_is_read_at_once(server: Server) -> None:
+    fetch = make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))
+    start = time.process_time()  # CPU time, this process's: the server here is in it too, and cheap
+    out = await fetch(RUN, {"url": server.url("/docs/unterminated")})
+    assert time.process_time() - start < 1.0
+    assert "240000 bytes" in out and "<a<a<a" in out  # a tag never closed is read as text, once
+
+
+async def test_html_past_its_cap_is_not_parsed_and_the_answer_says_so(server: Server) -> None:
+    fetch = make_fetch(settings(server, max_html_chars=64 * 1024), resolve=Resolver([["127.0.0.1"]]))
+    out = await fetch(RUN, {"url": server.url("/docs/long")})
+    assert "its HTML read to its first 65536 characters" in out and "THE END" not in out
+
+
+async def test_a_page_not_read_within_its_deadline_is_an_error(server: Server) -> None:
+    fetch = make_fetch(settings(server, parse_seconds=0.000_001), resolve=Resolver([["127.0.0.1"]]))
+    with pytest.raises(ToolError, match=r"could not be read within 1e-06s; gave up"):
+        await fetch(RUN, {"url": server.url("/docs/long")})
 
 
 async def test_too_many_redirects_stop(server: Server) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,19 @@ def test_registration_is_written_from_the_config(tmp_path: Path) -> None:
     text = out.read_text()
     assert f"as_token: {env_token}" in text
     assert "@bot_.*:example\\.org" in text
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600  # it holds both tokens
+
+
+def test_registration_written_over_a_readable_file_is_made_private(tmp_path: Path) -> None:
+    config = tmp_path / "summon.yaml"
+    config.write_text((REPO / "summon.example.yaml").read_text())
+    out = tmp_path / "registration.yaml"
+    out.write_text("old\n")
+    out.chmod(0o644)
+    result = summon("-c", str(config), "registration", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert "hs_token:" in out.read_text() and "old" not in out.read_text()
 
 
 def test_up_refuses_a_taken_port_with_a_clear_message(tmp_path: Path) -> None:

@@ -215,6 +215,13 @@ def test_what_a_person_is_told(cmd: Command, problem: Problem, says: str) -> Non
     assert explain(problem, cmd, strings()) == says
 
 
+def test_a_long_value_is_quoted_back_short_and_on_one_line() -> None:
+    # What was pasted after !name is named, not shown again whole (found by the fuzz: tests/fuzz).
+    said = explain(Problem("too_many", None, "word\n" * 5000), command(), strings())
+    assert said == "“word word word word word word word word word word word word…” is more than !summarise takes. " \
+                   "Its fields: nothing after its name."
+
+
 def test_with_no_words_nothing_is_said() -> None:
     assert explain(Problem("bad", "since", "x"), SUMMARISE, Strings()) is None
 

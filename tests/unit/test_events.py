@@ -19,6 +19,7 @@ from appservice.hooks import (
     SiteEvent,
     Verified,
     in_scope,
+    room_in_scope,
     sign,
     site_event,
     verify,
@@ -92,25 +93,26 @@ def test_hearers_follow_a_new_registry() -> None:
 
 SECRET = "shop-secret-0123456789abcdef"
 KEYS = {
-    "shop": HookKey(secret=SECRET, events=("site.purchase.paid", "site.support.*")),
-    "crm": HookKey(secret="crm-secret-0123456789abcdef", events=("site.*",)),
+    "shop": HookKey(secret=SECRET, events=("site.purchase.paid", "site.support.*"), rooms=("!shop:localhost",)),
+    "crm": HookKey(secret="crm-secret-0123456789abcdef", events=("site.*",), rooms=("*",)),
 }
+PAID = "site.purchase.paid"
 NOW = 1_800_000_000
 BODY = b'{"room_id": "!shop:localhost", "subject": "@ann:localhost", "order": 12}'
 UUID = "5b0e7c1e-8f5a-4a7e-9c55-0d7a4a1e2f10"
 
 
 def headers(*, key: str = "shop", ts: int = NOW, delivery: str = UUID, secret: str = SECRET,
-            body: bytes = BODY, drop: str | None = None) -> dict[str, str]:
-    out = {KEY: key, TIMESTAMP: str(ts), DELIVERY: delivery, SIGNATURE: sign(secret, str(ts), body)}
+            body: bytes = BODY, event: str = PAID, drop: str | None = None) -> dict[str, str]:
+    out = {KEY: key, TIMESTAMP: str(ts), DELIVERY: delivery, SIGNATURE: sign(secret, str(ts), event, body)}
     if drop is not None:
         del out[drop]
     return out
 
 
-def test_the_signature_is_chatwoots_shape() -> None:
-    expected = hmac.new(SECRET.encode(), f"{NOW}.".encode() + BODY, hashlib.sha256).hexdigest()
-    assert sign(SECRET, str(NOW), BODY) == f"sha256={expected}"
+def test_the_signature_covers_the_timestamp_the_event_and_the_body() -> None:
+    expected = hmac.new(SECRET.encode(), f"{NOW}.{PAID}.".encode() + BODY, hashlib.sha256).hexdigest()
+    assert sign(SECRET, str(NOW), PAID, BODY) == f"sha256={expected}"
 
 
 @pytest.mark.parametrize(
@@ -119,16 +121,18 @@ def test_the_signature_is_chatwoots_shape() -> None:
         (headers(), "site.purchase.paid", BODY, None),
         (headers(ts=NOW - 299), "site.purchase.paid", BODY, None),
         (headers(ts=NOW + 299), "site.purchase.paid", BODY, None),
-        (headers(), "site.support.escalated", BODY, None),
+        (headers(event="site.support.escalated"), "site.support.escalated", BODY, None),
+        (headers(), "site.support.escalated", BODY, 401),
         (headers(secret="not-the-secret-0123456789"), "site.purchase.paid", BODY, 401),
         (headers(), "site.purchase.paid", BODY + b" ", 401),
         (headers(ts=NOW - 301), "site.purchase.paid", BODY, 401),
         (headers(ts=NOW + 301), "site.purchase.paid", BODY, 401),
         ({**headers(), TIMESTAMP: "soon"}, "site.purchase.paid", BODY, 401),
-        ({**headers(), SIGNATURE: sign(SECRET, str(NOW), BODY).removeprefix("sha256=")}, "site.purchase.paid", BODY, 401),
+        ({**headers(), SIGNATURE: sign(SECRET, str(NOW), PAID, BODY).removeprefix("sha256=")}, "site.purchase.paid", BODY, 401),
         (headers(key="nobody"), "site.purchase.paid", BODY, 401),
-        (headers(), "site.purchase.refunded", BODY, 403),
-        (headers(key="crm", secret="crm-secret-0123456789abcdef"), "site.purchase.refunded", BODY, None),
+        (headers(event="site.purchase.refunded"), "site.purchase.refunded", BODY, 403),
+        (headers(key="crm", secret="crm-secret-0123456789abcdef", event="site.purchase.refunded"),
+         "site.purchase.refunded", BODY, None),
         (headers(delivery="not-a-uuid"), "site.purchase.paid", BODY, 400),
         (headers(drop=KEY), "site.purchase.paid", BODY, 401),
         (headers(drop=TIMESTAMP), "site.purchase.paid", BODY, 401),
@@ -137,7 +141,8 @@ def test_the_signature_is_chatwoots_shape() -> None:
         ({**headers(), SIGNATURE: ""}, "site.purchase.paid", BODY, 401),
     ],
     ids=[
-        "good", "good_4m59_old", "good_4m59_ahead", "good_other_scoped_event", "bad_secret", "body_changed",
+        "good", "good_4m59_old", "good_4m59_ahead", "good_other_scoped_event",
+        "signed_for_another_event", "bad_secret", "body_changed",
         "stale", "future", "timestamp_not_seconds", "signature_without_scheme", "unknown_key",
         "key_not_scoped", "wildcard_key", "delivery_not_uuid", "no_key", "no_timestamp", "no_delivery",
         "no_signature", "empty_signature",
@@ -179,9 +184,31 @@ def test_scope(event: str, scopes: tuple[str, ...], expected: bool) -> None:
 
 def test_a_key_scope_must_name_site_events() -> None:
     with pytest.raises(ValueError, match="events"):
-        HookKey(secret=SECRET, events=("member.joined",))
+        HookKey(secret=SECRET, events=("member.joined",), rooms=("*",))
     with pytest.raises(ValueError, match="events"):
-        HookKey(secret=SECRET, events=())
+        HookKey(secret=SECRET, events=(), rooms=("*",))
+
+
+@pytest.mark.parametrize("rooms", [None, (), ("shop",), ("#shop:localhost",), ("!shop",), ("**",)],
+                         ids=["unsaid", "none", "a_word", "an_alias", "no_server", "not_a_star"])
+def test_a_key_must_name_the_rooms_it_may_post_for(rooms: tuple[str, ...] | None) -> None:
+    given = {} if rooms is None else {"rooms": rooms}
+    with pytest.raises(ValueError, match="rooms"):
+        HookKey(secret=SECRET, events=("site.*",), **given)
+
+
+@pytest.mark.parametrize(
+    ("room", "rooms", "expected"),
+    [
+        ("!shop:localhost", ("!shop:localhost",), True),
+        ("!shop:localhost", ("!other:localhost", "!shop:localhost"), True),
+        ("!other:localhost", ("!shop:localhost",), False),
+        ("!shop:localhost.evil", ("!shop:localhost",), False),
+        ("!anything:anywhere", ("*",), True),
+    ],
+)
+def test_room_scope(room: str, rooms: tuple[str, ...], expected: bool) -> None:
+    assert room_in_scope(room, rooms) is expected
 
 
 # --- what the body must say ------------------------------------------------------------------------------

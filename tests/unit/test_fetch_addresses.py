@@ -60,6 +60,14 @@ DENIED = [
     ("::ffff:100.64.0.1", "shared"),
     ("::ffff:0.0.0.0", "unspecified"),
     ("::ffff:7f00:1", "loopback"),
+    # IPv4-translated (SIIT, ::ffff:0:a.b.c.d): `ipaddress` does not unwrap it; it is unwrapped here
+    ("::ffff:0:7f00:1", "IPv4-translated form of 127.0.0.1, 127.0.0.1 is a loopback"),
+    ("::ffff:0:a9fe:a9fe", "metadata"),
+    ("::ffff:0:808:808", "an IPv4-translated address (of 8.8.8.8)"),
+    # Outside 2000::/3, where no public address has been handed out, whatever `is_global` says
+    ("::ffff:1:808:808", "global unicast range"),
+    ("4000::1", "global unicast range"),
+    ("1::1", "global unicast range"),
     # 6to4: the IPv4 address inside, and refused even when that is public
     ("2002:7f00:0001::", "6to4 form of 127.0.0.1"),
     ("2002:0a00:0001::1", "6to4 form of 10.0.0.1"),
@@ -113,7 +121,7 @@ def test_allowed(ip: str) -> None:
 
 
 def test_every_denied_range_is_in_the_table() -> None:
-    from engine.tools.fetch import DENIED as RANGES
+    from engine.tools.addresses import DENIED as RANGES
 
     for network, _ in RANGES:
         inside = [ip for ip, _ in DENIED if "%" not in ip and _parses(ip) and ipaddress.ip_address(ip) in network]
@@ -161,6 +169,15 @@ REFUSED_URLS = [
     ("https://[fe80::1%25eth0]/", "zone"),
     ("https://example.org/docs%2f..%2fadmin", "encoded slash"),
     ("https://example.org/docs%5C..%5Cadmin", "encoded slash"),
+    # What a server may read as another path than the one compared with the allow-list
+    ("https://example.org/docs/..;/admin", "a ; in its path"),
+    ("https://example.org/docs;x/page", "a ; in its path"),
+    ("https://example.org/docs/%2e%2e/admin", "an encoded dot"),
+    ("https://example.org/docs/.%2E/admin", "an encoded dot"),
+    ("https://example.org/docs/%2ehidden", "an encoded dot"),
+    ("https://example.org/docs/%252e%252e/admin", "an encoded %"),
+    ("https://example.org/docs/%25", "an encoded %"),
+    ("https://example.org/docs/..%00/admin", "an encoded control character"),
 ]
 
 
@@ -175,3 +192,9 @@ def test_refused_urls(raw: str, why: str) -> None:
 def test_a_bad_allow_list_entry_is_refused_at_once(entry: str) -> None:
     with pytest.raises(ValueError, match="fetch allow-list"):
         make_fetch(FetchSettings(allow=(entry,)))
+
+
+@pytest.mark.parametrize("url", ["https://example.org/docs/a?x=1;y=%25", "https://example.org/docs/a%20b",
+                                 "https://example.org/docs/caf%C3%A9"])
+def test_a_query_may_hold_what_a_path_may_not(url: str) -> None:
+    assert normalise(url).raw_path.startswith("/docs/")

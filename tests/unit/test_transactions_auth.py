@@ -1,16 +1,19 @@
-"""The appservice endpoint: the homeserver's token checked every way it can come, 403 for a bad one,
-and the handler called only for an authorised, well-formed transaction."""
+"""The appservice endpoint: the homeserver's token checked every way it can come (401 for none, 403 for a
+bad one), the handler called only for an authorised, well-formed transaction, a body past the cap refused
+while it streams, and the spec's M_UNRECOGNIZED for a route or a method the service does not have."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, make_mocked_request
 
-from appservice.matrix.transactions import TransactionEndpoint
+from appservice.matrix.transactions import BadBody, Transaction, TransactionEndpoint, read_transaction
 
 TOKEN = "hs-token-0123456789abcdef"
 WRONG = "hs-token-0123456789abcdeX"
@@ -106,10 +109,71 @@ async def test_a_bad_token_is_forbidden_and_stores_nothing(client: TestClient[An
     assert fakes.transactions == []
 
 
-async def test_no_token_is_forbidden(client: TestClient[Any, Any], fakes: Fakes) -> None:
-    response = await client.put("/_matrix/app/v1/transactions/t1", json={"events": EVENTS})
-    assert response.status == 403
-    assert (await response.json())["errcode"] == "M_FORBIDDEN"
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer "}, {"Authorization": f"Basic {TOKEN}"}],
+                         ids=["no_header", "empty_bearer", "another_scheme"])
+async def test_no_token_is_unauthorised(client: TestClient[Any, Any], fakes: Fakes, headers: dict[str, str]) -> None:
+    # The spec: a missing token is 401 M_UNAUTHORIZED, a wrong one 403 M_FORBIDDEN.
+    for method, path in [("PUT", "/_matrix/app/v1/transactions/t1"), ("GET", "/_matrix/app/v1/users/@x:hs"),
+                         ("GET", "/_matrix/app/v1/rooms/%23r:hs"), ("POST", "/_matrix/app/v1/ping"),
+                         ("PUT", "/transactions/t1")]:
+        response = await client.request(method, path, json={"events": EVENTS}, headers=headers)
+        assert response.status == 401, path
+        assert (await response.json())["errcode"] == "M_UNAUTHORIZED"
+    assert fakes.transactions == [] and fakes.users_asked == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/_matrix/app/v1/thirdparty/protocol/irc"), ("PUT", "/_matrix/app/v1/nothing"),
+     ("GET", "/_matrix/app/v2/transactions/t1"), ("GET", "/_matrix/app"), ("POST", "/_matrix/app/unstable/x"),
+     ("PUT", "/_matrix/app/v1/transactions/t1/more")],
+)
+async def test_an_unknown_route_is_404_unrecognised(client: TestClient[Any, Any], method: str, path: str) -> None:
+    response = await client.request(method, path, headers=GOOD)
+    assert response.status == 404
+    assert (await response.json())["errcode"] == "M_UNRECOGNIZED"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/_matrix/app/v1/transactions/t1"), ("POST", "/_matrix/app/v1/transactions/t1"),
+     ("DELETE", "/_matrix/app/v1/users/@x:hs"), ("PUT", "/_matrix/app/v1/rooms/%23r:hs"),
+     ("GET", "/_matrix/app/v1/ping"), ("POST", "/transactions/t1"), ("PUT", "/users/@x:hs")],
+)
+async def test_a_wrong_method_is_405_unrecognised(client: TestClient[Any, Any], fakes: Fakes, method: str,
+                                                   path: str) -> None:
+    response = await client.request(method, path, headers=GOOD)
+    assert response.status == 405
+    assert (await response.json())["errcode"] == "M_UNRECOGNIZED"
+    assert fakes.transactions == [] and fakes.users_asked == []
+
+
+async def test_a_body_past_the_cap_is_refused_while_it_streams(aiohttp_client: ClientMaker, fakes: Fakes) -> None:
+    app = web.Application(client_max_size=64 * 1024)  # the listener's cap (appservice.max_body_size)
+    endpoint(fakes).routes(app)
+    client = await aiohttp_client(app)
+    sent_past_cap = asyncio.Event()
+    finished = asyncio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b'{"events": [], "pad": "' + b"x" * (80 * 1024)
+        sent_past_cap.set()
+        try:  # stalls: a reader that waits for the whole body never answers
+            await asyncio.wait_for(asyncio.Event().wait(), 10)
+        except TimeoutError:
+            pass
+        finished.set()
+        yield b'"}'
+
+    response = await asyncio.wait_for(
+        client.put("/_matrix/app/v1/transactions/big", data=body(), headers={**GOOD, "Content-Type": "application/json"}),
+        20,
+    )
+    assert response.status == 413
+    assert (await response.json())["errcode"] == "M_TOO_LARGE"
+    assert sent_past_cap.is_set() and not finished.is_set()
+    declared = await client.put("/_matrix/app/v1/transactions/big2", data=b"x" * (65 * 1024), headers=GOOD)
+    assert declared.status == 413 and (await declared.json())["errcode"] == "M_TOO_LARGE"
     assert fakes.transactions == []
 
 
@@ -217,3 +281,37 @@ async def test_a_body_that_is_not_utf8_is_refused(client: TestClient[Any, Any], 
     assert response.status == 400
     assert (await response.json())["errcode"] == "M_NOT_JSON"
     assert fakes.transactions == []
+
+
+# --- the body, read (pure) --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "errcode"),
+    [
+        (b"{not json", "M_NOT_JSON"),
+        (b"\xff\xfe{}", "M_NOT_JSON"),
+        (b'{"events": [NaN]}', "M_NOT_JSON"),
+        (b'{"events": [], "x": Infinity}', "M_NOT_JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "M_NOT_JSON"),
+        (b'{"events": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "M_NOT_JSON"),
+        (b'{"n": ' + b"1" * 5000 + b"}", "M_NOT_JSON"),
+        (b"", "M_NOT_JSON"),
+        (b"[]", "M_BAD_JSON"),
+        (b"null", "M_BAD_JSON"),
+        (b'{"events": {}}', "M_BAD_JSON"),
+        (b'{"events": [], "ephemeral": 3}', "M_BAD_JSON"),
+    ],
+    ids=["broken", "not_utf8", "nan", "infinity", "nested_deep", "events_nested_deep", "huge_number", "empty",
+         "a_list", "null", "events_an_object", "ephemeral_a_number"],
+)
+def test_a_body_that_is_no_transaction_says_why(body: bytes, errcode: str) -> None:
+    read = read_transaction(body)
+    assert isinstance(read, BadBody) and read.errcode == errcode
+    assert read.message.startswith(("the body", "events and ephemeral"))
+
+
+def test_a_transaction_body_is_read() -> None:
+    body = json.dumps({"events": [*EVENTS, "junk"], "de.sorunome.msc2409.ephemeral": EPHEMERAL}).encode()
+    assert read_transaction(body) == Transaction(EVENTS, EPHEMERAL)
+    assert read_transaction(b"{}") == Transaction([], [])
