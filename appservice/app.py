@@ -212,16 +212,17 @@ class Service:
 
     async def presence(self) -> None:
         """Puppets say whether anything can answer them: with no provider, no bots (SPEC §2)."""
-        shown: bool | None = None
+        shown: tuple[bool, str | None] | None = None
         while not self.stop_event.is_set():
             try:
-                usable = await self.store.workers.provider_usable(LIVENESS_SECONDS)
+                state = await self.store.workers.provider_state(LIVENESS_SECONDS)
+                now = (state.usable, None if state.usable else state.mode)
             except StoreError:
                 log.warning("could not read the provider status (the database is unavailable)")
-                usable = False
-            if usable != shown:
-                await self.rooms.set_presence(usable)
-                shown = usable
+                now = (False, None)
+            if now != shown:
+                await self.rooms.set_presence(*now)
+                shown = now
             await self.clock.wait(self.stop_event, PRESENCE_SECONDS)
 
     async def ping(self) -> None:

@@ -3,7 +3,7 @@ seconds, on a real PostgreSQL and Synapse. Asserts nothing. Run: ``python -m tes
 
 The service runs as a process of its own (the stand-in model, chosen with ``SUMMON_AGENT_MOCK=1``), is left
 to settle, and then nothing at all happens for the measured seconds: whatever CPU it uses is its own polling.
-Ports default to 55436/8012/29337 (``SUMMON_BENCH_PG_PORT`` / ``_HS_PORT`` / ``_AS_PORT`` to move them).
+Ports default to 55437/8013/29338 (``SUMMON_BENCH_PG_PORT`` / ``_HS_PORT`` / ``_AS_PORT`` to move them).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = REPO / ".dev" / "bench-idle-run"
 PORTS = {
-    "SUMMON_PG_PORT": os.environ.get("SUMMON_BENCH_PG_PORT", "55436"),
-    "SUMMON_HS_PORT": os.environ.get("SUMMON_BENCH_HS_PORT", "8012"),
-    "SUMMON_AS_PORT": os.environ.get("SUMMON_BENCH_AS_PORT", "29337"),
+    "SUMMON_PG_PORT": os.environ.get("SUMMON_BENCH_PG_PORT", "55437"),
+    "SUMMON_HS_PORT": os.environ.get("SUMMON_BENCH_HS_PORT", "8013"),
+    "SUMMON_AS_PORT": os.environ.get("SUMMON_BENCH_AS_PORT", "29338"),
 }
 SETTLE_SECONDS = 15.0
 IDLE_SECONDS = 30.0
