@@ -33,6 +33,7 @@ from appservice.matrix.said import Line, read_event
 from engine.content import Registry
 from engine.content.strings import Strings
 from engine.core.commands import parse_command, strip_address
+from engine.core.prompt import CONTEXT_TOKENS
 from engine.errors import MatrixError, StoreError
 from engine.store import Store, Tx
 
@@ -45,7 +46,7 @@ ELLIPSIS = "…"
 
 @dataclass(frozen=True)
 class ContextSettings:
-    tokens: int = 6000  # the budget: the newest lines that fit are kept
+    tokens: int = CONTEXT_TOKENS  # the budget: the newest lines that fit are kept (the engine's, for all)
     lines: int = 200  # at most this many lines are read
     fetch_seconds: float = 3.0  # the longest a thread fetch may hold up the appservice transaction
     fetch_events: int = 200  # at most this many replies are fetched

@@ -134,6 +134,11 @@ class Answering:
             return await self.mock.answer(request, script=script, turn=turn)
         return await self.chain.answer(request, script=None, turn=turn)
 
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
+        if script is not None or self.chain is None:
+            return self.mock.estimate(request, script=script, turn=turn)
+        return self.chain.estimate(request, script=None, turn=turn)
+
     def status(self) -> ProviderStatus:
         """What the heartbeat says: the stand-in is usable only when the operator chose it; with no key, or
         buying not switched on, nothing is (and ``mode`` says which, for the puppets' presence)."""

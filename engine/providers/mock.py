@@ -72,6 +72,13 @@ class MockModel:
         self.reason = reason
         self._standing_in = STANDING_IN_FOR[reason] if standing_in is None else standing_in
 
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
+        """What the scripted turn says it costs; the stand-in's own answer is free."""
+        if script is None:
+            return 0.0
+        turns = parse_script(script)
+        return turns[turn].cost_usd if turn < len(turns) else 0.0
+
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
     ) -> list[ModelStep]:
