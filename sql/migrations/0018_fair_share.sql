@@ -7,13 +7,14 @@
 ALTER TABLE agent_runs ADD COLUMN turn integer NOT NULL DEFAULT 0;
 DROP INDEX agent_runs_queued;
 CREATE INDEX agent_runs_queued ON agent_runs (turn, created_at, id) WHERE status = 'queued';
--- A person's live runs, counted before each summons (at most N at a time).
-CREATE INDEX agent_runs_live_asker ON agent_runs (asked_by) WHERE status IN ('queued', 'running');
 
 -- Every run reserves in the ledger now (the deployment's daily cap counts them all); a run with nobody to
 -- pay for it (no asker, no subject) is the deployment's alone.
 ALTER TABLE spend_ledger ALTER COLUMN who DROP NOT NULL;
 CREATE INDEX spend_ledger_at ON spend_ledger (at) INCLUDE (usd);
+-- A person's live runs are counted (at most N at a time) through their reservations not yet settled: an index
+-- here, not on agent_runs, whose rows every fenced write rewrites (an index by asker there costs every step).
+CREATE INDEX spend_ledger_reserved ON spend_ledger (who) WHERE reserved;
 
 -- The deployment's own caps, written from summon.yaml by every process that starts, read (and, for the
 -- daily cap, locked) by every summons, whichever process takes it in. One row.

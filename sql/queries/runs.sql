@@ -10,8 +10,11 @@ ON CONFLICT (trigger_event) DO NOTHING
 RETURNING id;
 
 -- name: live_runs_of
--- How many runs person $1 asked for are waiting or running.
-SELECT count(*) AS live FROM agent_runs WHERE asked_by = $1 AND status IN ('queued', 'running');
+-- How many runs person $1 asked for are waiting or running: found through their reservations not yet settled
+-- (every summoned run reserves under its asker's name), so agent_runs needs no index by asker.
+SELECT count(*) AS live
+  FROM spend_ledger l JOIN agent_runs r ON r.id = l.run_id
+ WHERE l.who = $1 AND l.reserved AND r.asked_by = $1 AND r.status IN ('queued', 'running');
 
 -- name: get_run
 -- One run.
