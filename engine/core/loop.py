@@ -103,11 +103,12 @@ def spent(steps: list[Step]) -> float:
 
 
 def counted_steps(steps: list[Step]) -> int:
-    """Steps that count against ``limits.steps``: model calls that answered or were interrupted (either may
-    have been paid), and tool calls."""
+    """Steps that count against ``limits.steps``: model calls that answered, and tool calls. A call a crash
+    interrupted counts against the money (at its estimate), not the steps: crashes are bounded by the run's
+    ``max_attempts``, and the run did not take that step."""
     return sum(
         1 for s in steps
-        if (isinstance(s, ModelStep) and (s.error is None or s.interrupted)) or isinstance(s, ToolCallStep)
+        if (isinstance(s, ModelStep) and s.error is None) or isinstance(s, ToolCallStep)
     )
 
 

@@ -145,8 +145,8 @@ CASES: list[tuple[str, RunView, list[Step], datetime, Action]] = [
      CallModel()),
     ("an interrupted call counts against the money", run(Limits(steps=10, spend=0.02, minutes=5)),
      [ModelStartedStep(0.02), INTERRUPTED_CALL], NOW, End("out_of_money")),
-    ("an interrupted call counts against the steps", run(Limits(steps=1, spend=1.0, minutes=5)),
-     [ModelStartedStep(0.02), INTERRUPTED_CALL], NOW, End("out_of_steps")),
+    ("an interrupted call is not a step the run took", run(Limits(steps=1, spend=1.0, minutes=5)),
+     [ModelStartedStep(0.02), INTERRUPTED_CALL], NOW, CallModel()),
     ("a failed attempt after a start closes it", run(), [ModelStartedStep(0.02), FAILED_GAVE_UP], NOW,
      End("failed", "the request was refused")),
 ]
@@ -215,4 +215,4 @@ def test_spent_counts_a_started_call_at_its_estimate_until_it_reports_back() -> 
     assert spent([ModelStartedStep(0.1)]) == pytest.approx(0.1)
     assert spent([ModelStartedStep(0.1), said("x", cost=0.03)]) == pytest.approx(0.03)  # the real cost, once
     assert spent([ModelStartedStep(0.1), INTERRUPTED_CALL, ModelStartedStep(0.1)]) == pytest.approx(0.12)
-    assert counted_steps([ModelStartedStep(0.1), INTERRUPTED_CALL, said("x")]) == 2
+    assert counted_steps([ModelStartedStep(0.1), INTERRUPTED_CALL, ModelStartedStep(0.1), said("x")]) == 1
