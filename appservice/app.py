@@ -44,7 +44,7 @@ from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.presses import Presses
 from appservice.matrix.rooms import Rooms
 from appservice.matrix.staff import tell_staff
-from appservice.matrix.state import StateHandler
+from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
 from engine.clock import Clock, SystemClock
@@ -96,7 +96,7 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
 def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
-    context: ContextSettings | None = None,
+    context: ContextSettings | None = None, invites: Invites = "local",
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
     its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads)."""
@@ -110,7 +110,7 @@ def wire_dispatcher(
         commands=Commands(registry, asking, server_name=server_name, service_user=service_user, scripts=scripts),
         scripts=scripts,
     )
-    return Dispatcher(store, state=StateHandler(registry, ours, facts), lines=lines, presses=presses,
+    return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites), lines=lines, presses=presses,
                       cancels=cancels, threads=ThreadBackfill(thread_fetch, registry, ours, context))
 
 
@@ -144,6 +144,9 @@ class Service:
                                          clock=self.clock)
         self._registry = compile_content(c, await self.store.rooms.encrypted())
         await publish(self.store, self._registry)
+        if self.http:
+            # The deployment's caps, read by every summons (only a process that takes summonses writes them).
+            await self.store.people.set_caps(c.limits.caps())
         self._session = aiohttp.ClientSession()
         self.service_user = f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"
         self.api = AppServiceAPI(
@@ -200,6 +203,7 @@ class Service:
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
+            invites=c.appservice.invites,
         )
         ours = Ours(self.registry, server_name=server, service_user=self.service_user)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
@@ -213,16 +217,17 @@ class Service:
 
     async def presence(self) -> None:
         """Puppets say whether anything can answer them: with no provider, no bots (SPEC §2)."""
-        shown: bool | None = None
+        shown: tuple[bool, str | None] | None = None
         while not self.stop_event.is_set():
             try:
-                usable = await self.store.workers.provider_usable(LIVENESS_SECONDS)
+                state = await self.store.workers.provider_state(LIVENESS_SECONDS)
+                now = (state.usable, None if state.usable else state.mode)
             except StoreError:
                 log.warning("could not read the provider status (the database is unavailable)")
-                usable = False
-            if usable != shown:
-                await self.rooms.set_presence(usable)
-                shown = usable
+                now = (False, None)
+            if now != shown:
+                await self.rooms.set_presence(*now)
+                shown = now
             await self.clock.wait(self.stop_event, PRESENCE_SECONDS)
 
     async def ping(self) -> None:

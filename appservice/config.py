@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from engine.core.limits import Caps
 from engine.errors import ConfigError
 from engine.tools.code import CodeLimits, Sandbox
 from engine.tools.fetch import FetchSettings, make_fetch
@@ -27,6 +28,10 @@ SECRET_ENV = {
     "SUMMON_HS_TOKEN": "appservice.hs_token",
     "SUMMON_DATABASE_DSN": "database.dsn",
 }
+
+
+# A server name as it follows the colon in a user id: a host name or an IP literal, with an optional port.
+_SERVER = r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$"
 
 
 class _Strict(BaseModel):
@@ -53,6 +58,33 @@ class Appservice(_Strict):
     sender_localpart: str = "summon"
     # Synapse sends up to 100 events of up to 64 KiB each in one transaction.
     max_body_size: int = Field(default=16 * 1024 * 1024, ge=7 * 1024 * 1024)
+    # Whose invites our users accept: `local` (people on our own server), `any`, or a list of servers (ours
+    # is not implied). Any other invite is declined with the reason on the leave event.
+    invites: Literal["local", "any"] | tuple[str, ...] = "local"
+
+    @field_validator("invites", mode="before")
+    @classmethod
+    def _invites(cls, value: object) -> object:
+        # Checked here, whole, so a bad value is one plain line rather than an error per union member.
+        if value in ("local", "any"):
+            return value
+        if not isinstance(value, list | tuple) or not value:
+            raise ValueError("takes local, any, or a list of servers (e.g. [example.org])")
+        for server in value:
+            if not isinstance(server, str) or not re.fullmatch(_SERVER, server):
+                raise ValueError(f"{server!r} is not a server name (the part after the colon in @alice:example.org)")
+        return tuple(value)
+
+
+class Limits(_Strict):
+    # What the whole deployment may spend on model calls in any 24 hours, in USD (every run reserves its own
+    # spend limit until it ends). None: no cap.
+    daily_spend: float | None = Field(default=None, ge=0)
+    # How many runs one person may have waiting or running at once; more are refused in words.
+    live_runs_per_person: int = Field(default=3, ge=1, le=1000)
+
+    def caps(self) -> Caps:
+        return Caps(daily_spend=self.daily_spend, live_runs_per_person=self.live_runs_per_person)
 
 
 class Database(_Strict):
@@ -142,6 +174,7 @@ class Config(_Strict):
     content: Content = Content()
     hooks: Hooks = Hooks()
     tools: Tools = Tools()
+    limits: Limits = Limits()
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

@@ -34,6 +34,7 @@ from mautrix.types import (
 
 from appservice.config import load_config
 from engine.clock import SystemClock
+from engine.providers.config import providers_from_env, stand_in_reason
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,10 @@ async def dev() -> int:
         return 1
     env = read_env(Path(up.stdout.strip().splitlines()[-1]))
     os.environ.update(env)
+    if stand_in_reason(os.environ, providers_from_env(os.environ)) is not None:
+        # The demo chooses the stand-in unless a provider is configured and switched on: without that choice
+        # no bot would answer (no provider, no bots), and the stand-in says what it is.
+        os.environ["SUMMON_AGENT_MOCK"] = "1"
     config = load_config(Path(env["SUMMON_CONFIG"]), os.environ)
     service = Service(config, scripts=scripted_turns)
     loop = asyncio.get_running_loop()
@@ -115,8 +120,10 @@ async def dev() -> int:
         }), encoding="utf-8")
         await client.api.session.close()
         names = ", ".join(b.name for b in service.registry().bots.values())
+        model = ("the stand-in model (SUMMON_AGENT_MOCK=1)" if service.answerer.stand_in is not None
+                 else "a real provider (AGENTS_LIVE=1): every answer is bought")
         print(f"""
-summon is running on the mock model (no provider key is configured).
+summon is running on {model}.
 
   Homeserver:  {env['SUMMON_HS_URL']}  (point any Matrix client at it)
   Log in as:   {DEMO_USER} / {DEMO_PASSWORD}

@@ -23,9 +23,11 @@ def _step_line(step: InspectedStep) -> str:
         what = payload.get("ending", "")
     elif step.kind == "heard":
         what = (payload.get("text") or "")[:60].replace("\n", " ")
+    elif step.kind == "model_started":
+        what = f"may cost up to ${float(payload.get('estimate_usd') or 0):.6f}"
     took = f"{step.seconds * 1000:7.0f} ms" if step.seconds is not None else "       -"
     provider = f"{step.provider or ''}/{step.model or ''}".strip("/")
-    return (f"  {step.seq:>3} {step.kind:<12} {took} {provider:<28} "
+    return (f"  {step.seq:>3} {step.kind:<13} {took} {provider:<28} "
             f"in {step.tokens_in:>6} out {step.tokens_out:>6} ${step.cost_usd:.6f}  {what}")
 
 

@@ -19,6 +19,9 @@ from engine.store import migrate
 from tests.store import TestStore
 
 REPO = Path(__file__).resolve().parents[1]
+# The tests choose the stand-in model, as an operator would (no provider, no bots otherwise): every service,
+# worker and process they start answers through it. A test that buys passes its own environment.
+os.environ["SUMMON_AGENT_MOCK"] = "1"
 TEST_RUN = Path(os.environ.get("SUMMON_TEST_RUN_DIR") or REPO / ".dev" / "test-run")
 PORTS = {
     "SUMMON_PG_PORT": os.environ.get("SUMMON_TEST_PG_PORT", "55433"),

@@ -1,7 +1,8 @@
 """A line asks a bot: the Matrix side of the one door in (``engine.run.summon``), shared by a mention, a
 press on a bot's choices and a command. The asker's facts are read off the room's power levels, the
 context is the conversation as they could read it (``context``), a plain mention while their run still
-works joins it, and a spend-ceiling refusal is told to them in the site's words."""
+works joins it, and a refusal they can act on (a spend ceiling, too many runs at once, the deployment's
+daily cap) is told to them in the site's words."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ from engine.store import Tx
 log = logging.getLogger(__name__)
 
 SURFACE = "rooms"
+# The refusals a person is told about (``### refusals`` in strings), at most once a minute each.
+TOLD = frozenset({"ceiling", "too_many", "budget"})
+TELL_EVERY_SECONDS = 60.0
+
+
+def _when(over: Breach) -> str:
+    assert over.frees_at is not None
+    return over.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 class Asking:
@@ -68,20 +77,29 @@ class Asking:
         if not isinstance(result, Summoned):
             log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,
                      extra={"room": line.room_id, "bot": bot.slug})
-            if result.reason == "ceiling" and result.breach is not None:
-                await self._tell_ceiling(tx, line, bot.slug, result.breach)
+            if result.reason in TOLD:
+                await self._tell(tx, line, bot.slug, result)
         return result
 
-    async def _tell_ceiling(self, tx: Tx, line: Line, slug: str, over: Breach) -> None:
-        """Over a spend ceiling: the person is told which window and when it frees up, in the site's words
-        (with none, nothing is said). Nothing was bought."""
+    async def _tell(self, tx: Tx, line: Line, slug: str, refused: Refused) -> None:
+        """A refusal the person can act on, in the site's words (with none, nothing is said); nothing was
+        bought. Over a ceiling or the deployment's daily cap: when it frees up; too many runs: how many are
+        live. Told at most once a minute per reason, so a flood of mentions is not answered line by line."""
         registry = self._registry()
         bot = registry.get(slug)
-        words = registry.strings.get("refusals", "ceiling")
-        if bot is None or not words or over.frees_at is None:
+        words = registry.strings.get("refusals", refused.reason)
+        if bot is None or not words:
             return
-        text = words.format(bot=bot.name, window=over.window,
-                            when=over.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+        if await tx.refusals.lately(line.sender, refused.reason, TELL_EVERY_SECONDS) > 1:
+            log.info("refusal not told again within %ss", TELL_EVERY_SECONDS, extra={"room": line.room_id})
+            return
+        if refused.reason == "too_many":
+            text = words.format(bot=bot.name, live=refused.live)
+        else:
+            over = refused.breach
+            if over is None or over.frees_at is None:
+                return
+            text = words.format(bot=bot.name, window=over.window, when=_when(over))
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
         await tx.outbox.enqueue(txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
                                 event_type="m.room.message", content=content)

@@ -8,7 +8,7 @@
 - Outside a thread → the room's main timeline: what was said and who came and went; a thread's replies
   are not folded in (a conversation somebody stepped aside to have, which the channel does not show).
 - Only lines the asker could see: the room's history visibility and their membership *at each line*,
-  read back from the state events we stored (``summon_can_see_v2``, migration 0022). "At each line" is in the
+  read back from the state events we stored (``summon_can_see_v2``, migration 0020). "At each line" is in the
   order summon *heard* things, never by ``origin_server_ts``, which the sender's server sets (a backdated join
   shows nothing from before it arrived). A line fetched with a thread was said before we heard the room: it is
   shown under ``shared`` (the first visibility we heard, never more open) and withheld under ``joined`` and
@@ -38,6 +38,7 @@ from appservice.matrix.said import Line, read_event
 from engine.content import Registry
 from engine.content.strings import Strings
 from engine.core.commands import parse_command, strip_address
+from engine.core.prompt import CONTEXT_TOKENS
 from engine.errors import MatrixError, StoreError
 from engine.store import Store, Tx
 
@@ -50,7 +51,7 @@ ELLIPSIS = "…"
 
 @dataclass(frozen=True)
 class ContextSettings:
-    tokens: int = 6000  # the budget: the newest lines that fit are kept
+    tokens: int = CONTEXT_TOKENS  # the budget: the newest lines that fit are kept (the engine's, for all)
     lines: int = 200  # at most this many lines are read
     fetch_seconds: float = 3.0  # the longest a thread fetch may hold up the appservice transaction
     fetch_events: int = 200  # at most this many replies are fetched

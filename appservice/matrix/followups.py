@@ -20,7 +20,7 @@ class Decline:
 
     room_id: str
     user_id: str
-    why: str  # "encrypted" | "not_offered"
+    why: str  # a key of rooms.REASONS: "encrypted" | "not_offered" | "not_local" | "not_listed"
 
 
 @dataclass(frozen=True)

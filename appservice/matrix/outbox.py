@@ -33,6 +33,8 @@ MAX_BACKOFF = 10.0  # our own homeserver: when it comes back, answers should fol
 TXN_MARKER = "org.summon.txn"
 RELATED_WAIT = 0.2  # an edit or redaction whose message is not sent yet waits this long
 POINTING = frozenset({"m.annotation", "m.reference"})  # relations that only point at the earlier message
+IDLE_SECONDS = 60.0  # with nothing pending the sender waits on NOTIFY; this is only a safety net
+MIN_WAIT = 0.01  # a retry falling due now is still waited for on the clock, never spun on
 
 
 def backoff(attempts: int) -> float:
@@ -144,7 +146,9 @@ class Outbox:
                 except StoreError:
                     log.warning("outbox: the database is unavailable; retrying in 1s")
                     wait = 1.0
-                timeout = 5.0 if wait is None else max(0.01, min(5.0, float(wait)))
+                # Nothing waits: sleep until NOTIFY (an insert, or the LISTEN connection coming back) wakes
+                # us; the long safety net only covers a notification lost some way we do not know of.
+                timeout = IDLE_SECONDS if wait is None else max(MIN_WAIT, min(IDLE_SECONDS, wait))
                 await self.clock.wait(self._wake, timeout)
         finally:
             listening.cancel()

@@ -64,7 +64,20 @@ REASONS = {
     "not_offered": "This bot is not offered in Matrix rooms.",
     "turned_encrypted": "This room is now encrypted; summon bots cannot read encrypted rooms, so they leave.",
     "no_provider": "No model provider is available right now, so this bot cannot answer.",
+    "no_key": "No model provider is configured here, so this bot cannot answer.",
+    "not_switched_on": "Buying model calls is not switched on here, so this bot cannot answer.",
+    "not_local": "This bot accepts invites only from people on its own server.",
+    "not_listed": "This bot accepts invites only from people on the servers its operator lists.",
 }
+# What a heartbeat's mode (``engine.providers.config.MODES``) says about why nothing can answer.
+NO_PROVIDER = {"no provider: no key": "no_key", "no provider: not switched on": "not_switched_on"}
+
+
+def presence_status(usable: bool, mode: str | None) -> str | None:
+    """A puppet's presence status: nothing when it can answer, otherwise why not."""
+    if usable:
+        return None
+    return REASONS[NO_PROVIDER.get(mode or "", "no_provider")]
 
 
 class Rooms:
@@ -86,9 +99,10 @@ class Rooms:
             except MatrixError as exc:
                 log.error("could not register the puppet %s: %s", bot.user_id, exc, extra={"bot": bot.slug})
 
-    async def set_presence(self, usable: bool) -> None:
-        """Online when something can answer; otherwise unavailable, with the reason as the status."""
-        status = None if usable else REASONS["no_provider"]
+    async def set_presence(self, usable: bool, mode: str | None = None) -> None:
+        """Online when something can answer; otherwise unavailable, with the reason as the status (``mode``:
+        what the freshest heartbeat said, e.g. that no key is configured)."""
+        status = presence_status(usable, mode)
         for bot in self._registry().bots.values():
             try:
                 await self.homeserver.set_presence(bot.user_id, usable, status)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.ours import Ours
@@ -20,12 +20,29 @@ from engine.surface import SurfaceFacts
 
 log = logging.getLogger(__name__)
 
+# Whose invites our users accept (``appservice.invites``): people on our own server, anybody, or people on
+# the servers listed.
+Invites = Literal["local", "any"] | tuple[str, ...]
+
+
+def invite_refusal(invites: Invites, inviter: object, server_name: str) -> str | None:
+    """Why an invite from ``inviter`` is declined under the policy (a key of ``rooms.REASONS``), or None. A
+    stranger's invite is where spending the operator's money starts, so the default takes only our own."""
+    if invites == "any":
+        return None
+    server = inviter.split(":", 1)[1] if isinstance(inviter, str) and ":" in inviter else None
+    if invites == "local":
+        return None if server == server_name else "not_local"
+    return None if server in invites else "not_listed"
+
 
 class StateHandler:
-    def __init__(self, registry: Callable[[], Registry], ours: Ours, surface: SurfaceFacts) -> None:
+    def __init__(self, registry: Callable[[], Registry], ours: Ours, surface: SurfaceFacts, *,
+                 invites: Invites = "local") -> None:
         self._registry = registry
         self.ours = ours
         self.surface = surface  # the rooms surface: whom a waking event's bots answer on
+        self.invites = invites
 
     async def event(self, tx: Tx, room_id: str, event: Mapping[str, Any], followups: list[Followup], *,
                     backfill: bool = False) -> None:
@@ -74,6 +91,15 @@ class StateHandler:
             room = await tx.rooms.get(room_id)
             if room is not None and room.encrypted:
                 followups.append(Decline(room_id, user_id, "encrypted"))
+                return
+            inviter = event.get("sender")
+            # One of ours inviting (`!bots add`) was itself let in under the policy.
+            refused = None if isinstance(inviter, str) and self.ours(inviter) else invite_refusal(
+                self.invites, inviter, self.ours.server_name)
+            if refused is not None:
+                log.info("declining %s's invite of %s to %s: %s", inviter, user_id, room_id, refused,
+                         extra={"room": room_id})
+                followups.append(Decline(room_id, user_id, refused))
                 return
             if user_id != self.ours.service_user and not self.ours.offered_in_rooms(user_id):
                 followups.append(Decline(room_id, user_id, "not_offered"))

@@ -25,6 +25,18 @@ class Limits:
 # What a run may use when its bot's file says nothing (``limits:`` in a bot's file).
 DEFAULT_LIMITS = Limits(steps=12, spend=0.50, minutes=10.0)
 
+
+@dataclass(frozen=True)
+class Caps:
+    """The deployment's own caps (``limits:`` in summon.yaml): what it may spend in any 24 hours (None: no
+    cap), and how many runs one person may have waiting or running at once."""
+
+    daily_spend: float | None = None
+    live_runs_per_person: int = 3
+
+
+DEFAULT_CAPS = Caps()
+
 WINDOWS: Mapping[str, timedelta] = {
     "minute": timedelta(minutes=1),
     "hour": timedelta(hours=1),

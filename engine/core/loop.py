@@ -4,6 +4,9 @@ Pure: no I/O, no clock of its own. The worker carries the action out and records
 next call sees that step. Its awkward cases are ordinary unit tests.
 
 Order matters, and each rule says why:
+0. a model call recorded as started but never reported back (a crash, or a lost lease, after it may have
+   been paid) is closed first, at the estimate reserved for it: bookkeeping that buys nothing, so that
+   every limit counts a call that may have been paid — even when the run is then cancelled;
 1. cancelled wins over everything, even an answer that is ready (the person said stop);
 2. a tool call recorded but never reported back is closed as interrupted, never re-run (tools run at
    most once: a ticket raised twice is worse than one that says it may not have been);
@@ -23,6 +26,7 @@ from engine.core.messages import (
     AnswerStep,
     Ending,
     EndingStep,
+    ModelStartedStep,
     ModelStep,
     Step,
     ToolCall,
@@ -57,6 +61,13 @@ class CloseInterrupted:
 
 
 @dataclass(frozen=True)
+class CloseModelCall:
+    """A model call started and never reported back: record it as interrupted, at what it may have cost."""
+
+    estimate_usd: float
+
+
+@dataclass(frozen=True)
 class Say:
     text: str
 
@@ -72,15 +83,29 @@ class Finished:
     """The run already has its answer or ending recorded: nothing more to do."""
 
 
-Action = CallModel | RunTool | CloseInterrupted | Say | End | Finished
+Action = CallModel | CloseModelCall | RunTool | CloseInterrupted | Say | End | Finished
+
+
+def open_call(steps: list[Step]) -> ModelStartedStep | None:
+    """The model call started last, when nothing it returned was recorded after it."""
+    for step in reversed(steps):
+        if isinstance(step, ModelStep):
+            return None
+        if isinstance(step, ModelStartedStep):
+            return step
+    return None
 
 
 def spent(steps: list[Step]) -> float:
-    return sum(s.cost_usd for s in steps if isinstance(s, ModelStep))
+    """What the run's model calls cost, a call started and not (yet) reported back at its estimate."""
+    started = open_call(steps)
+    return sum(s.cost_usd for s in steps if isinstance(s, ModelStep)) + (started.estimate_usd if started else 0.0)
 
 
 def counted_steps(steps: list[Step]) -> int:
-    """Steps that count against ``limits.steps``: model calls that answered, and tool calls."""
+    """Steps that count against ``limits.steps``: model calls that answered, and tool calls. A call a crash
+    interrupted counts against the money (at its estimate), not the steps: crashes are bounded by the run's
+    ``max_attempts``, and the run did not take that step."""
     return sum(
         1 for s in steps
         if (isinstance(s, ModelStep) and s.error is None) or isinstance(s, ToolCallStep)
@@ -90,6 +115,9 @@ def counted_steps(steps: list[Step]) -> int:
 def decide(run: RunView, steps: list[Step], now: datetime) -> Action:
     if any(isinstance(s, AnswerStep | EndingStep) for s in steps):
         return Finished()
+    started = open_call(steps)
+    if started is not None:
+        return CloseModelCall(started.estimate_usd)
     if run.cancel_requested:
         return End("cancelled")
 

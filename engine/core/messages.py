@@ -1,9 +1,9 @@
 """Steps and messages: small tagged dataclasses, and one TypeAdapter as the only (de)serialiser for
 the ``agent_steps.payload`` jsonb column.
 
-A run's steps are its whole history: every model call (with the provider that answered, tokens and
-cost), every tool call (recorded *before* it runs) and its result, the saying of the answer, or the
-ending. The model's message list is derived from them (``conversation``), so a run resumed on another
+A run's steps are its whole history: every model call (recorded as started, with what it may cost,
+*before* it is made; then what came back, with the provider that answered, tokens and cost), every tool
+call (recorded *before* it runs) and its result, the saying of the answer, or the ending. The model's message list is derived from them (``conversation``), so a run resumed on another
 worker knows everything the first one did.
 """
 
@@ -51,6 +51,20 @@ class ModelStep:
     # True when no price was known for (provider, model): ``cost_usd`` is 0 because nobody knows the
     # price, not because the call was free. A spend limit may one day refuse such a model outright.
     unpriced: bool = False
+    # True when this closes a call that was started (``ModelStartedStep``) and never reported back — a
+    # crash or a lost lease after it may have been paid: ``cost_usd`` is the estimate reserved for it.
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class ModelStartedStep:
+    """A model call about to be made, recorded (fenced, and only when not cancelled) before it is, with the
+    most it may cost: a call paid for whose answer was never recorded is still counted, at this estimate,
+    by the run's own spend limit, the person's ceilings and the deployment's cap — and never silently
+    paid for again."""
+
+    estimate_usd: float = 0.0
+    kind: Literal["model_started"] = "model_started"
 
 
 @dataclass(frozen=True)
@@ -97,7 +111,7 @@ class HeardStep:
 
 
 Step = Annotated[
-    ModelStep | ToolCallStep | ToolResultStep | AnswerStep | EndingStep | HeardStep,
+    ModelStep | ModelStartedStep | ToolCallStep | ToolResultStep | AnswerStep | EndingStep | HeardStep,
     Field(discriminator="kind"),
 ]
 STEP = TypeAdapter[Step](Step)
@@ -165,3 +179,17 @@ def conversation(opening: tuple[Message, ...], steps: list[Step]) -> tuple[Messa
 def heard(steps: list[Step]) -> int:
     """How many of the context's ``later`` lines the run's steps have brought in."""
     return sum(s.count for s in steps if isinstance(s, HeardStep))
+
+
+# About four characters a token: the same rough measure the surfaces budget a context by.
+CHARS_PER_TOKEN = 4
+
+
+def request_tokens(request: ModelRequest) -> int:
+    """Roughly how many tokens ``request`` sends (its system prompt, messages, tool calls and tools' schemas),
+    at about four characters a token: enough to reserve what a call may cost before it is made."""
+    chars = len(request.system)
+    for message in request.messages:
+        chars += len(message.text) + sum(len(c.name) + len(str(c.arguments)) for c in message.tool_calls)
+    chars += sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
+    return chars // CHARS_PER_TOKEN + 1

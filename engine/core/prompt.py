@@ -12,7 +12,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from engine.core.messages import Message
+from engine.core.messages import CHARS_PER_TOKEN, Message
+
+# The token budget a run's context is given (the surfaces keep the newest lines that fit it); the lines that
+# join a live run and each tool result get the same, so nothing reaches the model unbounded.
+CONTEXT_TOKENS = 6000
 
 
 def _said(line: dict[str, Any]) -> str:
@@ -56,13 +60,33 @@ def later_of(context: dict[str, Any]) -> list[dict[str, Any]]:
     return [line for line in (context.get("later") or []) if isinstance(line, dict)]
 
 
-def said_since(context: dict[str, Any], already: int) -> tuple[str, int]:
+def said_since(context: dict[str, Any], already: int, tokens: int = CONTEXT_TOKENS) -> tuple[str, int]:
     """The ``later`` lines after the first ``already`` (what the asker added while the run worked), framed
     by their words, and how many there are. They reach the model as a step of their own (``HeardStep``),
-    in the order they were heard."""
+    in the order they were heard — the newest that fit ``tokens`` (the context's budget), the newest one
+    shortened if it alone is over: a flood of joining lines reaches the model bounded."""
     later = later_of(context)[already:]
     if not later:
         return "", 0
-    text = transcript({"later": later}, "later")
     header = context.get("later_header")
-    return (f"{header}\n{text}" if isinstance(header, str) and header else text), len(later)
+    header = header if isinstance(header, str) and header else ""
+    budget = max(0, tokens * CHARS_PER_TOKEN - len(header))
+    kept: list[str] = []
+    for line in reversed(later):
+        said = _said(line)
+        if kept and len(said) + 1 > budget:
+            break
+        kept.append(capped(said, budget // CHARS_PER_TOKEN) if not kept else said)
+        budget -= len(kept[-1]) + 1
+    text = "\n".join(reversed(kept))
+    return (f"{header}\n{text}" if header else text), len(later)
+
+
+def capped(text: str, tokens: int = CONTEXT_TOKENS) -> str:
+    """``text`` within ``tokens`` (about four characters a token): cut at the end, saying how much was cut,
+    so the model knows it did not see it all."""
+    limit = max(0, tokens) * CHARS_PER_TOKEN
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 64)  # room for the note (it is shorter than that)
+    return text[:keep] + f"\n[… {len(text) - keep} more characters not shown]"

@@ -37,6 +37,11 @@ class Answerer(Protocol):
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
     ) -> list[ModelStep]: ...
 
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
+        """The most this call may cost (USD), reserved before it is made: recorded with the call's start, it is
+        what the call is counted at if its answer is never recorded."""
+        ...
+
 
 @dataclass(frozen=True)
 class ProviderStatus:

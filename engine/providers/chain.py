@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.clock import Clock
-from engine.core.messages import ModelRequest, ModelStep
+from engine.core.messages import ModelRequest, ModelStep, request_tokens
 from engine.errors import ProviderError, RequestFault, RetryableFailure
 from engine.providers.base import Answerer
 from engine.providers.classify import Fault
 from engine.providers.mock import MockModel
 from engine.providers.prices import PriceTable
-from engine.providers.translate import Reply
+from engine.providers.translate import Reply, Usage
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,17 @@ class Chain:
                 continue
             steps.append(self._answered(adapter, model, n, reply))
             return steps
+
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
+        """The most this call may cost: the request's text as input tokens (about four characters a token)
+        and ``max_tokens`` of output, at the dearest price among the providers it may try (an unpriced model
+        counts 0, as its calls do)."""
+        if script is not None:
+            return self.scripted.estimate(request, script=script, turn=turn)
+        usage = Usage(input=request_tokens(request), output=request.max_tokens)
+        costs = [self.prices.cost(a.name, m, usage, kind=a.kind)
+                 for a in self.adapters if (m := model_for(request.model, a.name, a.default_model))]
+        return max((c for c in costs if c is not None), default=0.0)
 
     def _retry_wait(self, exc: ProviderError) -> float | None:
         if not isinstance(exc, RetryableFailure):

@@ -9,12 +9,14 @@
     SUMMON_PROVIDER_<NAME>_TIMEOUT=120             seconds for one call (optional)
     SUMMON_PRICES=/path/prices.yaml                the deployment's prices, over the kit's
     AGENTS_LIVE=1                                  switch buying on
-    SUMMON_AGENT_MOCK=1                            switch it off again, whatever else is set
+    SUMMON_AGENT_MOCK=1                            answer through the stand-in, whatever else is set
 
 <NAME> is the name upper-cased, with anything but letters and digits as ``_``.
 
-Buying is opt-in (SPEC §2): with no key at all, or with a key but buying not switched on, the mock
-answers and says which of the two it is standing in for. A run that carries a script is never
+Buying is opt-in (SPEC §2), and no provider means no bots: with no key at all, or with a key but buying
+not switched on, nothing can answer, and the heartbeat says so (``usable`` false, with why), so no bot is
+offered anywhere. Only an operator's explicit choice of the stand-in (``SUMMON_AGENT_MOCK=1``: the demo,
+the tests) makes the mock answer — and it says it is standing in. A run that carries a script is never
 bought, whatever keys exist. The rule lives here, not in a variable somebody remembers to set.
 """
 
@@ -36,6 +38,9 @@ from engine.providers.prices import PriceTable, load_prices
 log = logging.getLogger(__name__)
 
 KINDS: tuple[Kind, ...] = ("openai", "anthropic")
+# The heartbeat's ``mode`` when the stand-in is there: the presence of a puppet says why it cannot answer.
+MODES: dict[StandIn, str] = {"chosen": "stand-in: chosen", "no_key": "no provider: no key",
+                             "not_switched_on": "no provider: not switched on"}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 _YES = frozenset({"1", "true", "yes", "on"})
 
@@ -79,10 +84,13 @@ def providers_from_env(env: Mapping[str, str]) -> list[ProviderConfig]:
 
 
 def stand_in_reason(env: Mapping[str, str], providers: list[ProviderConfig]) -> StandIn | None:
-    """Why the mock answers instead of a provider, or None when buying is on."""
+    """Why the mock is there instead of a provider, or None when buying is on. Only ``"chosen"`` answers
+    anybody (``Answering.status``)."""
+    if _yes(env.get("SUMMON_AGENT_MOCK")):
+        return "chosen"
     if not any(p.key for p in providers):
         return "no_key"
-    if _yes(env.get("SUMMON_AGENT_MOCK")) or not _yes(env.get("AGENTS_LIVE")):
+    if not _yes(env.get("AGENTS_LIVE")):
         return "not_switched_on"
     return None
 
@@ -126,10 +134,17 @@ class Answering:
             return await self.mock.answer(request, script=script, turn=turn)
         return await self.chain.answer(request, script=None, turn=turn)
 
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
+        if script is not None or self.chain is None:
+            return self.mock.estimate(request, script=script, turn=turn)
+        return self.chain.estimate(request, script=None, turn=turn)
+
     def status(self) -> ProviderStatus:
+        """What the heartbeat says: the stand-in is usable only when the operator chose it; with no key, or
+        buying not switched on, nothing is (and ``mode`` says which, for the puppets' presence)."""
         if self.chain is None:
-            mode = "stand-in: no key" if self.mock.reason == "no_key" else "stand-in: not switched on"
-            return ProviderStatus(usable=True, mode=mode)
+            reason = self.mock.reason
+            return ProviderStatus(usable=reason == "chosen", mode=MODES[reason])
         names = tuple(a.name for a in self.chain.adapters)
         return ProviderStatus(usable=bool(names), mode="live", providers=names)
 
@@ -146,9 +161,13 @@ def choose_answerer(
     bounds one answer (all its attempts): keep it well inside the worker's lease."""
     providers = providers_from_env(env)
     reason = stand_in_reason(env, providers)
+    if reason == "chosen":
+        log.info("model calls are answered by the stand-in model, as chosen (SUMMON_AGENT_MOCK=1)")
+    elif reason is not None:
+        log.warning("no provider can answer model calls (%s), so no bot answers anybody; configure a provider, "
+                    "or choose the stand-in model with SUMMON_AGENT_MOCK=1",
+                    "no provider key is configured" if reason == "no_key" else "buying is not switched on: AGENTS_LIVE=1")
     if reason is not None:
-        log.info("model calls are answered by the stand-in model (%s)",
-                 "no provider key is configured" if reason == "no_key" else "buying is not switched on: AGENTS_LIVE=1")
         return Answering(MockModel(clock, reason=reason))
     keyed = [p for p in providers if p.key]
     for p in providers:

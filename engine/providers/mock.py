@@ -21,15 +21,21 @@ STANDING_IN = (
     "I'm summon's stand-in model: no provider key is configured, so nothing was sent to a real model. "
     "An operator can add one (see the README) and switch it on with AGENTS_LIVE=1."
 )
-# The two reasons it stands in (the provider layer decides which): no key at all, or a key that buying
-# has not been switched on for (AGENTS_LIVE unset, or SUMMON_AGENT_MOCK=1).
+# Why the mock is there (the provider layer decides): the operator chose it (SUMMON_AGENT_MOCK=1: the demo,
+# the tests) — the only case in which bots answer through it —, or there is no key at all, or a key that
+# buying has not been switched on for (AGENTS_LIVE unset). In the last two no bot is offered anywhere (no
+# provider, no bots); the mock still answers a run that was queued before, and says why.
 NO_KEY = STANDING_IN
 NOT_SWITCHED_ON = (
     "I'm summon's stand-in model: a provider key is configured, but buying is not switched on, so "
     "nothing was sent to a real model. An operator can switch it on with AGENTS_LIVE=1."
 )
-StandIn = Literal["no_key", "not_switched_on"]
-STANDING_IN_FOR: dict[StandIn, str] = {"no_key": NO_KEY, "not_switched_on": NOT_SWITCHED_ON}
+CHOSEN = (
+    "I'm summon's stand-in model, standing in for a real one because the operator chose it "
+    "(SUMMON_AGENT_MOCK=1): nothing was sent to a real model."
+)
+StandIn = Literal["chosen", "no_key", "not_switched_on"]
+STANDING_IN_FOR: dict[StandIn, str] = {"chosen": CHOSEN, "no_key": NO_KEY, "not_switched_on": NOT_SWITCHED_ON}
 
 
 class ScriptedCall(BaseModel):
@@ -65,6 +71,13 @@ class MockModel:
         self._clock = clock
         self.reason = reason
         self._standing_in = STANDING_IN_FOR[reason] if standing_in is None else standing_in
+
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
+        """What the scripted turn says it costs; the stand-in's own answer is free."""
+        if script is None:
+            return 0.0
+        turns = parse_script(script)
+        return turns[turn].cost_usd if turn < len(turns) else 0.0
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,

@@ -5,7 +5,10 @@ back. I/O around the pure ``decide`` (``engine/core/loop.py``).
 - Every write is fenced on ``lease_owner`` and reads the cancel flag (and how many lines have joined the run,
   and the database's time) in the same commit; a fence that matches no row raises ``LeaseLost`` and the
   hold stops at once.
-- A tool call is recorded before it runs, and runs only if that same commit read "not cancelled".
+- A tool call is recorded before it runs, and runs only if that same commit read "not cancelled"; its result
+  is capped to the context's token budget before it is recorded.
+- A model call is recorded as started, with what it may cost, before it is made (and only by a commit that
+  read "not cancelled"), so a call paid for whose answer is never recorded is still counted.
 - The answer (or the ending), the spend settled and its delivery to the surface are one commit.
 - ``decide`` is handed the database's time — read with the claim and with every fenced write, carried forward
   by this process's monotonic clock — never this process's wall clock: ``started_at`` is the database's too.
@@ -24,12 +27,23 @@ from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core.commands import command_prompt
 from engine.core.limits import DEFAULT_LIMITS, Limits
-from engine.core.loop import CallModel, CloseInterrupted, End, Finished, RunTool, RunView, Say, decide
+from engine.core.loop import (
+    CallModel,
+    CloseInterrupted,
+    CloseModelCall,
+    End,
+    Finished,
+    RunTool,
+    RunView,
+    Say,
+    decide,
+)
 from engine.core.messages import (
     AnswerStep,
     EndingStep,
     HeardStep,
     ModelRequest,
+    ModelStartedStep,
     ModelStep,
     Step,
     ToolCallStep,
@@ -39,7 +53,7 @@ from engine.core.messages import (
     heard,
     load_step,
 )
-from engine.core.prompt import later_of, opening, said_since
+from engine.core.prompt import capped, later_of, opening, said_since
 from engine.errors import LeaseLost, StoreError
 from engine.providers.base import Answerer
 from engine.store import Store, Tx
@@ -52,6 +66,8 @@ log = logging.getLogger(__name__)
 
 # What the model is told about a tool call that never reported back. Tools run at most once.
 INTERRUPTED = "This tool call was interrupted before its result was recorded; it may or may not have taken effect."
+# What ``summon runs`` shows for a model call started and never reported back (the model never sees it).
+INTERRUPTED_CALL = "the model call was interrupted before its answer was recorded; counted at its estimate"
 
 
 class Hold:
@@ -121,7 +137,13 @@ class Hold:
                 text, count = said_since(context, heard(steps))
                 cancelled = bool(count) and await self.record(steps, HeardStep(text, count))
                 if not cancelled:
-                    cancelled, last = await self._call_model(context, steps, self.toolbox.offer(ref, steps, facts))
+                    request, turn = self._request(context, steps, self.toolbox.offer(ref, steps, facts))
+                    # Recorded before the call is made, with what it may cost, and only in a commit that read
+                    # "not cancelled": a call paid for and never recorded is still counted (``decide``).
+                    estimate = self.answerer.estimate(request, script=self.row.script, turn=turn)
+                    cancelled = await self.record(steps, ModelStartedStep(estimate), unless_cancelled=True)
+                if not cancelled:
+                    cancelled, last = await self._call_model(request, turn, steps)
                 if not cancelled:
                     then = decide(self.view, [*steps, last], self.now())
                     if isinstance(then, Say | End):
@@ -131,14 +153,21 @@ class Hold:
                             return
                         continue
                     cancelled = await self.record(steps, last)
+            elif isinstance(action, CloseModelCall):
+                log.warning("run %s: a model call was started and never recorded (a crash or a lost lease); "
+                            "counted at its estimate, %.4f USD", run.id, action.estimate_usd,
+                            extra={"run": run.id, "bot": run.bot})
+                cancelled = await self.record(steps, ModelStep(
+                    error=INTERRUPTED_CALL, error_class="provider", cost_usd=action.estimate_usd, interrupted=True))
             elif isinstance(action, RunTool):
                 cancelled = await self.record(steps, ToolCallStep(action.call))
                 if not cancelled:
                     # Checked against what the model was offered when it asked (the steps before its turn),
                     # so a skill opened in the same turn does not hand over that skill's tools.
                     offer = self.toolbox.offer(ref, _before_last_turn(steps), facts)
-                    result = await self.toolbox.run(ref, offer, action.call.name, action.call.arguments)
-                    cancelled = await self.record(steps, ToolResultStep(action.call.id, result[0], is_error=result[1]))
+                    content, is_error = await self.toolbox.run(ref, offer, action.call.name, action.call.arguments)
+                    # Capped before it is recorded, so what reaches the model stays within the context's budget.
+                    cancelled = await self.record(steps, ToolResultStep(action.call.id, capped(content), is_error=is_error))
             elif isinstance(action, CloseInterrupted):
                 cancelled = await self.record(
                     steps, ToolResultStep(action.call.id, INTERRUPTED, is_error=True, interrupted=True))
@@ -163,9 +192,8 @@ class Hold:
             return self.row.prompt
         return resolved
 
-    async def _call_model(self, context: dict[str, Any], steps: list[Step], offer: Offered) -> tuple[bool, ModelStep]:
-        """Call the model with what this run may use; record every failed attempt before the last, and
-        return the last unrecorded (with the cancel flag read while recording the others)."""
+    def _request(self, context: dict[str, Any], steps: list[Step], offer: Offered) -> tuple[ModelRequest, int]:
+        """The next model call with what this run may use, and which turn of the run it is."""
         registry = self._registry()
         bot = registry.get(self.run.bot)
         system = bot.prompt if bot is not None else ""
@@ -178,7 +206,11 @@ class Hold:
             model=bot.model if bot is not None else None,
             tools=offer.tools,
         )
-        turn = sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
+        return request, sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
+
+    async def _call_model(self, request: ModelRequest, turn: int, steps: list[Step]) -> tuple[bool, ModelStep]:
+        """Call the model; record every failed attempt before the last, and return the last unrecorded (with
+        the cancel flag read while recording the others)."""
         *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn)
         cancelled = False
         for attempt in earlier:
@@ -187,10 +219,13 @@ class Hold:
 
     # --- fenced writes ------------------------------------------------------------------------------
 
-    async def record(self, steps: list[Step], step: Step) -> bool:
-        """Record the next step, fenced; return the cancel flag read in the same commit."""
+    async def record(self, steps: list[Step], step: Step, *, unless_cancelled: bool = False) -> bool:
+        """Record the next step, fenced; return the cancel flag read in the same commit. With
+        ``unless_cancelled``, a commit that reads "cancelled" records nothing."""
         async with self.store.transaction("record_step") as tx:
             cancel = await self._fence(tx)
+            if cancel and unless_cancelled:
+                return cancel
             await self._insert_step(tx, len(steps) + 1, step)
         steps.append(step)
         return cancel

@@ -1,7 +1,12 @@
 """The one door in: a surface asks for a run here, and every refusal is made here, before the run exists.
 
 ``refusal`` is pure (the rules); ``summon`` applies it and inserts the run in the caller's transaction,
-so a line and the run it summoned are stored together or not at all.
+so a line and the run it summoned are stored together or not at all. After the bot's own rules and the
+room's, in order: a line joins its asker's live run rather than starting one; nothing starts when nothing
+can answer (no provider, no bots); then, with the person's row locked, the bot's per-person ceilings, at
+most ``live_runs_per_person`` runs waiting or running per person, and — with the deployment's row locked —
+its daily spend cap. A run starts in its asker's turn (how many they already have live), so the claim
+serves everyone's first before anyone's second. Every run reserves its own spend limit until it ends.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from engine.store import Tx
 log = logging.getLogger(__name__)
 
 Refusal = Literal["not_published", "not_on_surface", "audience", "encrypted", "duplicate", "ceiling",
-                  "no_provider", "busy", "not_enabled", "quiet"]
+                  "no_provider", "busy", "not_enabled", "quiet", "too_many", "budget"]
 
 # A worker beats every 10 s; three missed beats and it is taken for gone.
 LIVENESS_SECONDS = 30.0
@@ -52,7 +57,8 @@ class Summoned:
 @dataclass(frozen=True)
 class Refused:
     reason: Refusal
-    breach: Breach | None = None  # for "ceiling": which window, and when it frees up
+    breach: Breach | None = None  # for "ceiling" and "budget": which window, and when it frees up
+    live: int | None = None  # for "too_many": how many runs the person has waiting or running
 
 
 def refusal(registry: Registry, s: Summons) -> Refusal | None:
@@ -99,33 +105,62 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
     bot = registry.get(s.bot)
     assert bot is not None
     per: dict[str, float] = dict(bot.limits.per or {})
+    caps = await tx.people.caps()
     # The asker pays; a run nobody asked for is counted against its subject (it matters more there).
     spender = s.asked_by or s.subject
-    if per and spender is not None:
-        # Checked before the run exists (a refusal buys nothing), with the person's row locked so two
-        # racing summonses are checked one after the other, never against the same snapshot.
+    if spender is not None:
+        # Everything below is checked before the run exists (a refusal buys nothing), with the person's row
+        # locked so two racing summonses are checked one after the other, never against the same snapshot.
         now = await tx.people.lock_spender(spender)
+    if per and spender is not None:
         over = breach(per, await tx.people.ledger(spender, bot.slug), bot.limits.spend, now)
         if over is not None:
             log.info("summons refused: the %s ceiling", over.window, extra={"bot": s.bot, "asker": spender})
             return await _refused(tx, s, "ceiling", over, detail=f"the {over.window} ceiling")
+    # The run's turn: how many the asker already has waiting or running (the claim serves lower turns first).
+    live = await tx.runs.live_of(s.asked_by) if s.asked_by is not None else 0
+    if live >= caps.live_runs_per_person:
+        log.info("summons refused: %d runs already waiting or running", live,
+                 extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+        return await _refused(tx, s, "too_many", live=live, detail=f"{live} live runs")
+    if caps.daily_spend is not None:
+        over = await _over_budget(tx, caps.daily_spend, bot.limits.spend)
+        if over is not None:
+            log.warning("summons refused: the deployment's daily spend cap (%.2f USD) is reached", caps.daily_spend,
+                        extra={"bot": s.bot, "room": s.room_id, "asker": spender})
+            return await _refused(tx, s, "budget", over, detail=f"the daily cap of {caps.daily_spend:g} USD")
     limits = {"steps": bot.limits.steps, "spend": bot.limits.spend, "minutes": bot.limits.minutes}
     run_id = await tx.runs.insert(
         bot=bot.slug, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
         trigger_event=s.trigger_event, asked_by=s.asked_by, subject=s.subject, prompt=s.prompt,
-        context=s.context, script=s.script, limits=limits, max_attempts=max_attempts,
+        context=s.context, script=s.script, limits=limits, max_attempts=max_attempts, turn=live,
     )
     if run_id is None:
         return Refused("duplicate")
-    if per and spender is not None:
-        await tx.people.reserve(spender, bot.slug, run_id, bot.limits.spend)
+    # Every run holds its own spend limit until it ends: the person's ceilings and the deployment's cap
+    # count it while it works.
+    await tx.people.reserve(spender, bot.slug, run_id, bot.limits.spend)
     log.info("summoned run %s", run_id, extra={"bot": bot.slug, "room": s.room_id, "run": run_id})
     return Summoned(run_id)
 
 
+async def _over_budget(tx: Tx, daily: float, reserve: float) -> Breach | None:
+    """Whether ``reserve`` more would take the whole deployment over its daily cap (rolling 24 hours, like a
+    person's ``day`` window), and when it frees up. The caps row is locked first, so racing summonses are
+    counted one after the other."""
+    now = await tx.people.lock_deployment()
+    if await tx.people.deployment_spent() + reserve <= daily + 1e-12:
+        return None
+    over = breach({"day": daily}, await tx.people.deployment_ledger(), reserve, now)
+    if over is not None and over.frees_at is None:
+        log.error("a run's own spend limit (%.2f USD) is more than the deployment's daily cap (%.2f USD): it can "
+                  "never run", reserve, daily)
+    return over
+
+
 async def _refused(tx: Tx, s: Summons, why: Refusal, over: Breach | None = None, *,
-                   detail: str | None = None) -> Refused:
+                   detail: str | None = None, live: int | None = None) -> Refused:
     """A refusal is a matter of record (``summon runs`` shows it): nothing was bought, nothing started."""
     await tx.refusals.record(bot=s.bot, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
                              trigger_event=s.trigger_event, asked_by=s.asked_by, reason=why, detail=detail)
-    return Refused(why, over)
+    return Refused(why, over, live)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from engine.core.limits import Spent
-from engine.store.base import Family
+from engine.core.limits import Caps, Spent
+from engine.store.base import Family, row
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +40,30 @@ class People(Family):
         """What ``who`` spent on ``bot`` in the last 30 days, reservations included."""
         return [Spent(r["at"], r["usd"]) for r in await self._all("spender_ledger", who, bot)]
 
-    async def reserve(self, who: str, bot: str, run_id: int, usd: float) -> None:
+    async def reserve(self, who: str | None, bot: str, run_id: int, usd: float) -> None:
+        """Hold the run's own spend limit against ``who``'s ceilings (None: nobody's) and the deployment's
+        daily cap until the run ends and is settled."""
         await self._run("reserve_spend", who, bot, run_id, usd)
+
+    # --- the deployment's caps -----------------------------------------------------------------------
+
+    async def caps(self) -> Caps:
+        return row(Caps, await self._one("deployment_caps"))
+
+    async def set_caps(self, caps: Caps) -> None:
+        await self._run("set_deployment_caps", caps.daily_spend, caps.live_runs_per_person)
+
+    async def lock_deployment(self) -> datetime:
+        """Take the deployment's caps row for the rest of the transaction; the database's now."""
+        now: datetime = await self._value("lock_deployment_spend")
+        return now
+
+    async def deployment_spent(self) -> float:
+        """What the whole deployment spent in the last 24 hours, reservations included."""
+        return float(await self._value("deployment_spent"))
+
+    async def deployment_ledger(self) -> list[Spent]:
+        return [Spent(r["at"], r["usd"]) for r in await self._all("deployment_ledger")]
 
     async def settle(self, run_id: int) -> None:
         """A run ended: its reservation becomes what it really cost."""

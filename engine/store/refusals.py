@@ -34,3 +34,8 @@ class Refusals(Family):
 
     async def prune(self, keep_seconds: float) -> int:
         return await self._run("prune_refusals", keep_seconds)
+
+    async def lately(self, asked_by: str, reason: str, seconds: float) -> int:
+        """How many of ``asked_by``'s summonses were refused for ``reason`` in the last ``seconds``, the one
+        just recorded in this transaction included."""
+        return int(await self._value("refused_lately", asked_by, reason, seconds))

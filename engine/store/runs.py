@@ -123,11 +123,16 @@ class Runs(Family):
     async def insert(self, *, bot: str, surface: str, room_id: str | None, thread_root: str | None,
                      trigger_event: str | None, asked_by: str | None, subject: str | None, prompt: str,
                      context: dict[str, Any], script: list[dict[str, Any]] | None, limits: dict[str, Any],
-                     max_attempts: int) -> int | None:
-        """The run's id; None when its trigger already summoned one (a replayed line)."""
+                     max_attempts: int, turn: int = 0) -> int | None:
+        """The run's id; None when its trigger already summoned one (a replayed line). ``turn``: how many runs
+        its asker already has waiting or running (the claim takes lower turns first)."""
         run_id = await self._value("insert_run", bot, surface, room_id, thread_root, trigger_event, asked_by,
-                                   subject, prompt, context, script, limits, max_attempts)
+                                   subject, prompt, context, script, limits, max_attempts, turn)
         return None if run_id is None else int(run_id)
+
+    async def live_of(self, asked_by: str) -> int:
+        """How many runs ``asked_by`` asked for are waiting or running."""
+        return int(await self._value("live_runs_of", asked_by))
 
     async def get(self, run_id: int) -> Run | None:
         return maybe(Run, await self._one("get_run", run_id))

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from engine.store.base import Family
+from dataclasses import dataclass
+
+from engine.store.base import Family, row
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderState:
+    """Whether anything can answer model calls, and what the freshest heartbeat answers with (``mode``:
+    e.g. ``no provider: no key``; None when no worker beats at all)."""
+
+    usable: bool
+    mode: str | None
 
 
 class Workers(Family):
@@ -17,3 +28,7 @@ class Workers(Family):
     async def provider_usable(self, liveness_seconds: float) -> bool:
         """Whether any worker said, within ``liveness_seconds``, that it can answer model calls."""
         return bool(await self._value("provider_usable", liveness_seconds))
+
+    async def provider_state(self, liveness_seconds: float) -> ProviderState:
+        """``provider_usable``, and when nothing is, why (what the freshest heartbeat said)."""
+        return row(ProviderState, await self._one("provider_state", liveness_seconds))

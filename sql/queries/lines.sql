@@ -1,5 +1,5 @@
 -- What was said: appservice transactions, the events stored once as lines, and the context a bot is given —
--- only the lines the asker could see (summon_can_see_v2, migration 0022), in the order summon heard them (`seq`),
+-- only the lines the asker could see (summon_can_see_v2, migration 0020), in the order summon heard them (`seq`),
 -- newest first so a cap keeps the newest (engine/store/lines.py).
 
 -- name: record_transaction

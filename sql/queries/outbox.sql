@@ -54,8 +54,10 @@ UPDATE outbox SET next_attempt_at = clock_timestamp() + make_interval(secs => $2
 UPDATE outbox SET status = 'failed', last_error = $2 WHERE id = $1;
 
 -- name: next_outbox_due
--- Seconds until the next pending message is due (NULL when none waits).
-SELECT greatest(0, extract(epoch FROM min(next_attempt_at) - clock_timestamp()))::float8 AS seconds
+-- Seconds until the next pending message is due (NULL when none waits: greatest() skips a NULL, so the
+-- empty case is spelt out rather than read as "due now").
+SELECT CASE WHEN min(next_attempt_at) IS NULL THEN NULL
+            ELSE greatest(0, extract(epoch FROM min(next_attempt_at) - clock_timestamp())) END::float8 AS seconds
   FROM outbox WHERE status = 'pending';
 
 -- name: outbox_event_for_txn

@@ -17,8 +17,32 @@ SELECT at, usd::float8 AS usd FROM spend_ledger
  ORDER BY at;
 
 -- name: reserve_spend
--- Hold a run's own spend limit against the person's ceilings until the run ends.
+-- Hold a run's own spend limit against the person's ceilings (who $1, NULL for nobody) and the deployment's
+-- daily cap until the run ends.
 INSERT INTO spend_ledger (who, bot, run_id, usd) VALUES ($1, $2, $3, $4);
+
+-- name: deployment_caps
+-- The deployment's caps: USD it may spend in any 24 hours (NULL: no cap), and how many runs one person may
+-- have waiting or running.
+SELECT daily_spend::float8 AS daily_spend, live_runs_per_person FROM deployment_caps;
+
+-- name: set_deployment_caps
+-- The caps as summon.yaml says, written by a process that starts.
+UPDATE deployment_caps SET daily_spend = $1, live_runs_per_person = $2, updated_at = now();
+
+-- name: lock_deployment_spend
+-- Lock the deployment's caps row for the rest of the transaction: summonses under a daily cap are checked one
+-- at a time, never against the same snapshot. The database's now.
+SELECT now() AS now FROM deployment_caps FOR UPDATE;
+
+-- name: deployment_spent
+-- What the whole deployment spent in the last 24 hours, reservations included.
+SELECT coalesce(sum(usd), 0)::float8 AS usd FROM spend_ledger WHERE at > now() - interval '1 day';
+
+-- name: deployment_ledger
+-- The deployment's ledger over the last 24 hours, oldest first (read only when a summons is over the cap,
+-- to say when it frees up).
+SELECT at, usd::float8 AS usd FROM spend_ledger WHERE at > now() - interval '1 day' ORDER BY at;
 
 -- name: settle_spend
 -- A run ended: its reservation becomes what it really cost.

@@ -16,3 +16,8 @@ SELECT id, bot, surface, room_id, thread_root, trigger_event, asked_by, reason, 
 -- name: prune_refusals
 -- Forget refused summonses recorded more than $1 seconds ago.
 DELETE FROM summon_refusals WHERE created_at < now() - make_interval(secs => $1);
+
+-- name: refused_lately
+-- How many summonses by person $1 were refused for reason $2 in the last $3 seconds (this one included).
+SELECT count(*) FROM summon_refusals
+ WHERE asked_by = $1 AND reason = $2 AND created_at > now() - make_interval(secs => $3);

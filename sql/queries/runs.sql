@@ -1,24 +1,33 @@
 -- Runs and their steps: summoned, claimed, held by a lease, fenced, finished, swept (engine/store/runs.py).
 
 -- name: insert_run
--- A run for a summons; one line summons at most one run (a replayed line gets no row back).
+-- A run for a summons, in its asker's turn $13; one line summons at most one run (a replayed line gets no
+-- row back).
 INSERT INTO agent_runs (bot, surface, room_id, thread_root, trigger_event, asked_by, subject, prompt,
-                        context, script, limits, max_attempts)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                        context, script, limits, max_attempts, turn)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (trigger_event) DO NOTHING
 RETURNING id;
+
+-- name: live_runs_of
+-- How many runs person $1 asked for are waiting or running: found through their reservations not yet settled
+-- (every summoned run reserves under its asker's name), so agent_runs needs no index by asker.
+SELECT count(*) AS live
+  FROM spend_ledger l JOIN agent_runs r ON r.id = l.run_id
+ WHERE l.who = $1 AND l.reserved AND r.asked_by = $1 AND r.status IN ('queued', 'running');
 
 -- name: get_run
 -- One run.
 SELECT * FROM agent_runs WHERE id = $1;
 
 -- name: claim_run
--- Claim the oldest queued run for worker $1 with a lease of $2 seconds, with the database's time (the one
--- clock). Short and autocommit: the worker then holds the run by id and never asks the claim again.
+-- Claim a queued run for worker $1 with a lease of $2 seconds, with the database's time (the one clock):
+-- the lowest turn first (a person's 10th waiting run never before another's 1st), then the oldest. Short
+-- and autocommit: the worker then holds the run by id and never asks the claim again.
 WITH c AS (
     SELECT id FROM agent_runs
      WHERE status = 'queued'
-     ORDER BY created_at, id
+     ORDER BY turn, created_at, id
      LIMIT 1
        FOR UPDATE SKIP LOCKED
 )

@@ -14,3 +14,10 @@ DELETE FROM provider_status WHERE worker = $1;
 -- Whether any worker said, within the last $1 seconds, that it can answer model calls.
 SELECT EXISTS (SELECT 1 FROM provider_status
                 WHERE usable AND heartbeat_at > now() - make_interval(secs => $1)) AS usable;
+
+-- name: provider_state
+-- Whether any worker said, within the last $1 seconds, that it can answer model calls, and what the freshest
+-- of those heartbeats said it answers with (NULL: no worker beats at all).
+SELECT coalesce(bool_or(usable), false) AS usable, (array_agg(mode ORDER BY heartbeat_at DESC))[1] AS mode
+  FROM provider_status
+ WHERE heartbeat_at > now() - make_interval(secs => $1);

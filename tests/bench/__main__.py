@@ -431,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.warmup < 0:
         parser.error("--rounds must be at least 1 and --warmup at least 0")
     started = time.monotonic()
+    os.environ["SUMMON_AGENT_MOCK"] = "1"  # the stand-in answers, by choice (no provider, no bots otherwise)
     try:
         stack = up()
         setup_logging()

@@ -1,4 +1,5 @@
-"""The engine alone: claim → scripted steps → finish, on a real PostgreSQL, with 1 and 8 workers.
+"""The engine alone: claim → scripted steps → finish, on a real PostgreSQL, with 1 and 8 workers (each model
+call is two step rows: started, then what came back).
 
 Prints runs/s, step commits/s, and claim / step-commit latency p50/p99 (targets from issue 3:
 ≥ 500 runs/s, p99 ≤ 10 ms). Asserts nothing about speed. Run: ``python -m tests.bench.engine``.
@@ -41,10 +42,10 @@ SCRIPT: list[dict[str, Any]] = [{"tool_calls": [{"id": "a", "name": "noop", "arg
 class TimedHold(Hold):
     commits: list[float]
 
-    async def record(self, steps: list[Step], step: Step) -> bool:
+    async def record(self, steps: list[Step], step: Step, *, unless_cancelled: bool = False) -> bool:
         started = time.perf_counter()
         try:
-            return await super().record(steps, step)
+            return await super().record(steps, step, unless_cancelled=unless_cancelled)
         finally:
             self.commits.append(time.perf_counter() - started)
 
@@ -150,7 +151,7 @@ async def main() -> int:
         db = await Store.connect(dsn, min_size=1, max_size=2)
         await publish(db, result)
         await db.close()
-        print(f"engine alone: {RUNS} runs of claim → model → tool → model → answer (5 step rows), "
+        print(f"engine alone: {RUNS} runs of claim → model → tool → model → answer (7 step rows), "
               f"scripted model, {os.cpu_count()} cores; targets ≥ 500 runs/s, p99 ≤ 10 ms")
         for workers in (1, 8):
             await round_(dsn, result, workers)

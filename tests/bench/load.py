@@ -33,6 +33,7 @@ bench.PORTS = {"SUMMON_PG_PORT": "55436", "SUMMON_HS_PORT": "8012", "SUMMON_AS_P
 
 
 async def main() -> int:
+    os.environ["SUMMON_AGENT_MOCK"] = "1"  # the stand-in answers, by choice (no provider, no bots otherwise)
     stack = bench.up()
     service: Service | None = None
     client: AsyncClient | None = None

@@ -24,5 +24,5 @@ async def published(db: TestStore, registry: Registry) -> Registry:
     """The shipped bots, published, with a live worker that can answer (else every summons is refused:
     no provider, no bots)."""
     await publish(db, registry)
-    await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: chosen", providers=[])
     return registry

@@ -1,4 +1,4 @@
-"""Migration 0022 on a database that already holds lines (issue 12, items 4 and 5): what was stored before keeps
+"""Migration 0020 on a database that already holds lines (issue 12, items 4 and 5): what was stored before keeps
 the order it was judged by (its time, then its id) as its arrival number, new lines are numbered after it, and
 an original an edit overwrote — its own words lost — no longer reads as the words of an edit."""
 
@@ -15,7 +15,7 @@ import pytest
 from engine.store.migrate import migrate, migration_files
 
 pytestmark = pytest.mark.db
-ARRIVAL = "0022_arrival_order"
+ARRIVAL = "0020_arrival_order"
 
 
 @pytest.fixture

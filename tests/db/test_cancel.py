@@ -81,8 +81,8 @@ class CancelAfterModelStepHold(Hold):
     """Somebody says !cancel right after the model asked for a tool (and before the tool call is
     recorded): the cancel lands between two commits."""
 
-    async def record(self, steps: list[Step], step: Step) -> bool:
-        cancelled = await super().record(steps, step)
+    async def record(self, steps: list[Step], step: Step, *, unless_cancelled: bool = False) -> bool:
+        cancelled = await super().record(steps, step, unless_cancelled=unless_cancelled)
         if isinstance(step, ModelStep) and step.tool_calls:
             store = self.store
             assert isinstance(store, TestStore)
@@ -112,6 +112,6 @@ async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, publ
     await worker.work_once()
     assert await db.pool.fetchval("SELECT count(*) FROM tickets_for_test") == 0  # the effect does not exist
     steps = await steps_of(db, run_id)
-    assert [s["kind"] for s in steps] == ["model", "tool_call", "ending"]
+    assert [s["kind"] for s in steps] == ["model_started", "model", "tool_call", "ending"]
     assert steps[-1]["payload"]["ending"] == "cancelled"
     assert surface.delivered == [(run_id, Ended("cancelled"))]

@@ -48,9 +48,11 @@ async def test_runs_shows_the_outcome_and_every_step(db: TestStore, dsn: str, pu
 
     one = runs("--id", str(run_id)).splitlines()
     assert one[0].startswith(f"run {run_id} · helper · done (answered)")
-    assert [line.split()[1] for line in one[1:]] == ["model", "tool_call", "tool_result", "model", "answer"]
-    assert "tools: lookup" in one[1] and "in     12 out      3 $0.000400" in one[1]
-    assert "sunny" in one[3]
+    assert [line.split()[1] for line in one[1:]] == ["model_started", "model", "tool_call", "tool_result",
+                                                     "model_started", "model", "answer"]
+    assert "may cost up to $0.000400" in one[1]  # the scripted turn's cost, reserved before the call
+    assert "tools: lookup" in one[2] and "in     12 out      3 $0.000400" in one[2]
+    assert "sunny" in one[4]
     both = runs("--bot", "helper")
     assert f"run {failed} · helper · failed (failed)" in both and "reason: The model is overloaded." in both
     assert runs("--bot", "nobody").strip() == "no runs"

@@ -120,3 +120,48 @@ async def test_a_refusal_for_good_is_kept_with_its_reason(db: TestStore, homeser
     row = await db.pool.fetchrow("SELECT status, last_error FROM outbox WHERE txn_id = 't-403'")
     assert row["status"] == "failed" and "M_FORBIDDEN" in row["last_error"]
     assert len(fake.requests) == 1
+
+
+async def test_nothing_pending_is_not_due_now(db: TestStore) -> None:
+    """An empty outbox (or one whose messages all went out or failed) has nothing due: None, not 0 — a 0
+    had the sender spin about a hundred times a second while idle (issue 12, item 12)."""
+    assert await db.outbox.next_due() is None
+    await enqueue(db, "t-done")
+    assert await db.outbox.next_due() == 0.0
+    await db.pool.execute("UPDATE outbox SET status = 'sent' WHERE txn_id = 't-done'")
+    assert await db.outbox.next_due() is None
+
+
+class CountingOutbox(Outbox):
+    rounds = 0
+
+    async def send_due(self) -> int:
+        self.rounds += 1
+        return await super().send_due()
+
+
+async def test_an_idle_sender_waits_for_notify_and_still_sends_at_once(
+    db: TestStore, homeserver: tuple[FakeHomeserver, str],
+) -> None:
+    fake, url = homeserver
+    stop = asyncio.Event()
+    async with aiohttp.ClientSession() as session:
+        outbox = CountingOutbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
+        sending = asyncio.ensure_future(outbox.run(stop))
+        try:
+            await asyncio.sleep(1.5)
+            # Once on start and once when LISTEN connects (notifications from before it are gone); then
+            # nothing until something is queued.
+            idle_rounds = outbox.rounds
+            assert idle_rounds <= 3, f"an idle outbox looked {idle_rounds} times in 1.5 s"
+            await enqueue(db, "t-notify")
+            loop = asyncio.get_running_loop()
+            until = loop.time() + 5
+            while not fake.requests and loop.time() < until:
+                await asyncio.sleep(0.02)
+            assert [r["body"]["org.summon.txn"] for r in fake.requests] == ["t-notify"]
+            assert outbox.rounds - idle_rounds <= 3
+        finally:
+            stop.set()
+            outbox.wake()
+            await sending

@@ -23,7 +23,7 @@ def test_summon_claim_steps_and_answer_through_a_surface_that_knows_no_matrix(ds
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["answer"] == "We open at nine."
     assert seen["delivered_to"] == ["desk"]
-    assert seen["steps"] == ["model", "tool_call", "tool_result", "model", "answer"]
+    assert seen["steps"] == ["model_started", "model", "tool_call", "tool_result", "model_started", "model", "answer"]
     assert seen["tool_result"] == f"hours: 09:00-17:00 (run {seen['run']} on desk)"
     assert [on for _, on in seen["working"]] == [True, False]
     assert seen["matrix_modules"] == [], f"the engine pulled in the Matrix surface: {seen['matrix_modules']}"

@@ -82,7 +82,7 @@ async def test_a_run_that_answers(db: TestStore, published: Registry) -> None:
     assert await make_worker(db, published, surface, worker_id="w1").work_once()
     row = await run_row(db, run_id)
     assert (row["status"], row["answer"], row["ending"]) == ("done", "Hello **there**", None)
-    assert [s["kind"] for s in await steps_of(db, run_id)] == ["model", "answer"]
+    assert [s["kind"] for s in await steps_of(db, run_id)] == ["model_started", "model", "answer"]
     assert surface.delivered == [(run_id, Answered("Hello **there**"))]
     assert surface.typing == [(run_id, True), (run_id, False)]
 
@@ -102,8 +102,9 @@ async def test_a_run_that_calls_a_tool(db: TestStore, published: Registry) -> No
     await make_worker(db, published, surface, worker_id="w1", tools={"add_row": add_row}).work_once()
     assert effects == [{"run": run_id, "x": 1}]
     steps = await steps_of(db, run_id)
-    assert [s["kind"] for s in steps] == ["model", "tool_call", "tool_result", "model", "answer"]
-    assert steps[2]["payload"]["content"] == "row added"
+    assert [s["kind"] for s in steps] == ["model_started", "model", "tool_call", "tool_result", "model_started",
+                                          "model", "answer"]
+    assert steps[3]["payload"]["content"] == "row added"
     assert (await run_row(db, run_id))["answer"] == "I added it."
 
 
@@ -113,7 +114,7 @@ async def test_an_unknown_tool_is_answered_as_an_error_and_the_run_goes_on(db: T
     ])
     await make_worker(db, published, RecordingSurface(), worker_id="w1").work_once()
     steps = await steps_of(db, run_id)
-    assert steps[2]["payload"]["is_error"] is True and "nope" in steps[2]["payload"]["content"]
+    assert steps[3]["payload"]["is_error"] is True and "nope" in steps[3]["payload"]["content"]
     assert (await run_row(db, run_id))["status"] == "done"
 
 
@@ -124,7 +125,7 @@ async def test_two_workers_race_for_one_run(db: TestStore, published: Registry) 
     claimed = await asyncio.gather(a.work_once(), b.work_once())
     assert sorted(claimed) == [False, True]
     steps = await steps_of(db, run_id)
-    assert [s["seq"] for s in steps] == [1, 2]
+    assert [s["seq"] for s in steps] == [1, 2, 3]
     assert len({s["worker"] for s in steps}) == 1
     assert (await run_row(db, run_id))["attempts"] == 1
 
@@ -142,7 +143,7 @@ async def test_many_runs_two_workers_each_answered_once(db: TestStore, published
     delivered = sorted(rid for s in surfaces for rid, _ in s.delivered)
     assert delivered == sorted(ids)
     for rid in ids:
-        assert [s["seq"] for s in await steps_of(db, rid)] == [1, 2]
+        assert [s["seq"] for s in await steps_of(db, rid)] == [1, 2, 3]
 
 
 async def test_a_worker_that_lost_its_lease_writes_nothing(db: TestStore, published: Registry) -> None:
@@ -159,7 +160,7 @@ async def test_a_worker_that_lost_its_lease_writes_nothing(db: TestStore, publis
         await stale.holding(claim).record([], ModelStep(text="late"))
     steps = await steps_of(db, run_id)
     assert {s["worker"] for s in steps} == {"b"}
-    assert [s["seq"] for s in steps] == [1, 2]
+    assert [s["seq"] for s in steps] == [1, 2, 3]
 
 
 async def test_a_run_past_its_budget_is_handed_back_and_finished_at_once(db: TestStore, published: Registry) -> None:
@@ -233,7 +234,7 @@ async def test_a_worker_killed_mid_run_is_finished_by_another(db: TestStore, dsn
                                                               tmp_path: Path) -> None:
     run_id = await insert_run(db, script=[
         {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {}}]},
-        {"text": "finished by the second worker", "delay": 30},
+        {"text": "finished by the second worker", "delay": 30, "cost_usd": 0.01},
     ])
     config = {
         "homeserver": {"url": "http://127.0.0.1:9", "server_name": "localhost"},
@@ -248,8 +249,9 @@ async def test_a_worker_killed_mid_run_is_finished_by_another(db: TestStore, dsn
     proc = subprocess.Popen([sys.executable, "-m", "appservice", "-c", str(path), "worker"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        # The first worker records the model turn and the tool, then sits in the 30 s model call.
-        await eventually(lambda: _count(db, run_id, 3), timeout=30)
+        # The first worker records the model turn and the tool, starts the next model call (recorded with
+        # what it may cost) and sits in it for 30 s.
+        await eventually(lambda: _count(db, run_id, 5), timeout=30)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     finally:
@@ -270,9 +272,14 @@ async def test_a_worker_killed_mid_run_is_finished_by_another(db: TestStore, dsn
     row = await run_row(db, run_id)
     assert (row["status"], row["answer"], row["attempts"]) == ("done", "finished by the second worker", 2)
     steps = await steps_of(db, run_id)
-    assert [s["seq"] for s in steps] == [1, 2, 3, 4, 5]
-    assert [s["worker"] for s in steps[3:]] == ["second", "second"]
-    assert {s["worker"] for s in steps[:3]} == first
+    assert [s["kind"] for s in steps] == ["model_started", "model", "tool_call", "tool_result", "model_started",
+                                          "model", "model_started", "model", "answer"]
+    assert [s["worker"] for s in steps[5:]] == ["second"] * 4
+    assert {s["worker"] for s in steps[:5]} == first
+    # The call the first worker started (and may have paid for) is closed at its estimate, not forgotten:
+    # the run's cost counts it and the call made again.
+    assert steps[5]["payload"]["interrupted"] is True and steps[5]["payload"]["cost_usd"] == 0.01
+    assert await db.pool.fetchval("SELECT sum(cost_usd)::float8 FROM agent_steps WHERE run_id = $1", run_id) == 0.02
 
 
 async def _count(db: TestStore, run_id: int, n: int) -> bool:
@@ -319,8 +326,8 @@ async def test_words_that_join_while_the_model_thinks_are_heard_before_the_answe
     assert joined == run_id
     await holding
     kinds = [s["kind"] for s in await steps_of(db, run_id)]
-    assert kinds == ["model", "heard", "model", "answer"]
-    heard = (await steps_of(db, run_id))[1]["payload"]
+    assert kinds == ["model_started", "model", "heard", "model_started", "model", "answer"]
+    heard = (await steps_of(db, run_id))[2]["payload"]
     assert heard == {"kind": "heard", "text": "Said since:\nalice: and under 1000?", "count": 1}
     assert surface.delivered == [(run_id, Answered("The Air, and it is under 1000."))]
 
@@ -343,5 +350,5 @@ async def test_an_answer_is_said_when_words_join_but_the_run_may_not_ask_again(
                             line={"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"},
                             header=None)
     await holding
-    assert [s["kind"] for s in await steps_of(db, run_id)] == ["model", "answer"]
+    assert [s["kind"] for s in await steps_of(db, run_id)] == ["model_started", "model", "answer"]
     assert surface.delivered == [(run_id, Answered("The Air."))]

@@ -101,8 +101,15 @@ async def test_twenty_sigkills_across_a_hundred_runs(db: TestStore, dsn: str, pu
         steps.setdefault(s["run_id"], []).append(s)
     for rid, n in ids.items():
         got = steps[rid]
-        assert [s["seq"] for s in got] == list(range(1, len(KINDS) + 1)), (rid, [s["seq"] for s in got])
-        assert [s["kind"] for s in got] == KINDS, (rid, [s["kind"] for s in got])
+        assert [s["seq"] for s in got] == list(range(1, len(got) + 1)), (rid, [s["seq"] for s in got])
+        # Every model call recorded as started first; a call a kill interrupted is closed at its estimate and
+        # made again, so what was done, left aside those, is the same for every run.
+        done = [s for s in got if s["kind"] != "model_started"
+                and not (s["kind"] == "model" and s["payload"].get("interrupted"))]
+        assert [s["kind"] for s in done] == KINDS, (rid, [s["kind"] for s in got])
+        for i, s in enumerate(got):
+            if s["kind"] == "model":
+                assert got[i - 1]["kind"] in ("model_started", "model"), (rid, [s["kind"] for s in got])
         answers = [s for s in got if s["kind"] == "answer"]
         assert len(answers) == 1 and answers[0]["payload"]["text"] == f"answer {n}"
         # The tool was asked for once and answered once, whoever answered it.

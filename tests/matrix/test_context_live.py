@@ -158,5 +158,5 @@ async def test_a_second_mention_while_the_first_run_thinks_joins_it(people: Peop
     kinds = [r["kind"] for r in await sql.fetch(
         "SELECT kind FROM agent_steps WHERE run_id = (SELECT id FROM agent_runs WHERE trigger_event = $1) "
         "ORDER BY seq", first)]
-    assert kinds == ["model", "heard", "model", "answer"]
+    assert kinds == ["model_started", "model", "heard", "model_started", "model", "answer"]
     assert await sql.fetchval("SELECT count(*) FROM agent_runs WHERE trigger_event = $1", second) == 0

@@ -80,9 +80,12 @@ async def test_out_of_quota_falls_back_to_the_next_provider_which_uses_a_tool(
         "SELECT kind, provider, model, tokens_in, tokens_out, cost_usd::float8 AS cost, payload FROM agent_steps"
         " WHERE run_id = $1 ORDER BY seq", run_id)]
     assert [(s["kind"], s["provider"]) for s in steps] == [
-        ("model", "first"), ("model", "anthropic"), ("tool_call", None), ("tool_result", None),
-        ("model", "first"), ("model", "anthropic"), ("answer", None)]
-    failed, answered = steps[0], steps[1]
+        ("model_started", None), ("model", "first"), ("model", "anthropic"), ("tool_call", None), ("tool_result", None),
+        ("model_started", None), ("model", "first"), ("model", "anthropic"), ("answer", None)]
+    started, failed, answered = steps[0], steps[1], steps[2]
+    # Before the call, what it may cost was reserved on its start: its size and max_tokens of output, at the
+    # dearer of the two prices — never less than what it did cost.
+    assert started["payload"]["estimate_usd"] >= answered["cost"] > 0
     assert failed["payload"]["error"] and failed["payload"]["error_class"] == "provider"
     assert failed["cost"] == 0
     assert answered["payload"]["fallback"] is True and answered["model"] == "claude-test"

@@ -87,13 +87,14 @@ async def test_a_bot_answers_by_calling_an_openapi_tool(
         steps = await sql.fetch(
             "SELECT kind, payload FROM agent_steps WHERE run_id = $1 ORDER BY seq", run_id)
         kinds = [s["kind"] for s in steps]
-        assert kinds == ["model", "tool_call", "tool_result", "model", "tool_call", "tool_result", "model", "answer"]
-        call, result = steps[1]["payload"], steps[2]["payload"]
+        assert kinds == ["model_started", "model", "tool_call", "tool_result", "model_started", "model", "tool_call",
+                         "tool_result", "model_started", "model", "answer"]
+        call, result = steps[2]["payload"], steps[3]["payload"]
         assert call["call"]["name"] == "orders_getOrder" and call["call"]["arguments"] == {"number": "A17"}
         assert not result["is_error"]
         assert json.loads(result["content"])["status"] == "shipped"
         # A name the model was not offered is answered as one that does not exist.
-        refused = steps[5]["payload"]
+        refused = steps[7]["payload"]
         assert refused["is_error"] and refused["content"] == "There is no tool named 'orders_deleteEverything'."
     finally:
         for path in files:

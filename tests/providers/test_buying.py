@@ -11,7 +11,7 @@ import pytest
 from engine.clock import FakeClock
 from engine.core.messages import Message, ModelRequest
 from engine.providers.config import Answering, choose_answerer
-from engine.providers.mock import NO_KEY, NOT_SWITCHED_ON
+from engine.providers.mock import CHOSEN, NO_KEY, NOT_SWITCHED_ON
 from tests.providers.fake_provider import FakeProvider, openai_text
 
 REQUEST = ModelRequest(system="", messages=(Message("user", "hi"),), model="gpt-4o-mini")
@@ -62,8 +62,8 @@ async def test_a_script_is_never_bought_whatever_keys_exist(
 
 @pytest.mark.parametrize(
     "extra",
-    [{}, {"AGENTS_LIVE": "0"}, {"AGENTS_LIVE": ""}, {"AGENTS_LIVE": "1", "SUMMON_AGENT_MOCK": "1"}],
-    ids=["live_unset", "live_0", "live_empty", "mock_forced"],
+    [{}, {"AGENTS_LIVE": "0"}, {"AGENTS_LIVE": ""}],
+    ids=["live_unset", "live_0", "live_empty"],
 )
 async def test_a_key_not_switched_on_stands_in_and_says_so(
     fake: FakeProvider, choose: Callable[[Mapping[str, str]], Answering], extra: dict[str, str],
@@ -73,6 +73,21 @@ async def test_a_key_not_switched_on_stands_in_and_says_so(
     [step] = await answering.answer(REQUEST, script=None, turn=0)
     assert not answering.buying and answering.stand_in == "not_switched_on"
     assert step.text == NOT_SWITCHED_ON and step.provider == "mock"
+    assert fake.received() == []
+    # No provider, no bots: the heartbeat says nothing can answer, and why.
+    assert (answering.status().usable, answering.status().mode) == (False, "no provider: not switched on")
+
+
+@pytest.mark.parametrize("extra", [{"AGENTS_LIVE": "1"}, {}], ids=["live_too", "not_live"])
+async def test_the_stand_in_chosen_answers_and_says_so_whatever_keys_exist(
+    fake: FakeProvider, choose: Callable[[Mapping[str, str]], Answering], extra: dict[str, str],
+) -> None:
+    fake.queue("openai", openai_text("bought"))
+    answering = choose(keyed(fake, SUMMON_AGENT_MOCK="1", **extra))
+    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    assert not answering.buying and answering.stand_in == "chosen"
+    assert step.text == CHOSEN and "stand-in" in step.text and step.provider == "mock"
+    assert (answering.status().usable, answering.status().mode) == (True, "stand-in: chosen")
     assert fake.received() == []
 
 
@@ -95,6 +110,7 @@ async def test_no_key_at_all_stands_in_and_says_so(
     assert answering.stand_in == "no_key"
     assert step.text == NO_KEY and step.provider == "mock"
     assert fake.received() == []
+    assert (answering.status().usable, answering.status().mode) == (False, "no provider: no key")
 
 
 def test_the_two_reasons_are_different_sentences() -> None:

@@ -252,3 +252,24 @@ def test_a_fetch_prefix_that_is_not_a_plain_https_url_is_a_config_error(prefix: 
         parse_config(raw, {})
     raw["tools"] = {"fetch_allow": ["https://example.org/docs/"]}
     assert parse_config(raw, {}).tools.fetch_allow == ["https://example.org/docs/"]
+
+
+def test_invites_are_local_by_default_and_take_any_or_a_list_of_servers() -> None:
+    assert parse_config(minimal(), {}).appservice.invites == "local"
+    assert parse_config(with_("appservice.invites", "any"), {}).appservice.invites == "any"
+    listed = parse_config(with_("appservice.invites", ["example.org", "chat.example.net:8448"]), {})
+    assert listed.appservice.invites == ("example.org", "chat.example.net:8448")
+
+
+@pytest.mark.parametrize("value", ["everyone", [], ["not a server!"], 3])
+def test_a_bad_invite_policy_is_one_line_naming_the_key(value: Any) -> None:
+    assert error_of(with_("appservice.invites", value)).startswith("config: appservice.invites: ")
+
+
+def test_the_deployments_caps_default_to_no_daily_cap_and_three_live_runs_a_person() -> None:
+    limits = parse_config(minimal(), {}).limits
+    assert (limits.daily_spend, limits.live_runs_per_person) == (None, 3)
+    capped = parse_config(with_("limits.daily_spend", 20), {}).limits.caps()
+    assert (capped.daily_spend, capped.live_runs_per_person) == (20.0, 3)
+    assert "limits.live_runs_per_person" in error_of(with_("limits.live_runs_per_person", 0))
+    assert "limits.daily_spend" in error_of(with_("limits.daily_spend", -1))

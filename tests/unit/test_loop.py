@@ -10,6 +10,7 @@ from engine.core.loop import (
     Action,
     CallModel,
     CloseInterrupted,
+    CloseModelCall,
     End,
     Finished,
     Limits,
@@ -23,6 +24,7 @@ from engine.core.loop import (
 from engine.core.messages import (
     AnswerStep,
     EndingStep,
+    ModelStartedStep,
     ModelStep,
     Step,
     ToolCall,
@@ -56,6 +58,8 @@ def ran(call: ToolCall, content: str = "ok") -> list[Step]:
 
 FAILED_GAVE_UP = ModelStep(provider="p", error="the request was refused", error_class="request", gave_up=True)
 FAILED_RETRYING = ModelStep(provider="p", error="503 from upstream", error_class="provider")
+# How the worker closes a call that was started and never reported back: at its estimate.
+INTERRUPTED_CALL = ModelStep(error="interrupted", error_class="provider", cost_usd=0.02, interrupted=True)
 
 CASES: list[tuple[str, RunView, list[Step], datetime, Action]] = [
     ("fresh run calls the model", run(), [], NOW, CallModel()),
@@ -126,6 +130,25 @@ CASES: list[tuple[str, RunView, list[Step], datetime, Action]] = [
      [said("Done.", cost=9.0)], STARTED + timedelta(days=1), Say("Done.")),
     ("nothing to add although limits ran out", run(Limits(steps=0, spend=0, minutes=0)), [said("")],
      STARTED + timedelta(days=1), End("nothing_to_add")),
+    # A model call is recorded as started (with what it may cost) before it is made.
+    ("a started call that answered is not open", run(), [ModelStartedStep(0.02), said("Sunny.")], NOW,
+     Say("Sunny.")),
+    ("a started call never answered is closed at its estimate", run(), [ModelStartedStep(0.02)], NOW,
+     CloseModelCall(0.02)),
+    ("after a tool round too", run(), [ModelStartedStep(0.01), asks(LOOKUP), *ran(LOOKUP), ModelStartedStep(0.03)],
+     NOW, CloseModelCall(0.03)),
+    ("closed before the cancel, so the cancel's settlement counts it", run(cancel=True), [ModelStartedStep(0.02)],
+     NOW, CloseModelCall(0.02)),
+    ("closed even past every limit (bookkeeping buys nothing)", run(Limits(steps=0, spend=0, minutes=0)),
+     [ModelStartedStep(0.02)], STARTED + timedelta(days=1), CloseModelCall(0.02)),
+    ("an interrupted call closed: call the model again", run(), [ModelStartedStep(0.02), INTERRUPTED_CALL], NOW,
+     CallModel()),
+    ("an interrupted call counts against the money", run(Limits(steps=10, spend=0.02, minutes=5)),
+     [ModelStartedStep(0.02), INTERRUPTED_CALL], NOW, End("out_of_money")),
+    ("an interrupted call is not a step the run took", run(Limits(steps=1, spend=1.0, minutes=5)),
+     [ModelStartedStep(0.02), INTERRUPTED_CALL], NOW, CallModel()),
+    ("a failed attempt after a start closes it", run(), [ModelStartedStep(0.02), FAILED_GAVE_UP], NOW,
+     End("failed", "the request was refused")),
 ]
 
 
@@ -186,3 +209,10 @@ def test_words_heard_after_a_draft_answer_ask_the_model_again_within_the_limits(
     assert decide(run(), steps, NOW) == CallModel()
     assert decide(run(Limits(steps=1, spend=1.0, minutes=10)), steps, NOW) == End("out_of_steps")
     assert decide(run(cancel=True), steps, NOW) == End("cancelled")
+
+
+def test_spent_counts_a_started_call_at_its_estimate_until_it_reports_back() -> None:
+    assert spent([ModelStartedStep(0.1)]) == pytest.approx(0.1)
+    assert spent([ModelStartedStep(0.1), said("x", cost=0.03)]) == pytest.approx(0.03)  # the real cost, once
+    assert spent([ModelStartedStep(0.1), INTERRUPTED_CALL, ModelStartedStep(0.1)]) == pytest.approx(0.12)
+    assert counted_steps([ModelStartedStep(0.1), INTERRUPTED_CALL, ModelStartedStep(0.1), said("x")]) == 1

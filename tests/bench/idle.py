@@ -1,0 +1,96 @@
+"""What an idle service costs: CPU seconds of one ``summon serve`` process (and of PostgreSQL) over 30 idle
+seconds, on a real PostgreSQL and Synapse. Asserts nothing. Run: ``python -m tests.bench.idle``.
+
+The service runs as a process of its own (the stand-in model, chosen with ``SUMMON_AGENT_MOCK=1``), is left
+to settle, and then nothing at all happens for the measured seconds: whatever CPU it uses is its own polling.
+Ports default to 55437/8013/29338 (``SUMMON_BENCH_PG_PORT`` / ``_HS_PORT`` / ``_AS_PORT`` to move them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_DIR = REPO / ".dev" / "bench-idle-run"
+PORTS = {
+    "SUMMON_PG_PORT": os.environ.get("SUMMON_BENCH_PG_PORT", "55437"),
+    "SUMMON_HS_PORT": os.environ.get("SUMMON_BENCH_HS_PORT", "8013"),
+    "SUMMON_AS_PORT": os.environ.get("SUMMON_BENCH_AS_PORT", "29338"),
+}
+SETTLE_SECONDS = 15.0
+IDLE_SECONDS = 30.0
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def postgres_pids() -> list[int]:
+    """Every process of the bench's PostgreSQL (the postmaster and its backends)."""
+    master = int((RUN_DIR / "pg" / "data" / "postmaster.pid").read_text().split()[0])
+    out = [master]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == master:
+                    out.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def total(pids: list[int]) -> float:
+    seconds = 0.0
+    for pid in pids:
+        try:
+            seconds += cpu_seconds(pid)
+        except OSError:
+            continue
+    return seconds
+
+
+def main() -> int:
+    env = {**os.environ, **PORTS, "SUMMON_RUN_DIR": str(RUN_DIR), "SUMMON_VENV": sys.prefix}
+    up = subprocess.run([str(REPO / "synapse-dev" / "up")], env=env, capture_output=True, text=True)
+    if up.returncode != 0:
+        print(up.stderr, file=sys.stderr)
+        return 1
+    serve: subprocess.Popen[bytes] | None = None
+    try:
+        stack = dict(line.split("=", 1) for line in (RUN_DIR / "env").read_text().splitlines() if "=" in line)
+        serve_env = {k: v for k, v in env.items() if not k.startswith(("SUMMON_PROVIDER", "AGENTS_LIVE"))}
+        serve_env.update({"SUMMON_CONFIG": stack["SUMMON_CONFIG"], "SUMMON_AGENT_MOCK": "1",
+                          "SUMMON_DATABASE_DSN": stack["SUMMON_DSN"]})
+        log = (RUN_DIR / "serve.log").open("wb")
+        serve = subprocess.Popen([sys.executable, "-m", "appservice", "serve"], cwd=REPO, env=serve_env,
+                                 stdout=log, stderr=subprocess.STDOUT)
+        time.sleep(SETTLE_SECONDS)
+        if serve.poll() is not None:
+            print((RUN_DIR / "serve.log").read_text(), file=sys.stderr)
+            return 1
+        pg = postgres_pids()
+        before, pg_before = cpu_seconds(serve.pid), total(pg)
+        time.sleep(IDLE_SECONDS)
+        after, pg_after = cpu_seconds(serve.pid), total(postgres_pids())
+        print(f"idle {IDLE_SECONDS:.0f}s: summon serve used {after - before:.2f} CPU s "
+              f"({(after - before) / IDLE_SECONDS * 1000:.1f} ms/s); PostgreSQL {pg_after - pg_before:.2f} CPU s")
+        return 0
+    finally:
+        if serve is not None:
+            serve.terminate()
+            try:
+                serve.wait(15)
+            except subprocess.TimeoutExpired:
+                serve.kill()
+        subprocess.run([str(REPO / "synapse-dev" / "down")], env=env, check=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
