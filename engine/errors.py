@@ -22,7 +22,6 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     │   ├── RequestFault     the request's fault: fail the run, never fall back
     │   └── NotAnAnswer      a 2xx body that carries an error, or no answer at all
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
-    ├── ToolEscaped          a code tool tried to stop the process (SystemExit, KeyboardInterrupt): contained
     └── SurfaceError         a surface could not deliver or read
         └── MatrixError      the homeserver refused or could not be reached (its status and errcode)
             └── NotLeft      some of our users are still in a room they must leave
@@ -115,11 +114,6 @@ class NotAnAnswer(ProviderError):
 class ToolError(SummonError):
     """A tool's failure in words the model can act on (a bad argument, an API's 404, a denied URL). The
     worker hands the message back as the tool's result, marked as an error."""
-
-
-class ToolEscaped(SummonError):
-    """A code tool raised SystemExit or KeyboardInterrupt: contained, never let out into the event loop
-    (asyncio re-raises those two out of ``run``, which would stop the whole service)."""
 
 
 class SurfaceError(SummonError):

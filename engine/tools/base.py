@@ -18,19 +18,8 @@ from engine.content.audience import Audience, AudienceFacts, admits
 from engine.content.parts import PERSONAL_BUILTINS, Skill, Tool
 from engine.core.messages import Step, ToolCallStep, ToolResultStep, ToolSpec
 from engine.errors import ToolError as ToolError  # a site's code tool raises it from here too
+from engine.tools.ref import RunRef as RunRef  # the run as a tool sees it
 from engine.tools.schemas import content_specs
-
-
-@dataclass(frozen=True)
-class RunRef:
-    """A run as a tool sees it: which run, which bot, where. Deliberately no asker and no subject."""
-
-    id: int
-    bot: str
-    surface: str
-    room_id: str | None = None
-    thread_root: str | None = None
-
 
 # A tool as the worker runs it: the run (never a person) and the model's arguments → what the model reads.
 ToolFn = Callable[[RunRef, dict[str, Any]], Awaitable[str]]

@@ -141,7 +141,7 @@ def main() -> None:
         fn = load_run(Path(request["file"]), request["label"])
         run = None
         if request["mode"] == "run":
-            from engine.tools.base import RunRef  # a tool is handed the run, never a person
+            from engine.tools.ref import RunRef  # a tool is handed the run, never a person
 
             run = RunRef(**request["run"])
     except ModuleLoadError as exc:
