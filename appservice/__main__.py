@@ -1,4 +1,4 @@
-"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, say."""
+"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, say, grant."""
 
 from __future__ import annotations
 
@@ -143,6 +143,47 @@ def cmd_say(args: argparse.Namespace) -> int:
     return asyncio.run(say(" ".join(args.text), timeout=args.timeout))
 
 
+def cmd_grant(args: argparse.Namespace) -> int:
+    """A door grant for an operator (docs/door.md): printed on stdout, recorded, never stored itself."""
+    from datetime import UTC, datetime
+
+    from appservice.app import compile_content
+    from appservice.door.issue import issue
+    from engine.store import Store, migrate
+
+    config = _config(args)
+    door = config.door
+    if door is None:
+        raise ConfigError("config: door: is not configured, so there is no door to grant")
+    registry = compile_content(config)
+    bot = registry.get(args.bot)
+    if bot is None or "voice" not in bot.surfaces:
+        voiced = sorted(slug for slug, b in registry.bots.items() if "voice" in b.surfaces)
+        raise ConfigError(f"grant: {args.bot!r} is no bot on the voice surface (those that are: "
+                          f"{', '.join(voiced) or 'none'})")
+    minutes = args.minutes if args.minutes is not None else door.minutes
+
+    async def go() -> tuple[str, datetime]:
+        await migrate(config.database.dsn)
+        store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
+        try:
+            async with store.transaction("grant") as tx:
+                token, grant = await issue(tx, door, server_name=config.homeserver.server_name, bot=bot,
+                                           person=args.person, room=args.room, now=datetime.now(UTC),
+                                           minutes=minutes, minted_by="operator")
+        finally:
+            await store.close()
+        return token, grant.expires_at
+
+    try:
+        token, expires = asyncio.run(go())
+    except ValueError as exc:
+        raise ConfigError(f"grant: {exc}") from None
+    print(token)
+    print(f"grant for {args.person} to talk to {bot.slug} until {expires.isoformat()}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="summon", description="LLM bots for Matrix, defined in markdown.")
     parser.add_argument("-c", "--config", help="the config file (default: $SUMMON_CONFIG or ./summon.yaml)")
@@ -175,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("text", nargs="+")
     p.add_argument("--timeout", type=float, default=30.0)
     p.set_defaults(fn=cmd_say)
+    p = sub.add_parser("grant", help="mint a door grant for a person and a bot (printed; the door must be configured)")
+    p.add_argument("--bot", required=True, help="the bot's slug (a bot on surfaces: [voice])")
+    p.add_argument("--person", required=True, help="whom it talks for: @name:server")
+    p.add_argument("--room", help="the one room the session may be bound to (default: any it is verified in)")
+    p.add_argument("--minutes", type=float, help="how long it lives (at most 30; default: door.minutes)")
+    p.set_defaults(fn=cmd_grant)
     args = parser.parse_args(argv)
     _logging(args.verbose)
     try:

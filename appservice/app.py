@@ -28,6 +28,7 @@ from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers
+from appservice.door.tools import make_current_room
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
@@ -275,7 +276,7 @@ class Service:
 
     def _builtin_tools(self) -> dict[str, ToolFn]:
         """The built-ins a bot may list (open_skill is the worker's own): search over what was published,
-        the person's own facts, the one tool that writes, and the guarded fetch."""
+        the person's own facts, the one tool that writes, the guarded fetch, and the door's current_room."""
         c = self.config
         staff_room = c.tools.staff_room
         if staff_room is None and self._reaches("raise_ticket"):
@@ -294,6 +295,7 @@ class Service:
             "about_me": make_about_me(self.store, words),
             "raise_ticket": make_raise_ticket(self.store, words, notify),
             "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow))),
+            "current_room": make_current_room(self.store),
         }
 
     def _reaches(self, tool: str) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from engine.core.limits import Caps
 from engine.errors import ConfigError
@@ -166,6 +166,41 @@ class Tools(_Strict):
     code: CodeToolLimits = CodeToolLimits()
 
 
+class Door(_Strict):
+    # Where the OpenAI-compatible door listens (POST /v1/chat/completions, GET /v1/models, the start route, the
+    # session's room). None: no listener (a `summon worker` still hands door turns over).
+    listen: Listen | None = None
+    # Grant keys by id ({key id: secret}, each secret at least 32 characters): every one verifies, the one named
+    # by `signing_key` signs. Rotate by adding a key, signing with it, and removing the old one 30 minutes later.
+    keys: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")], Annotated[str, Field(min_length=32)]] = Field(
+        min_length=1)
+    signing_key: str
+    # Which door a grant opens (a grant made for another audience is refused). None: summon-door:<server_name>.
+    audience: str | None = Field(default=None, min_length=1, max_length=200)
+    # How long a grant minted by the start route lives, in minutes (at most 30).
+    minutes: float = Field(default=15.0, gt=0, le=30)
+    # The largest request body taken, in bytes; a bigger one is refused (400, in OpenAI's error shape).
+    max_body_size: int = Field(default=1024 * 1024, ge=4096, le=64 * 1024 * 1024)
+    # How long a turn's response waits for its answer; then the work outlives the turn and its result is posted
+    # to the session's room (re-checked) or the person's DM with the bot when it is done.
+    wait_seconds: float = Field(default=120.0, gt=0, le=3600)
+    # How long a room claim waits for the homeserver when our own state does not know both members; silence
+    # is a refusal (the session stays on the person's DM).
+    check_seconds: float = Field(default=3.0, gt=0, le=60)
+    # Whether a person may mint a grant from their own Matrix access token (POST /v1/door/start).
+    start: bool = True
+
+    @field_validator("signing_key")
+    @classmethod
+    def _known(cls, value: str, info: ValidationInfo) -> str:
+        if value not in (info.data.get("keys") or {}):
+            raise ValueError("names no key in door.keys")
+        return value
+
+    def audience_for(self, server_name: str) -> str:
+        return self.audience or f"summon-door:{server_name}"
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -175,6 +210,7 @@ class Config(_Strict):
     hooks: Hooks = Hooks()
     tools: Tools = Tools()
     limits: Limits = Limits()
+    door: Door | None = None
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

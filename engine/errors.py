@@ -22,6 +22,7 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     │   ├── RequestFault     the request's fault: fail the run, never fall back
     │   └── NotAnAnswer      a 2xx body that carries an error, or no answer at all
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
+    ├── GrantRefused         a door grant that does not verify (why is for the log; the caller hears one answer)
     └── SurfaceError         a surface could not deliver or read
         └── MatrixError      the homeserver refused or could not be reached (its status and errcode)
             └── NotLeft      some of our users are still in a room they must leave
@@ -114,6 +115,12 @@ class NotAnAnswer(ProviderError):
 class ToolError(SummonError):
     """A tool's failure in words the model can act on (a bad argument, an API's 404, a denied URL). The
     worker hands the message back as the tool's result, marked as an error."""
+
+
+class GrantRefused(SummonError):
+    """A door grant that does not verify: forged, tampered, expired, under an unknown key, for another
+    audience, bot or room. The message says which, for the operator's log only: whoever presented it is told
+    the same thing every time, since saying which part was wrong tells somebody trying things which to keep."""
 
 
 class SurfaceError(SummonError):

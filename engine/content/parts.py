@@ -17,8 +17,11 @@ from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, StrictBo
 from engine.content.base import AudienceField, Line, Name, Names, Refusal, Strict, unique
 
 # The tools the engine itself provides; a bot names them without a file. (The runtime is elsewhere;
-# a test asserts this exact set, so a sixth is a decision somebody makes on purpose.)
-BUILTIN_TOOLS = ("about_me", "fetch", "open_skill", "raise_ticket", "search_site")
+# a test asserts this exact set, so a seventh is a decision somebody makes on purpose.)
+BUILTIN_TOOLS = ("about_me", "current_room", "fetch", "open_skill", "raise_ticket", "search_site")
+# The built-ins that need a surface, offered only there (as a tool file's ``needs:``): where a voice session
+# is, only a voice session knows.
+BUILTIN_NEEDS = {"current_room": "voice"}
 # The built-ins that read a person's own data: offered only where that person alone reads the answer.
 # (raise_ticket writes for the person and answers only with the ticket's number: it reads nothing of theirs.)
 PERSONAL_BUILTINS = ("about_me",)

@@ -82,3 +82,27 @@ def breach(per: Mapping[str, float], ledger: Iterable[Spent], reserve: float, no
                 break
         return Breach(window, limit, spent, frees_at)
     return None
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The most a run may use, carried by something that asks on a person's behalf without being them (a
+    door grant): it lowers what the bot's file allows and can never raise it. ``per`` holds per-person
+    windows as ``limits.per`` does; a window the bot's file does not name is added (it only restricts)."""
+
+    steps: int
+    spend: float
+    minutes: float
+    per: Mapping[str, float]
+
+
+def lowered(limits: Limits, per: Mapping[str, float], ceilings: Ceilings | None) -> tuple[Limits, dict[str, float]]:
+    """What a run may use and the per-person windows that hold for it: the bot's, under ``ceilings``."""
+    if ceilings is None:
+        return limits, dict(per)
+    windows = dict(per)
+    for window, usd in ceilings.per.items():
+        windows[window] = min(usd, windows.get(window, usd))
+    return (Limits(steps=min(limits.steps, ceilings.steps), spend=min(limits.spend, ceilings.spend),
+                   minutes=min(limits.minutes, ceilings.minutes)),
+            {window: windows[window] for window in WINDOWS if window in windows})

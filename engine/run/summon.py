@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.content import AudienceFacts, Registry, admits
-from engine.core.limits import Breach, breach
+from engine.core.limits import Breach, Ceilings, Limits, breach, lowered
 from engine.core.room_settings import room_refusal
 from engine.store import Tx
 
@@ -46,6 +46,9 @@ class Summons:
     # The asking line, when a live run of the same person, bot and thread may take it instead of a new
     # run (a second mention while the first is still being worked on).
     later: dict[str, Any] | None = None
+    # The most the run may use, when it is asked through something that carries its own ceilings (a door
+    # grant): lowers the bot's limits and per-person windows, never raises them.
+    ceilings: Ceilings | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
     if s.later is not None and s.asked_by is not None and s.room_id is not None:
         # The live run's row is taken in this transaction, so a worker finishing it either sees the line
         # (it re-reads the context before each model call) or finished first, and this starts a new run.
-        joined = await tx.runs.join_live(bot=s.bot, asked_by=s.asked_by, room_id=s.room_id,
+        joined = await tx.runs.join_live(bot=s.bot, surface=s.surface, asked_by=s.asked_by, room_id=s.room_id,
                                          thread_root=s.thread_root, line=s.later,
                                          header=registry.strings.get("context", "later"))
         if joined is not None:
@@ -104,7 +107,8 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
         return await _refused(tx, s, "no_provider")
     bot = registry.get(s.bot)
     assert bot is not None
-    per: dict[str, float] = dict(bot.limits.per or {})
+    limits, per = lowered(Limits(steps=bot.limits.steps, spend=bot.limits.spend, minutes=bot.limits.minutes),
+                          bot.limits.per or {}, s.ceilings)
     caps = await tx.people.caps()
     # The asker pays; a run nobody asked for is counted against its subject (it matters more there).
     spender = s.asked_by or s.subject
@@ -113,7 +117,7 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
         # locked so two racing summonses are checked one after the other, never against the same snapshot.
         now = await tx.people.lock_spender(spender)
     if per and spender is not None:
-        over = breach(per, await tx.people.ledger(spender, bot.slug), bot.limits.spend, now)
+        over = breach(per, await tx.people.ledger(spender, bot.slug), limits.spend, now)
         if over is not None:
             log.info("summons refused: the %s ceiling", over.window, extra={"bot": s.bot, "asker": spender})
             return await _refused(tx, s, "ceiling", over, detail=f"the {over.window} ceiling")
@@ -124,22 +128,22 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
                  extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
         return await _refused(tx, s, "too_many", live=live, detail=f"{live} live runs")
     if caps.daily_spend is not None:
-        over = await _over_budget(tx, caps.daily_spend, bot.limits.spend)
+        over = await _over_budget(tx, caps.daily_spend, limits.spend)
         if over is not None:
             log.warning("summons refused: the deployment's daily spend cap (%.2f USD) is reached", caps.daily_spend,
                         extra={"bot": s.bot, "room": s.room_id, "asker": spender})
             return await _refused(tx, s, "budget", over, detail=f"the daily cap of {caps.daily_spend:g} USD")
-    limits = {"steps": bot.limits.steps, "spend": bot.limits.spend, "minutes": bot.limits.minutes}
     run_id = await tx.runs.insert(
         bot=bot.slug, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
         trigger_event=s.trigger_event, asked_by=s.asked_by, subject=s.subject, prompt=s.prompt,
-        context=s.context, script=s.script, limits=limits, max_attempts=max_attempts, turn=live,
+        context=s.context, script=s.script,
+        limits={"steps": limits.steps, "spend": limits.spend, "minutes": limits.minutes}, max_attempts=max_attempts, turn=live,
     )
     if run_id is None:
         return Refused("duplicate")
     # Every run holds its own spend limit until it ends: the person's ceilings and the deployment's cap
     # count it while it works.
-    await tx.people.reserve(spender, bot.slug, run_id, bot.limits.spend)
+    await tx.people.reserve(spender, bot.slug, run_id, limits.spend)
     log.info("summoned run %s", run_id, extra={"bot": bot.slug, "room": s.room_id, "run": run_id})
     return Summoned(run_id)
 

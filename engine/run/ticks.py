@@ -189,13 +189,17 @@ async def _room(room: str, resolve_room: ResolveRoom, bot: str) -> str | None:
 # How long what only grows is kept.
 KEEP_HOOK_DELIVERIES = 86_400.0
 KEEP_REFUSALS = 30 * 86_400.0
+# A door session (and the grant that opened it) is kept a day past its grant's expiry: its turns stay runs.
+KEEP_DOOR_SESSIONS = 86_400.0
 
 
 async def prune(store: Store, *, deliveries: float = KEEP_HOOK_DELIVERIES, refusals: float = KEEP_REFUSALS) -> int:
-    """Forget old hook deliveries, refused summonses and finished room actions; how many rows went."""
+    """Forget old hook deliveries, refused summonses, finished room actions and expired door sessions; how many
+    rows went."""
     gone = await store.hooks.prune(deliveries)
     gone += await store.refusals.prune(refusals)
     gone += await store.room_actions.prune(refusals)
+    gone += await store.door.prune(KEEP_DOOR_SESSIONS)
     if gone:
         log.info("pruned %d old row(s)", gone)
     return gone

@@ -137,11 +137,11 @@ class Runs(Family):
     async def get(self, run_id: int) -> Run | None:
         return maybe(Run, await self._one("get_run", run_id))
 
-    async def join_live(self, *, bot: str, asked_by: str, room_id: str, thread_root: str | None,
+    async def join_live(self, *, bot: str, surface: str, asked_by: str, room_id: str, thread_root: str | None,
                         line: dict[str, Any], header: str | None) -> int | None:
-        """Add ``line`` to the ``later`` of this person's live run with ``bot`` in this thread; its id, or
-        None when there is none."""
-        run_id = await self._value("join_live_run", bot, asked_by, room_id, thread_root, line, header)
+        """Add ``line`` to the ``later`` of this person's live run with ``bot`` in this thread, asked on the same
+        surface; its id, or None when there is none."""
+        run_id = await self._value("join_live_run", bot, asked_by, room_id, thread_root, line, header, surface)
         return None if run_id is None else int(run_id)
 
     async def conversation_busy(self, bot: str, conversation: str) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from engine.content import Registry
 from engine.content.audience import Audience, AudienceFacts, admits
-from engine.content.parts import PERSONAL_BUILTINS, Skill, Tool
+from engine.content.parts import BUILTIN_NEEDS, PERSONAL_BUILTINS, Skill, Tool
 from engine.core.messages import Step, ToolCallStep, ToolResultStep, ToolSpec
 from engine.errors import ToolError as ToolError  # a site's code tool raises it from here too
 from engine.tools.ref import RunRef as RunRef  # the run as a tool sees it
@@ -66,6 +66,14 @@ BUILTIN_SPECS: Mapping[str, ToolSpec] = MappingProxyType({
          "properties": {"subject": {"type": "string", "description": "One line: what it is about."},
                         "body": {"type": "string", "description": "What the person needs, in a few sentences."}},
          "required": ["subject", "body"], "additionalProperties": False},
+    ),
+    "current_room": ToolSpec(
+        "current_room",
+        "Which room this spoken conversation is in right now: the room the person said they are in (once it "
+        "was checked that you and they are both in it), or none — just the two of you. Ask it whenever the "
+        "question is where you are, which room this is, or who else can read along; never answer that from "
+        "memory or from earlier in the conversation, since the person may have moved since.",
+        _NO_ARGS,
     ),
     "fetch": ToolSpec(
         "fetch",
@@ -182,7 +190,8 @@ def offered(
             continue
         if tool is not None and not _allowed(tool.audience, facts):
             continue
-        if tool is not None and tool.needs is not None and run.surface != tool.needs:
+        needs = tool.needs if tool is not None and tool.needs is not None else BUILTIN_NEEDS.get(name)
+        if needs is not None and run.surface != needs:
             continue  # a tool that needs a surface is offered only there
         if is_personal(name, tool) and not _private(facts):
             kept_private = True  # said only where the person it is about alone reads it (SPEC §8)

@@ -99,7 +99,8 @@ RETURNING r.id, r.status;
 
 -- name: join_live_run
 -- A second mention by the same person to the same bot in the same thread (or main timeline) while its run
--- is still queued or running joins that run: the line is added to its context's `later`, no new run.
+-- is still queued or running joins that run: the line is added to its context's `later`, no new run. Only a
+-- run asked on the same surface ($7): a line typed in a room never joins a voice turn bound to that room.
 UPDATE agent_runs r
    SET context = r.context
                  || jsonb_build_object('later', coalesce(r.context->'later', '[]'::jsonb) || jsonb_build_array($5::jsonb))
@@ -107,7 +108,7 @@ UPDATE agent_runs r
        updated_at = now()
  WHERE r.id = (SELECT l.id FROM agent_runs l
                 WHERE l.bot = $1 AND l.asked_by = $2 AND l.room_id = $3 AND l.thread_root IS NOT DISTINCT FROM $4
-                  AND l.status IN ('queued', 'running') AND NOT l.cancel_requested
+                  AND l.surface = $7 AND l.status IN ('queued', 'running') AND NOT l.cancel_requested
                 ORDER BY l.id DESC LIMIT 1)
    AND r.status IN ('queued', 'running') AND NOT r.cancel_requested
 RETURNING r.id;

@@ -319,7 +319,7 @@ async def test_words_that_join_while_the_model_thinks_are_heard_before_the_answe
     worker = make_worker(db, published, surface, worker_id="w")
     holding = asyncio.ensure_future(worker.work_once())
     await eventually(lambda: _running(db, run_id), timeout=10)
-    joined = await db.runs.join_live(bot="helper", asked_by="@alice:localhost", room_id="!room:localhost",
+    joined = await db.runs.join_live(bot="helper", surface="rooms", asked_by="@alice:localhost", room_id="!room:localhost",
                                       thread_root=None,
                                       line={"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"},
                                       header="Said since:")
@@ -346,7 +346,7 @@ async def test_an_answer_is_said_when_words_join_but_the_run_may_not_ask_again(
     worker = make_worker(db, published, surface, worker_id="w")
     holding = asyncio.ensure_future(worker.work_once())
     await eventually(lambda: _running(db, run_id), timeout=10)
-    await db.runs.join_live(bot="helper", asked_by="@alice:localhost", room_id="!room:localhost", thread_root=None,
+    await db.runs.join_live(bot="helper", surface="rooms", asked_by="@alice:localhost", room_id="!room:localhost", thread_root=None,
                             line={"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"},
                             header=None)
     await holding

@@ -19,7 +19,7 @@ paths:
     get: {operationId: showPet}
 """
 KIT = {"bots/desk.md": "---\nname: Desk\nsurfaces: [desk]\n---\nConduct.\n"}
-BUILTINS = "built-ins: about_me, fetch, open_skill, raise_ticket, search_site"
+BUILTINS = "built-ins: about_me, current_room, fetch, open_skill, raise_ticket, search_site"
 
 
 def bot(front: str, body: str = "Be helpful.") -> str:

@@ -114,6 +114,16 @@ def test_a_tool_that_needs_the_desk_is_offered_only_there() -> None:
     assert "deskonly_getOrder" in on_desk
 
 
+def test_current_room_is_offered_on_the_door_only() -> None:
+    # Where a voice session is, only a voice session knows: a room's run is offered no current_room.
+    extra = {"bots/caller.md": "---\nname: Caller\nsurfaces: [rooms, voice]\ntools: [current_room, search_site]\n"
+                               "---\nBe brief.\n"}
+    in_room, _ = names([], member(), run=RunRef(1, "caller", "rooms"), extra=extra)
+    by_voice, _ = names([], member(), run=RunRef(1, "caller", "voice"), extra=extra)
+    assert "current_room" not in in_room and "search_site" in in_room
+    assert {"current_room", "search_site"} <= by_voice
+
+
 def test_a_bot_without_skills_or_tools_is_offered_nothing() -> None:
     offer = offered(RunRef(1, "plain", "rooms"), [], registry(), member())
     assert offer.tools == () and offer.skills == ()
@@ -167,8 +177,9 @@ def test_opened_skills_are_read_off_the_steps_in_order() -> None:
     assert opened_skills(steps) == ("refunds-and-returns", "for-mods")
 
 
-def test_the_builtins_are_exactly_five_each_saying_when_to_reach_for_it() -> None:
-    assert set(BUILTIN_SPECS) == set(BUILTIN_TOOLS) == {"open_skill", "search_site", "about_me", "raise_ticket", "fetch"}
+def test_the_builtins_are_exactly_six_each_saying_when_to_reach_for_it() -> None:
+    assert set(BUILTIN_SPECS) == set(BUILTIN_TOOLS) == {"open_skill", "search_site", "about_me", "raise_ticket", "fetch",
+                                                        "current_room"}
     for name, spec in BUILTIN_SPECS.items():
         assert spec.name == name
         assert len(spec.description) > 60, f"{name}: a tool's description is prompt; say when to use it"
