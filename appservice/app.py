@@ -28,6 +28,8 @@ from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers
+from appservice.door.service import DoorListener
+from appservice.door.surface import DoorSurface
 from appservice.door.tools import make_current_room
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
@@ -133,6 +135,7 @@ class Service:
         self._registry: Registry | None = None
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+        self.door: DoorListener | None = None
 
     def registry(self) -> Registry:
         assert self._registry is not None, "the service has not started"
@@ -161,8 +164,12 @@ class Service:
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
                                     CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
+        # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
+        self.door_surface = DoorSurface(self.registry, server_name=c.homeserver.server_name,
+                                        service_user=self.service_user)
         self.worker = Worker(
-            self.store, self.registry, self.answerer, {self.surface.name: self.surface}, self.clock,
+            self.store, self.registry, self.answerer,
+            {self.surface.name: self.surface, self.door_surface.name: self.door_surface}, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
@@ -188,6 +195,12 @@ class Service:
         await self._runner.setup()
         await web.TCPSite(self._runner, c.appservice.listen.host, c.appservice.listen.port).start()
         log.info("appservice listening on %s:%s", c.appservice.listen.host, c.appservice.listen.port)
+        if c.door is not None and c.door.listen is not None:
+            self.door = DoorListener(
+                c.door, store=self.store, registry=self.registry, clock=self.clock, surface=self.door_surface,
+                tasks=self.tasks, server_name=c.homeserver.server_name, service_user=self.service_user,
+                homeserver=self.homeserver, whoami=self.homeserver.whoami, max_attempts=c.worker.max_attempts)
+            await self.door.start(self.stop_event)
         self.tasks.spawn(self.ping(), name="ping")
         self.tasks.spawn(self.presence(), name="presence")
         self.tasks.spawn(run_ticks(self.store, self.registry, self.clock, self.stop_event, surface=self.surface,
@@ -313,6 +326,8 @@ class Service:
             self.outbox.wake()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self.door is not None:
+            await self.door.stop()
         await self.tasks.close(grace=10.0)
         if self._session is not None:
             await self._session.close()

@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
-from mautrix.api import Method, Path
+from mautrix.api import HTTPAPI, Method, Path
 from mautrix.appservice import AppServiceAPI
 from mautrix.errors import MatrixError as MautrixError
 from mautrix.errors import MatrixRequestError
 from mautrix.types import PresenceState, RoomAlias, RoomID, UserID
+from mautrix.util.logging import TraceLogger
 
 from engine.errors import MatrixError
 
@@ -141,6 +142,18 @@ class Homeserver:
                 if getattr(exc, "http_status", None) == 404:
                     return None
                 raise
+
+    async def whoami(self, access_token: str) -> str:
+        """Whose ``access_token`` (a person's own, handed to the door's start route) is, as the homeserver says:
+        ``GET /account/whoami`` with it, once, never retried; the token is kept nowhere."""
+        api = HTTPAPI(self.api.base_url, access_token, client_session=self.api.session, default_retry_count=0,
+                      log=cast(TraceLogger, logging.getLogger("mautrix.whoami")))
+        async with _translated("asking the homeserver whose session this is"):
+            answer = await api.request(Method.GET, Path.v3.account.whoami, retry_count=0)
+        user_id = answer.get("user_id") if isinstance(answer, dict) else None
+        if not isinstance(user_id, str):
+            raise MatrixError("asking the homeserver whose session this is: no user_id in its answer")
+        return user_id
 
     # --- the rest ----------------------------------------------------------------------------------
 

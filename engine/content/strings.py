@@ -92,6 +92,11 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # a guest with no account) is a different answer from none (this person has none); a ticket raised.
     # ``private_elsewhere`` goes into the prompt where a personal tool is withheld because others read along.
     "tools": {"nobody": (), "no_account": (), "none": (), "ticket_raised": ("ticket",), "private_elsewhere": ()},
+    # The door (a spoken conversation): the header over its earlier turns ({name}: the person), where it is —
+    # ``in_room`` once a room the person named was verified, ``no_room`` otherwise — and what a response says
+    # when the work outlives its turn: where the answer will be posted once it is ready.
+    "door": {"header": ("name",), "in_room": ("room",), "no_room": (), "later_room": ("room",), "later_dm": (),
+             "later_nowhere": ()},
 }
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")

@@ -64,7 +64,7 @@ class PastTurn:
 
 
 @dataclass(frozen=True, slots=True)
-class Ended:
+class EndedRun:
     id: int
     status: str
     answer: str | None
@@ -139,9 +139,14 @@ class Door(Family):
     async def turn(self, run_id: int) -> Turn | None:
         return maybe(Turn, await self._one("door_turn", run_id))
 
-    async def ended(self, run_ids: list[int]) -> list[Ended]:
+    async def ended(self, run_ids: list[int]) -> list[EndedRun]:
         """Of ``run_ids``, those that have ended, with their answer or ending."""
-        return rows(Ended, await self._all("door_runs_ended", run_ids))
+        return rows(EndedRun, await self._all("door_runs_ended", run_ids))
+
+    async def usage(self, run_id: int) -> tuple[int, int]:
+        """The tokens in and out the run's model calls used."""
+        record = await self._one("door_run_usage", run_id)
+        return int(record["tokens_in"]), int(record["tokens_out"])
 
     async def notify(self, run_id: int) -> None:
         """Wake the door's listeners when this transaction commits."""

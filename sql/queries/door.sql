@@ -128,3 +128,8 @@ WITH sessions AS (
     DELETE FROM door_grants WHERE expires_at < now() - make_interval(secs => $1) RETURNING 1
 )
 SELECT (SELECT count(*) FROM sessions) + (SELECT count(*) FROM grants);
+
+-- name: door_run_usage
+-- What run $1's model calls used, in tokens (the usage a completion reports).
+SELECT coalesce(sum(tokens_in), 0)::bigint AS tokens_in, coalesce(sum(tokens_out), 0)::bigint AS tokens_out
+  FROM agent_steps WHERE run_id = $1;

@@ -1,0 +1,215 @@
+"""The door's HTTP side, on a listener of its own (``door.listen``): OpenAI's chat completions for voice front
+ends and anything that speaks OpenAI, on grants (docs/door.md).
+
+    POST /v1/chat/completions   a turn: the last user message asks the grant's bot; stream or one object
+    GET  /v1/models             the bots this grant may reach (one: its own)
+    POST /v1/session/context    a session.context frame: the room the session is in (answered with the ack)
+    POST /v1/door/start         a grant, from a person's own Matrix access token (checked with whoami)
+
+Every request but the start route carries ``Authorization: Bearer <grant>``, verified on every request; a grant
+that does not verify — forged, tampered, expired, under an unknown key, for another bot or another room — gets
+the same 401 and the same body. A bad body is a 400 in OpenAI's error shape; a ceiling is a 429 in words.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from appservice.config import Door as DoorConfig
+from appservice.door.asking import DoorAsking
+from appservice.door.binding import Ack, Binding
+from appservice.door.grants import Grant, verify
+from appservice.door.issue import issue
+from appservice.door.replies import Replies
+from appservice.door.shapes import Asked, Bad, Claim, error_body, parse_completion, parse_frame
+from appservice.door.surface import SURFACE
+from appservice.matrix.ours import in_our_namespace
+from engine.clock import Clock
+from engine.content import Registry
+from engine.errors import GrantRefused, MatrixError
+from engine.run.summon import Refused
+from engine.store import Store
+
+log = logging.getLogger(__name__)
+
+UNAUTHORIZED = error_body("The grant was not accepted.", type="invalid_request_error", code="invalid_grant")
+NOT_A_SESSION = error_body("The homeserver did not take this access token.", type="invalid_request_error",
+                           code="invalid_session")
+START_BODY = 16 * 1024
+
+
+def _json(body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(body, status=status, headers=headers)
+
+
+class DoorEndpoint:
+    def __init__(self, config: DoorConfig, *, server_name: str, service_user: str, store: Store,
+                 registry: Callable[[], Registry], clock: Clock, asking: DoorAsking, binding: Binding,
+                 replies: Replies, whoami: Callable[[str], Any] | None) -> None:
+        self.config = config
+        self.audience = config.audience_for(server_name)
+        self.server_name = server_name
+        self.service_user = service_user
+        self.store = store
+        self._registry = registry
+        self.clock = clock
+        self.asking = asking
+        self.binding = binding
+        self.replies = replies
+        self.whoami = whoami
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/chat/completions", self.completions)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/session/context", self.session_context)
+        app.router.add_post("/v1/door/start", self.start)
+
+    # --- the grant -------------------------------------------------------------------------------------------
+
+    def grant_of(self, request: web.Request) -> Grant:
+        """The request's grant, verified now; ``GrantRefused`` (one answer for every reason) otherwise."""
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise GrantRefused("no bearer grant")
+        try:
+            return verify(token.strip(), self.config.keys, audience=self.audience, now=self.clock.now())
+        except GrantRefused as exc:
+            log.info("door grant refused: %s", exc, extra={"peer": request.remote})
+            raise
+
+    def refuse_elsewhere(self, grant: Grant, asked: Asked | None, claim: Claim | None) -> None:
+        """A grant used for another bot (a request naming one of ours by its slug) or another room (a claim on a
+        room other than the one room it names) is refused like a forged one."""
+        if asked is not None and asked.model is not None and asked.model != grant.bot \
+                and self._registry().get(asked.model) is not None:
+            raise GrantRefused(f"grant {grant.id} for {grant.bot} used for {asked.model}")
+        if claim is not None and grant.room is not None and claim.room_id not in (None, grant.room):
+            raise GrantRefused(f"grant {grant.id} for room {grant.room} used for {claim.room_id}")
+
+    async def body_of(self, request: web.Request, cap: int) -> bytes | None:
+        """The body, read up to ``cap`` bytes; None when it is longer."""
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_chunked(64 * 1024):
+            size += len(chunk)
+            if size > cap:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # --- the routes ----------------------------------------------------------------------------------------
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        try:
+            grant = self.grant_of(request)
+            raw = await self.body_of(request, self.config.max_body_size)
+            if raw is None:
+                return self.bad(Bad(f"The request body is over {self.config.max_body_size} bytes.", "body_too_large"))
+            asked = parse_completion(raw)
+            if isinstance(asked, Bad):
+                return self.bad(asked)
+            claim = asked.claim or await self.first_claim(grant)
+            self.refuse_elsewhere(grant, asked, claim)
+        except GrantRefused:
+            return _json(UNAUTHORIZED, 401)
+        ack = await self.binding.claim(grant, claim) if claim is not None else None
+        result = await self.asking.ask(grant, asked.text)
+        if isinstance(result, Refused):
+            return self.refused(grant, result)
+        if asked.stream:
+            return await self.replies.stream(request, grant, result, include_usage=asked.include_usage, ack=ack)
+        return await self.replies.whole(request, grant, result, ack=ack)
+
+    async def first_claim(self, grant: Grant) -> Claim | None:
+        """A grant that names a room claims it on the session's first turn (verified like any claim)."""
+        if grant.room is None:
+            return None
+        session = await self.store.door.session(grant.id)
+        return Claim(grant.room, None) if session is None or session.claim == 0 else None
+
+    async def session_context(self, request: web.Request) -> web.Response:
+        try:
+            grant = self.grant_of(request)
+            raw = await self.body_of(request, START_BODY)
+            if raw is None:
+                return self.bad(Bad(f"A session context is at most {START_BODY} bytes.", "body_too_large"))
+            try:
+                frame = parse_frame(json.loads(raw))
+            except (ValueError, UnicodeDecodeError):
+                return self.bad(Bad("The request body is not valid JSON.", "invalid_json"))
+            if isinstance(frame, Bad):
+                return self.bad(frame)
+            self.refuse_elsewhere(grant, None, frame)
+        except GrantRefused:
+            return _json(UNAUTHORIZED, 401)
+        ack: Ack = await self.binding.claim(grant, frame)
+        return _json(ack.frame())
+
+    async def models(self, request: web.Request) -> web.Response:
+        try:
+            grant = self.grant_of(request)
+        except GrantRefused:
+            return _json(UNAUTHORIZED, 401)
+        bot = self._registry().get(grant.bot)
+        listed = [] if bot is None or SURFACE not in bot.surfaces else [
+            {"id": bot.slug, "object": "model", "created": int(grant.issued_at.timestamp()), "owned_by": "summon",
+             "name": bot.name}]
+        return _json({"object": "list", "data": listed})
+
+    async def start(self, request: web.Request) -> web.Response:
+        """A grant for the person whose own Matrix access token this is (asked of the homeserver, never kept)."""
+        if not self.config.start or self.whoami is None:
+            return _json(error_body("This door mints no grants from sessions.", type="invalid_request_error",
+                                    code="start_closed"), 404)
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return _json(NOT_A_SESSION, 401)
+        raw = await self.body_of(request, START_BODY)
+        try:
+            body = json.loads(raw) if raw else None
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("bot"), str):
+            return self.bad(Bad("The body is {\"bot\": <slug>, \"room_id\"?: <!id:server>}.", "invalid_start", "bot"))
+        room = body.get("room_id")
+        minutes = body.get("minutes", self.config.minutes)
+        if room is not None and not isinstance(room, str):
+            return self.bad(Bad("room_id is a room's id (!id:server).", "invalid_start", "room_id"))
+        if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 < minutes <= self.config.minutes:
+            return self.bad(Bad(f"minutes is at most {self.config.minutes:g}.", "invalid_start", "minutes"))
+        try:
+            person = await self.whoami(token.strip())
+        except MatrixError as exc:
+            log.info("start refused: the homeserver did not take the access token (%s)", exc.status)
+            return _json(NOT_A_SESSION, 401)
+        if in_our_namespace(person, server_name=self.server_name, service_user=self.service_user):
+            return _json(error_body("A bot's session does not start a door.", type="invalid_request_error",
+                                    code="not_a_person"), 403)
+        bot = self._registry().get(body["bot"])
+        if bot is None or SURFACE not in bot.surfaces:
+            return _json(error_body(f"There is no bot {body['bot'][:64]!r} to talk to here.",
+                                    type="invalid_request_error", code="model_not_found", param="bot"), 404)
+        try:
+            async with self.store.transaction("door_start") as tx:
+                grant_token, grant = await issue(tx, self.config, server_name=self.server_name, bot=bot,
+                                                 person=person, room=room, now=self.clock.now(),
+                                                 minutes=float(minutes), minted_by="start")
+        except ValueError as exc:
+            return self.bad(Bad(str(exc), "invalid_start"))
+        return _json({"grant": grant_token, "bot": bot.slug, "person": person, "room_id": grant.room,
+                      "session": grant.id, "expires_at": grant.expires_at.isoformat()})
+
+    # --- refusals --------------------------------------------------------------------------------------------
+
+    def bad(self, bad: Bad) -> web.Response:
+        return _json(error_body(bad.message, type="invalid_request_error", code=bad.code, param=bad.param), 400)
+
+    def refused(self, grant: Grant, refused: Refused) -> web.Response:
+        status, type_, message = self.replies.refusal(grant, refused)
+        return _json(error_body(message, type=type_, code=refused.reason), status)

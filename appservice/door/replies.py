@@ -1,0 +1,242 @@
+"""What a turn's response says, and how: one completion object, or server-sent events from the first byte.
+
+A streamed response sends its role chunk at once (the shape that lets a front end start its turn-taking and,
+later, speak a preamble), keep-alive comments while the run works, then the answer as content deltas — the
+first one cut for a fast first word (``engine.core.chunk``) — a finishing chunk, the usage when asked for, and
+``[DONE]``. A client that goes away (a disconnect, a barge-in that closes the stream) cancels the run: an
+abandoned answer that keeps being made is still being paid for.
+
+A run that takes longer than ``wait_seconds`` outlives its turn: the response says where the answer will be
+posted when it is ready (the door surface posts it, re-checking the room first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+from aiohttp import web
+
+from appservice.door.asking import Asked
+from appservice.door.binding import Ack
+from appservice.door.grants import Grant
+from appservice.door.shapes import chunk, completion, event, usage_chunk, usage_of
+from appservice.door.surface import DoorSurface
+from appservice.door.waiting import Waiters
+from engine.clock import Clock
+from engine.content import Registry
+from engine.core.chunk import pieces
+from engine.errors import StoreError
+from engine.run.summon import Refused
+from engine.store import Store
+from engine.store.door import EndedRun
+from engine.surface import Ended
+from engine.tasks import TaskGroup
+
+log = logging.getLogger(__name__)
+
+KEEPALIVE_SECONDS = 10.0
+# Refusals a person can act on, told in the site's words (as in a room); the rest in the door's own.
+MESSAGES: dict[str, tuple[int, str, str]] = {
+    "not_published": (404, "model_not_found", "The bot this grant names is not published."),
+    "not_on_surface": (404, "model_not_found", "The bot this grant names is not offered on the voice surface."),
+    "audience": (403, "permission_denied", "The person this grant names may not ask this bot here."),
+    "encrypted": (403, "permission_denied", "The room this session is bound to is encrypted."),
+    "not_enabled": (403, "permission_denied", "This bot does not answer in the room this session is bound to."),
+    "quiet": (403, "permission_denied", "The room this session is bound to has quiet hours now."),
+    "no_provider": (503, "service_unavailable", "No model provider is available right now."),
+    "busy": (429, "rate_limit_exceeded", "This bot is busy with this conversation."),
+    "duplicate": (409, "conflict", "This turn was already asked."),
+    "ceiling": (429, "rate_limit_exceeded", "A spend ceiling of this grant is reached."),
+    "too_many": (429, "rate_limit_exceeded", "Too many turns are waiting for an answer."),
+    "budget": (429, "rate_limit_exceeded", "The deployment's daily spend cap is reached."),
+}
+
+
+@dataclass(frozen=True)
+class Said:
+    """What came of a turn: the words, the ending (None: answered), and whether the work outlived the turn
+    (and where its answer goes when ready: "room", "dm", or None for nowhere)."""
+
+    text: str
+    ending: str | None = None
+    outlived: bool = False
+    posted_to: str | None = None
+
+
+class Replies:
+    def __init__(self, store: Store, registry: Callable[[], Registry], clock: Clock, waiters: Waiters,
+                 surface: DoorSurface, tasks: TaskGroup, *, wait_seconds: float,
+                 keepalive_seconds: float = KEEPALIVE_SECONDS) -> None:
+        self.store = store
+        self._registry = registry
+        self.clock = clock
+        self.waiters = waiters
+        self.surface = surface
+        self.tasks = tasks
+        self.wait_seconds = wait_seconds
+        self.keepalive_seconds = keepalive_seconds
+
+    # --- the two shapes ----------------------------------------------------------------------------------
+
+    async def whole(self, request: web.Request, grant: Grant, asked: Asked, *, ack: Ack | None) -> web.Response:
+        try:
+            said = await self.outcome(grant, asked)
+        except asyncio.CancelledError:
+            self.cancel(grant, asked.run_id, "the client went away")
+            raise
+        tokens = await self.store.door.usage(asked.run_id)
+        body = completion(run_id=asked.run_id, bot=grant.bot, created=self.created(), text=said.text,
+                          usage=usage_of(*tokens), summon=self.extra(asked, ack, said))
+        return web.json_response(body, headers=self.headers(asked))
+
+    async def stream(self, request: web.Request, grant: Grant, asked: Asked, *, include_usage: bool,
+                     ack: Ack | None) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                               "X-Accel-Buffering": "no", **self.headers(asked)})
+        created = self.created()
+        try:
+            await response.prepare(request)
+            await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
+                                             delta={"role": "assistant", "content": ""},
+                                             summon=self.extra(asked, ack, None))))
+
+            async def still_working() -> None:
+                await response.write(b": working\n\n")
+
+            said = await self.outcome(grant, asked, tick=still_working)
+            for delta in deltas(said.text):
+                await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
+                                                 delta={"content": delta})))
+            await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created, delta={},
+                                             finish="stop", summon=self.extra(asked, ack, said))))
+            if include_usage:
+                tokens = await self.store.door.usage(asked.run_id)
+                await response.write(event(usage_chunk(run_id=asked.run_id, bot=grant.bot, created=created,
+                                                       usage=usage_of(*tokens))))
+            await response.write(event("[DONE]"))
+            await response.write_eof()
+        except asyncio.CancelledError:
+            self.cancel(grant, asked.run_id, "the client went away mid-stream")
+            raise
+        except ConnectionResetError:
+            self.cancel(grant, asked.run_id, "the client went away mid-stream")
+        return response
+
+    # --- waiting for the run -------------------------------------------------------------------------------
+
+    async def outcome(self, grant: Grant, asked: Asked,
+                      tick: Callable[[], Awaitable[None]] | None = None) -> Said:
+        """What the turn came to, waited for up to ``wait_seconds`` (``tick`` called every keep-alive while it
+        works); past that, the work outlives the turn."""
+        started = self.clock.monotonic()
+        while True:
+            left = self.wait_seconds - (self.clock.monotonic() - started)
+            ended = await self.waiters.wait(asked.run_id, max(0.0, min(left, self.keepalive_seconds)))
+            if ended is not None:
+                return self.said(grant, ended)
+            if left <= self.keepalive_seconds:
+                break
+            if tick is not None:
+                await tick()
+        if not await self.store.door.outlive(asked.run_id):
+            # It finished as the response gave up: the answer is there after all.
+            ended_now = await self.store.door.ended([asked.run_id])
+            if ended_now:
+                return self.said(grant, ended_now[0])
+        return await self.outlived(grant, asked)
+
+    def said(self, grant: Grant, ended: EndedRun) -> Said:
+        if ended.answer is not None:
+            return Said(ended.answer)
+        ending = ended.ending or ("cancelled" if ended.status == "cancelled" else "failed")
+        words = self.surface.words_of(grant.bot, Ended(ending, ended.reason or ""))  # type: ignore[arg-type]
+        return Said(words, ending=ending)
+
+    async def outlived(self, grant: Grant, asked: Asked) -> Said:
+        """The work outlives the turn: say where its answer will be posted (the door surface re-checks when it
+        is ready, so this is where it would go now)."""
+        strings = self._registry().strings
+        bot = self._registry().get(grant.bot)
+        room = None
+        if bot is not None:
+            room = await self.surface.where_to_post(self.store, asked.session.room_id, grant.person, bot.user_id)
+        log.info("run %s outlives its turn", asked.run_id, extra={"run": asked.run_id, "bot": grant.bot})
+        if room is not None and room == asked.session.room_id:
+            words = strings.get("door", "later_room")
+            return Said(words.format(room=asked.session.room_name or room) if words else "", outlived=True,
+                        posted_to="room")
+        if room is not None:
+            return Said(strings.get("door", "later_dm") or "", outlived=True, posted_to="dm")
+        return Said(strings.get("door", "later_nowhere") or "", outlived=True)
+
+    def cancel(self, grant: Grant, run_id: int, why: str) -> None:
+        """Cancel the run for a response nobody reads any more — in a task of its own, since the handler's
+        own task is being cancelled."""
+        async def go() -> None:
+            try:
+                if await self.store.door.cancel(run_id, grant.id):
+                    log.info("run %s cancelled: %s", run_id, why, extra={"run": run_id, "bot": grant.bot})
+            except StoreError:
+                log.warning("could not cancel run %s (%s); it runs on", run_id, why, extra={"run": run_id})
+
+        self.tasks.spawn(go(), name=f"door-cancel-{run_id}")
+
+    # --- refusals ------------------------------------------------------------------------------------------
+
+    def refusal(self, grant: Grant, refused: Refused) -> tuple[int, str, str]:
+        """The status, OpenAI's error type and the words for a turn refused before it was asked."""
+        status, type_, message = MESSAGES.get(refused.reason, (403, "permission_denied", "This turn was refused."))
+        registry = self._registry()
+        bot = registry.get(grant.bot)
+        words = registry.strings.get("refusals", refused.reason)
+        name = bot.name if bot is not None else grant.bot
+        if words and refused.reason == "too_many":
+            message = words.format(bot=name, live=refused.live)
+        elif words and refused.breach is not None and refused.breach.frees_at is not None:
+            when = refused.breach.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            message = words.format(bot=name, window=refused.breach.window, when=when)
+        return status, type_, message
+
+    # --- the small print -----------------------------------------------------------------------------------
+
+    def created(self) -> int:
+        return int(self.clock.now().timestamp())
+
+    @staticmethod
+    def headers(asked: Asked) -> dict[str, str]:
+        return {"X-Summon-Run": str(asked.run_id), "X-Summon-Room": asked.session.room_id or ""}
+
+    @staticmethod
+    def extra(asked: Asked, ack: Ack | None, said: Said | None) -> dict[str, Any]:
+        """What the door adds to OpenAI's shape: the run, the room the session is bound to, the claim's ack."""
+        session = asked.session
+        extra: dict[str, Any] = {
+            "run": asked.run_id,
+            "room": {"id": session.room_id, "name": session.room_name} if session.room_id else None,
+        }
+        if ack is not None:
+            extra["binding"] = ack.frame()
+        if said is not None:
+            extra["ending"] = said.ending
+            extra["outlived"] = said.outlived
+            if said.outlived:
+                extra["posted_to"] = said.posted_to
+        return extra
+
+
+def deltas(text: str) -> list[str]:
+    """The answer as content deltas: its opening piece first (for a fast first word), then the rest — exact
+    slices of it, so the deltas joined are the answer."""
+    said = pieces(text)
+    if not said:
+        return [text] if text else []
+    end = text.find(said[0])
+    if end < 0:
+        return [text]
+    end += len(said[0])
+    return [part for part in (text[:end], text[end:]) if part]

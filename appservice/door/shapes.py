@@ -1,0 +1,164 @@
+"""OpenAI's chat-completions shapes, as the door reads and writes them. Pure: bytes in, dicts out.
+
+A client's ``system``, ``tools``, ``model``, ``max_tokens``, ``temperature`` (and the rest an SDK sends by
+default) are ignored, not refused: refusing them would make the door unusable with the libraries it exists to
+serve — but nothing a client sends supplies a prompt, names a tool, chooses a model or raises a limit. The last
+user message is the turn; earlier messages are not trusted as history (the run's own context is).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from appservice.door.grants import ROOM_ID
+
+# A room's name as a client says it: shown to the model as data, so kept to one short line.
+NAME_CHARS = 100
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+# A turn longer than this is refused (a person does not say a book in one breath).
+TURN_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The room a voice session says it is in (None: the person's DM with the bot), with its name."""
+
+    room_id: str | None
+    room_name: str | None
+
+
+@dataclass(frozen=True)
+class Asked:
+    text: str
+    stream: bool
+    include_usage: bool
+    model: str | None
+    claim: Claim | None  # None: the request names no room (the session stays as it is)
+
+
+@dataclass(frozen=True)
+class Bad:
+    """A request refused: why (OpenAI's ``message``), the field it is about, and a code."""
+
+    message: str
+    code: str
+    param: str | None = None
+
+
+def parse_completion(raw: bytes) -> Asked | Bad:
+    """A chat-completions request body: the turn (the last user message's text), whether to stream, and the
+    room it names, if any — or why it cannot be taken."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return Bad("The request body is not valid JSON.", "invalid_json")
+    if not isinstance(body, dict):
+        return Bad("The request body must be a JSON object.", "invalid_json")
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return Bad("'messages' is required: a list of messages, the last user message being what is asked.",
+                   "invalid_messages", "messages")
+    last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), None)
+    if last is None:
+        return Bad("There is no user message: the last user message is what is asked.", "no_user_message", "messages")
+    text = _text_of(last.get("content"))
+    if text is None:
+        return Bad("The last user message has no text (a string, or text parts).", "no_user_message", "messages")
+    if not text.strip():
+        return Bad("The last user message is empty.", "no_user_message", "messages")
+    if len(text) > TURN_CHARS:
+        return Bad(f"The last user message is over {TURN_CHARS} characters.", "turn_too_long", "messages")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool) and stream is not None:
+        return Bad("'stream' is true or false.", "invalid_stream", "stream")
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    model = body.get("model")
+    claim: Claim | None = None
+    if "session_context" in body:
+        frame = parse_frame(body["session_context"])
+        if isinstance(frame, Bad):
+            return Bad(frame.message, frame.code, "session_context")
+        claim = frame
+    return Asked(text=text.strip(), stream=bool(stream), include_usage=include_usage,
+                 model=model if isinstance(model, str) else None, claim=claim)
+
+
+def parse_frame(frame: Any) -> Claim | Bad:
+    """A ``session.context`` frame (``{type?, version?, room_id, room_name?}``): the room the session says it
+    is in; ``room_id`` null is the person's DM."""
+    if not isinstance(frame, dict):
+        return Bad("A session context is an object: {room_id, room_name}.", "invalid_session_context")
+    if frame.get("type", "session.context") != "session.context" or frame.get("version", 1) != 1:
+        return Bad("This door takes session.context frames of version 1.", "invalid_session_context")
+    room = frame.get("room_id")
+    if room is not None and (not isinstance(room, str) or not ROOM_ID.fullmatch(room)):
+        return Bad("room_id is a room's id (!id:server), or null for the direct conversation.",
+                   "invalid_session_context")
+    name = frame.get("room_name")
+    clean = _CONTROL.sub(" ", name).strip()[:NAME_CHARS] if isinstance(name, str) else None
+    return Claim(room_id=room, room_name=clean or None if room is not None else None)
+
+
+def _text_of(content: Any) -> str | None:
+    """A message's text: a string, or its text parts joined (images and audio parts are not read)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [part["text"] for part in content
+                 if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)]
+        return "\n".join(texts) if texts else None
+    return None
+
+
+# --- what goes back ------------------------------------------------------------------------------------
+
+def error_body(message: str, *, type: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+    """OpenAI's error shape (the SDKs read it into their exceptions)."""
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def completion(*, run_id: int, bot: str, created: int, text: str, usage: dict[str, int] | None,
+               summon: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": completion_id(run_id), "object": "chat.completion", "created": created, "model": bot,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                     "logprobs": None, "finish_reason": "stop"}],
+        "summon": summon,
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def chunk(*, run_id: int, bot: str, created: int, delta: dict[str, Any], finish: str | None = None,
+          summon: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": completion_id(run_id), "object": "chat.completion.chunk", "created": created, "model": bot,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+    if summon is not None:
+        body["summon"] = summon
+    return body
+
+
+def usage_chunk(*, run_id: int, bot: str, created: int, usage: dict[str, int]) -> dict[str, Any]:
+    return {"id": completion_id(run_id), "object": "chat.completion.chunk", "created": created, "model": bot,
+            "choices": [], "usage": usage}
+
+
+def usage_of(tokens_in: int, tokens_out: int) -> dict[str, int]:
+    return {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}
+
+
+def completion_id(run_id: int) -> str:
+    return f"chatcmpl-summon-{run_id}"
+
+
+def event(data: dict[str, Any] | str) -> bytes:
+    """One server-sent event."""
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"data: {text}\n\n".encode()
