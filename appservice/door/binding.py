@@ -1,6 +1,6 @@
 """Room binding: the room a voice session names is a claim. It becomes the session's origin only when verified —
-the person and the bot both joined, read from our own state and re-checked with the homeserver when our state
-does not know — and the answer (the ack) says which room the session is bound to now.
+the person and the bot both joined, read from our own state and asked of the homeserver when our state does not
+say so — and the answer (the ack) says which room the session is bound to now.
 
 - A different room releases the bound one *before* the check, so nothing is said in a room the person may have
   left while the check runs.
@@ -99,22 +99,19 @@ class Binding:
 
     @staticmethod
     async def known(db: Families, room_id: str, person: str, puppet: str) -> Verdict:
-        """What our own state says: both joined; one of them known not to be; the room encrypted; or unknown
-        (we have no word of the room or of one of them)."""
+        """What our own state says, where it can be trusted to settle it: both joined, or the room encrypted.
+        Anything else is "unknown" and goes to the homeserver — our state may lag behind it (a join still on
+        its way to us), and a refusal is worth the round trip to be sure of."""
         room = await db.rooms.get(room_id)
-        if room is None:
+        if room is None or room.left_at is not None:
             return "unknown"
         if room.encrypted:
             return "encrypted"
-        seen: dict[str, str | None] = {}
         for user in (person, puppet):
             member = await db.rooms.member(room_id, user)
-            seen[user] = member.membership if member is not None else None
-        if seen[puppet] is not None and (seen[puppet] != "join" or room.left_at is not None):
-            return "bot_not_joined"
-        if seen[person] is not None and seen[person] != "join":
-            return "person_not_joined"
-        return "joined" if None not in seen.values() else "unknown"
+            if member is None or member.membership != "join":
+                return "unknown"
+        return "joined"
 
     async def ask_homeserver(self, room_id: str, person: str, puppet: str) -> Verdict:
         """The homeserver's word, as the bot's puppet reads the room (a puppet not in it may not read it); silence

@@ -44,7 +44,8 @@ MIN_KEY_CHARS = 32
 KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 BOT = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 USER_ID = re.compile(r"@[^\s:]{1,255}:[^\s]{1,255}")
-ROOM_ID = re.compile(r"![^\s:]{1,255}:[^\s]{1,255}")
+# A room id: ``!opaque:server``, or from room version 12 on, ``!opaque`` with no server part.
+ROOM_ID = re.compile(r"![^\s:]{1,255}(?::[^\s]{1,255})?")
 GRANT_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 _FIELDS = frozenset({"v", "id", "bot", "sub", "room", "aud", "iat", "exp", "lim", "by"})
 _LIMIT_FIELDS = frozenset({"steps", "spend", "minutes", "per"})
@@ -74,7 +75,7 @@ def new_grant(*, bot: str, person: str, room: str | None, audience: str, ceiling
     if not _text(person, USER_ID):
         raise ValueError(f"a grant is for a person, @name:server, not {person[:80]!r}")
     if room is not None and not _text(room, ROOM_ID):
-        raise ValueError(f"a grant names a room by its id, !id:server, not {room[:80]!r}")
+        raise ValueError(f"a grant names a room by its id (!id:server, or !id), not {room[:80]!r}")
     if not _text(bot, BOT):
         raise ValueError(f"{bot[:80]!r} is not a bot's slug")
     issued = now.astimezone(UTC).replace(microsecond=0)

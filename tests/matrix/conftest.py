@@ -13,12 +13,14 @@ import pytest
 from nio import AsyncClient, RegisterResponse
 
 from appservice.app import Service
-from appservice.config import load_config
+from appservice.config import Door, Listen, load_config
 from appservice.dev import scripted_turns
 from engine.store.base import init_connection
 from tests.matrix.people import Person
 
 REPO = Path(__file__).resolve().parents[2]
+# The door's grant keys in the matrix tests (the door listens on a free port: ``service.door.port``).
+DOOR_KEYS = {"k1": "matrix-tests-door-key-" + "d" * 24}
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +49,7 @@ async def service(stack: dict[str, str], template_dsn: str, content_dir: Path) -
     config = config.model_copy(update={
         "worker": config.worker.model_copy(update={"poll_seconds": 1.0}),
         "content": config.content.model_copy(update={"dir": str(content_dir)}),
+        "door": Door(keys=DOOR_KEYS, signing_key="k1", listen=Listen.model_construct(host="127.0.0.1", port=0)),
     })
     svc = Service(config, scripts=scripted_turns)
     await svc.start()

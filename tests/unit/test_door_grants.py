@@ -200,7 +200,7 @@ def test_a_bad_key_is_the_minters_mistake(key_id: str, key: str) -> None:
 
 
 @pytest.mark.parametrize(("field", "value", "said"), [
-    ("person", "alice", "@name:server"), ("room", "#alias:example.org", "!id:server"), ("bot", "Not A Slug", "slug"),
+    ("person", "alice", "@name:server"), ("room", "#alias:example.org", "by its id"), ("bot", "Not A Slug", "slug"),
 ])
 def test_a_grant_for_something_no_grant_names_is_not_minted(field: str, value: str, said: str) -> None:
     with pytest.raises(ValueError, match=said):
