@@ -64,18 +64,27 @@ def opening(sentence: str, *, words: int = OPENING_WORDS) -> tuple[str, str]:
     return sentence, ""
 
 
-def pieces(text: str, *, words: int = OPENING_WORDS, pack: int = PACK_CHARS) -> list[str]:
+def pieces(text: str, *, words: int = OPENING_WORDS, chars: int = PACK_CHARS) -> list[str]:
     """``text`` in the pieces a voice says it in: the opening piece (``opening`` of the first sentence), then
-    whole sentences packed up to ``pack`` characters (a longer sentence is a piece of its own, never cut)."""
+    the rest packed (``pack``)."""
     said = sentences(text)
     if not said:
         return []
     first, tail = opening(said[0], words=words)
-    out = [first]
-    rest = ([tail] if tail else []) + said[1:]
+    return [first, *_packed(([tail] if tail else []) + said[1:], chars)]
+
+
+def pack(text: str, *, chars: int = PACK_CHARS) -> list[str]:
+    """``text`` as whole sentences packed into pieces of up to ``chars`` characters (a longer sentence is a
+    piece of its own, never cut): what follows an answer's opening."""
+    return _packed(sentences(text), chars)
+
+
+def _packed(said: list[str], chars: int) -> list[str]:
+    out: list[str] = []
     current = ""
-    for sentence in rest:
-        if current and len(current) + 1 + len(sentence) > pack:
+    for sentence in said:
+        if current and len(current) + 1 + len(sentence) > chars:
             out.append(current)
             current = sentence
         else:
