@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.engine
 	$(BIN)/python -m tests.bench.load
 	$(BIN)/python -m tests.bench.untrusted
+	$(BIN)/python -m tests.bench.door
 
 down:
 	synapse-dev/down

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from mautrix.types import (
     UserID,
 )
 
-from appservice.config import load_config
+from appservice.config import Config, Door, Listen, load_config
 from engine.clock import SystemClock
 from engine.providers.config import providers_from_env, stand_in_reason
 
@@ -103,7 +104,7 @@ async def dev() -> int:
         # The demo chooses the stand-in unless a provider is configured and switched on: without that choice
         # no bot would answer (no provider, no bots), and the stand-in says what it is.
         os.environ["SUMMON_AGENT_MOCK"] = "1"
-    config = load_config(Path(env["SUMMON_CONFIG"]), os.environ)
+    config = with_door(load_config(Path(env["SUMMON_CONFIG"]), os.environ))
     service = Service(config, scripts=scripted_turns)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -116,7 +117,7 @@ async def dev() -> int:
                                            invitees=puppets)
         (run_dir() / "demo.json").write_text(json.dumps({
             "hs_url": env["SUMMON_HS_URL"], "user_id": client.mxid, "token": client.api.token,
-            "room_id": room_id,
+            "room_id": room_id, "door_url": door_url(config),
         }), encoding="utf-8")
         await client.api.session.close()
         names = ", ".join(b.name for b in service.registry().bots.values())
@@ -129,6 +130,7 @@ summon is running on {model}.
   Log in as:   {DEMO_USER} / {DEMO_PASSWORD}
   Room:        "summon demo" ({room_id}), with {names}
   Try:         @Helper hello      — or from a terminal:  .venv/bin/summon say "@Helper hello"
+  The door:    {door_url(config)}  (OpenAI-compatible; docs/door.md has a runnable example)
 
 Ctrl-C stops summon, Synapse and PostgreSQL.
 """, flush=True)
@@ -137,6 +139,21 @@ Ctrl-C stops summon, Synapse and PostgreSQL.
         await service.stop()
         subprocess.run([str(REPO / "synapse-dev" / "down")], check=False)
     return 0
+
+
+def with_door(config: Config) -> Config:
+    """The demo's door (docs/door.md): on ``SUMMON_DOOR_PORT`` (default 29339) with a key of its own, unless the
+    config names one."""
+    if config.door is not None:
+        return config
+    port = int(os.environ.get("SUMMON_DOOR_PORT", "29339"))
+    return config.model_copy(update={"door": Door(keys={"dev": secrets.token_urlsafe(32)}, signing_key="dev",
+                                                  listen=Listen(host="127.0.0.1", port=port))})
+
+
+def door_url(config: Config) -> str | None:
+    listen = config.door.listen if config.door is not None else None
+    return f"http://{listen.host}:{listen.port}/v1" if listen is not None else None
 
 
 async def say(text: str, *, timeout: float = 30.0) -> int:
