@@ -150,3 +150,22 @@ async def test_a_grants_ceilings_lower_the_run_and_never_raise_it(db: TestStore,
     second = await ask(tight, "@c:localhost")
     assert isinstance(second, Refused) and second.reason == "ceiling"
     assert second.breach is not None and second.breach.window == "minute"
+
+
+async def test_sessions_and_grants_are_pruned_a_day_after_they_expire_and_their_runs_stay(
+    db: TestStore, published: Registry, door_config: DoorConfig,
+) -> None:
+    from engine.run.ticks import prune
+
+    _, old = await mint(db, published, door_config)
+    _, fresh = await mint(db, published, door_config)
+    run_id = await door_turn(db, published, old)
+    async with db.transaction("t") as tx:
+        await tx.door.open_session(fresh, bot="caller", person=PERSON, expires_at=datetime.now(UTC))
+    await db.pool.execute("UPDATE door_sessions SET expires_at = now() - interval '25 hours' WHERE grant_id = $1", old)
+    await db.pool.execute("UPDATE door_grants SET expires_at = now() - interval '25 hours' WHERE id = $1", old)
+    assert await prune(db) == 2
+    assert await db.door.session(old) is None and await db.door.grant(old) is None
+    assert await db.door.turn(run_id) is None  # the door's row of the turn went with its session…
+    assert await db.runs.get(run_id) is not None  # …the run is a run, and stays
+    assert await db.door.session(fresh) is not None and await db.door.grant(fresh) is not None
