@@ -169,3 +169,20 @@ async def test_sessions_and_grants_are_pruned_a_day_after_they_expire_and_their_
     assert await db.door.turn(run_id) is None  # the door's row of the turn went with its session…
     assert await db.runs.get(run_id) is not None  # …the run is a run, and stays
     assert await db.door.session(fresh) is not None and await db.door.grant(fresh) is not None
+
+
+async def test_a_line_typed_in_the_room_never_joins_a_voice_turn_bound_there(db: TestStore,
+                                                                             published: Registry) -> None:
+    facts = AudienceFacts(user_id=PERSON, local_server=SERVER, is_member=True)
+    async with db.transaction("t") as tx:
+        voice = await summon(tx, published, Summons(bot="caller", surface="voice", prompt="hi", asked_by=PERSON,
+                                                    subject=PERSON, facts=facts, room_id="!r:localhost"))
+    assert isinstance(voice, Summoned)
+    line = {"event_id": "$typed", "sender": PERSON, "name": "alice", "said": "Caller, also this"}
+    async with db.transaction("t") as tx:
+        typed = await summon(tx, published, Summons(bot="caller", surface="rooms", prompt=line["said"],
+                                                    asked_by=PERSON, facts=facts, room_id="!r:localhost",
+                                                    trigger_event="$typed", later=line))
+    # It expects its answer in the room, not in somebody's ear: a run of its own.
+    assert isinstance(typed, Summoned) and not typed.joined and typed.run_id != voice.run_id
+    assert (await db.runs.context(voice.run_id)).get("later") is None
