@@ -28,6 +28,7 @@ from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers
+from appservice.desk.service import DeskService
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
@@ -59,7 +60,7 @@ from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings
 from engine.store import Store, Tx, migrate
-from engine.surface import SurfaceFacts
+from engine.surface import Surface, SurfaceFacts
 from engine.tasks import TaskGroup
 from engine.tools.base import ToolFn
 from engine.tools.code import CodeTools
@@ -132,6 +133,7 @@ class Service:
         self._registry: Registry | None = None
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+        self.desk: DeskService | None = None
 
     def registry(self) -> Registry:
         assert self._registry is not None, "the service has not started"
@@ -155,13 +157,20 @@ class Service:
             client_session=self._session,
         )
         self._wire_matrix()
+        surfaces: dict[str, Surface] = {self.surface.name: self.surface}
+        if c.desk is not None:
+            # Every process that finishes runs delivers desk answers; only `serve` listens for the desk.
+            self.desk = DeskService(c.desk, self.store, self.registry, self.clock, server_name=c.homeserver.server_name,
+                                    max_attempts=c.worker.max_attempts, scripted=self.scripts is not None)
+            await self.desk.load()
+            surfaces[self.desk.surface.name] = self.desk.surface
         w = c.worker
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
                                     CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
         self.worker = Worker(
-            self.store, self.registry, self.answerer, {self.surface.name: self.surface}, self.clock,
+            self.store, self.registry, self.answerer, surfaces, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
@@ -191,6 +200,8 @@ class Service:
         self.tasks.spawn(self.presence(), name="presence")
         self.tasks.spawn(run_ticks(self.store, self.registry, self.clock, self.stop_event, surface=self.surface,
                                    resolve_room=self.homeserver.resolve_alias), name="schedule-ticks")
+        if self.desk is not None:
+            await self.desk.serve(self.tasks, self.stop_event)
 
     def _wire_matrix(self) -> None:
         """The Matrix surface, each part handed its collaborators."""
@@ -311,6 +322,8 @@ class Service:
             self.outbox.wake()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self.desk is not None:
+            await self.desk.close()
         await self.tasks.close(grace=10.0)
         if self._session is not None:
             await self._session.close()

@@ -23,8 +23,9 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     │   └── NotAnAnswer      a 2xx body that carries an error, or no answer at all
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
     └── SurfaceError         a surface could not deliver or read
-        └── MatrixError      the homeserver refused or could not be reached (its status and errcode)
-            └── NotLeft      some of our users are still in a room they must leave
+        ├── MatrixError      the homeserver refused or could not be reached (its status and errcode)
+        │   └── NotLeft      some of our users are still in a room they must leave
+        └── RequestRefused   a surface refused what somebody asked of it (its status, and words for them)
 """
 
 from __future__ import annotations
@@ -135,3 +136,12 @@ class MatrixError(SurfaceError):
 
 class NotLeft(MatrixError):
     """Some of our users are still in a room they must leave."""
+
+
+class RequestRefused(SurfaceError):
+    """A surface refused what somebody asked of it (a desk's API call): ``status`` says how (an HTTP status),
+    the message says why, in words for whoever asked."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
