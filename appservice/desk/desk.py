@@ -190,10 +190,11 @@ class Desk:
     # --- presses ---------------------------------------------------------------------------------------
 
     async def press(self, tx: Tx, where: Where, message_id: int, value: str, *,
-                    script: list[dict[str, Any]] | None = None) -> Message:
+                    script: list[dict[str, Any]] | None = None) -> Message | None:
         """The contact pressed choice ``value`` of message ``message_id``: taken once (a second press, in
-        another tab too, is told it is gone); a bot's offer of itself makes it the conversation's bot, and
-        a choice under an answer is said in the contact's name, as their next words."""
+        another tab too, gets None: it is gone — and is recorded all the same); a bot's offer of itself makes
+        it the conversation's bot, and a choice under an answer is said in the contact's name, as their
+        next words."""
         message = await tx.desk.message(message_id)
         if message is None or message.conversation_id != where.conversation.id or message.private:
             raise RequestRefused(404, "no such message")
@@ -206,7 +207,7 @@ class Desk:
         taken = await tx.desk.take_choice(message.id, value)
         await tx.desk.record_press(message.id, where.contact.id, value, taken=taken is not None)
         if taken is None:
-            raise RequestRefused(409, self.words("gone") or "that one was already chosen")
+            return None
         await self.changes.message(tx, where, taken, created=False)
         if message.message_type == "template" and value.startswith(OFFER_PREFIX):
             bot = self._registry().get(value[len(OFFER_PREFIX):])

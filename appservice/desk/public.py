@@ -193,6 +193,8 @@ class PublicAPI:
             where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"))
             message = await self.desk.press(tx, where, int_of(request, "message_id"), str(value),
                                             script=self._script(body))
+        if message is None:  # refused after the commit: the press that came too late is recorded too
+            raise RequestRefused(409, self.desk.words("gone") or "that one was already chosen")
         return web.json_response(message_json(message, contact.id))
 
     async def feedback(self, request: web.Request) -> web.Response:

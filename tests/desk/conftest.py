@@ -37,6 +37,11 @@ BOTS = {
     # Drafts only for signed-in contacts.
     "bots/member.md": ("---\nname: Member\nsurfaces: [desk]\nhears: [support-message]\nserves: authenticated\n"
                        "limits: {per: {day: 1}}\n---\nYou help members.\n"),
+    # Looks at the contact's own account: offered where the contact alone reads the answer.
+    "bots/keeper.md": ("---\nname: Keeper\nsurfaces: [desk]\noffer: always\ntools: [about_me]\n"
+                       "limits: {per: {day: 1}}\n---\nYou look things up.\n"),
+    "bots/noter.md": ("---\nname: Noter\nsurfaces: [desk]\nhears: [support-message]\ntools: [about_me]\n"
+                      "limits: {per: {day: 1}}\n---\nYou draft.\n"),
 }
 STAFF_KEY = "staff-key-" + "s" * 20
 IDENTITY = "identity-" + "i" * 20
@@ -52,6 +57,7 @@ def inboxes(webhooks: tuple[DeskWebhook, ...] = ()) -> dict[str, DeskInbox]:
         "ask": inbox("Ask", ("guide",)),
         "drafts": inbox("Drafts", ("drafter",)),
         "members": inbox("Members", ("member",)),
+        "personal": inbox("Personal", ("keeper", "noter")),
         "other": inbox("Other", ("clerk",), key="other-key-" + "o" * 20),
     }
 
