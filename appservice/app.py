@@ -325,6 +325,8 @@ class Service:
         if self.desk is not None:
             await self.desk.close()
         await self.tasks.close(grace=10.0)
+        if self.desk is not None:
+            await self.desk.release()
         if self._session is not None:
             await self._session.close()
         if hasattr(self, "answerer"):

@@ -64,6 +64,11 @@ class Desk:
         inbox = self.inboxes.get(inbox_id)
         return rules.roster(self._registry().bots.values(), inbox.settings.bots if inbox is not None else ())
 
+    def has_agent_bot(self, inbox_id: int) -> bool:
+        """Whether a bot behind one of the inbox's webhooks answers its contacts (``agent_bot: true``)."""
+        inbox = self.inboxes.get(inbox_id)
+        return inbox is not None and any(hook.agent_bot for hook in inbox.settings.webhooks)
+
     def words(self, key: str, **fields: str) -> str:
         text = self._registry().strings.get("desk", key) or ""
         return text.format(**fields) if fields else text
@@ -122,7 +127,7 @@ class Desk:
         assert contact.inbox_id is not None
         roster = self.roster(contact.inbox_id)
         facts = await contact_facts(tx, contact, self.server_name, private=True)
-        state = rules.at_start(roster.handler_for(facts))
+        state = rules.at_start(roster.handler_for(facts), agent_bot=self.has_agent_bot(contact.inbox_id))
         conversation = await tx.desk.insert_conversation(contact.inbox_id, contact.id, status=state.status,
                                                          handler_bot=state.handler_bot)
         log.info("desk conversation %s started (%s)", conversation.id, conversation.status,
@@ -294,7 +299,8 @@ class Desk:
 
     async def toggle(self, tx: Tx, where: Where, status: Status) -> Where:
         state = state_of(where.conversation)
-        then = rules.toggled(state, status, self.roster(where.inbox.id).default_bot())
+        then = rules.toggled(state, status, self.roster(where.inbox.id).default_bot(),
+                             agent_bot=self.has_agent_bot(where.inbox.id))
         if then is None:
             raise RequestRefused(422, "no bot works this inbox to hand the conversation to")
         if status == "open" and state.status == "pending":

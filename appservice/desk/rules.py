@@ -46,9 +46,12 @@ class State:
         return self.assignee is not None or self.bot_off
 
 
-def at_start(always: str | None) -> State:
-    """A new conversation: its ``offer: always`` bot's, else people's."""
-    return State("pending", handler_bot=always) if always is not None else State("open")
+def at_start(always: str | None, *, agent_bot: bool = False) -> State:
+    """A new conversation: its ``offer: always`` bot's; else an agent bot's behind a webhook (the inbox has
+    one: Chatwoot makes such conversations ``pending``); else people's."""
+    if always is not None:
+        return State("pending", handler_bot=always)
+    return State("pending") if agent_bot else State("open")
 
 
 def written(state: State) -> State:
@@ -86,12 +89,13 @@ def assigned(state: State, staff: str | None) -> State:
     return replace(state, status=status, assignee=staff)
 
 
-def toggled(state: State, status: Status, bot: str | None) -> State | None:
-    """The staff set the status. ``pending`` gives it (back) to ``bot`` — its own, else the inbox's — and
-    clears "talk to a person"; None when there is no bot to give it to."""
+def toggled(state: State, status: Status, bot: str | None, *, agent_bot: bool = False) -> State | None:
+    """The staff set the status. ``pending`` gives it (back) to ``bot`` — its own, else the inbox's, else
+    the inbox's agent bot behind a webhook — and clears "talk to a person"; None when there is no bot to give
+    it to."""
     if status == "pending":
         handler = state.handler_bot or bot
-        if handler is None:
+        if handler is None and not agent_bot:
             return None
         return replace(state, status="pending", handler_bot=handler, bot_off=False, assignee=None)
     if status == "resolved":

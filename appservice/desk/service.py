@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+import aiohttp
 from aiohttp import web
 
 from appservice.config import Desk as DeskConfig
@@ -25,6 +26,7 @@ from appservice.desk.staff_api import StaffAPI
 from appservice.desk.stream import Streams
 from appservice.desk.surface import DeskSurface
 from appservice.desk.web import MAX_BODY, refusals
+from appservice.desk.webhooks import RETRY_AFTER, Webhooks, WebhookSender
 from engine.clock import Clock
 from engine.content import Registry
 from engine.errors import StoreError
@@ -51,8 +53,12 @@ class DeskService:
         self.desk = Desk(registry, self.changes, self.asking, server_name=server_name,
                          messages_per_minute=config.messages_per_minute)
         self.surface = DeskSurface(self.desk, store, registry, self.changes, server_name=server_name)
+        self.changes.watch(Webhooks(self.desk, account_id=config.account_id))
         self.streams = Streams(store, clock)
+        self.retry_after: tuple[float, ...] = RETRY_AFTER
         self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self.sender: WebhookSender | None = None
         self.port: int | None = None
 
     async def load(self) -> None:
@@ -80,6 +86,9 @@ class DeskService:
         the idle tick running until ``stop``."""
         tasks.spawn(self.streams.run(stop), name="desk-streams")
         tasks.spawn(self._idle(stop), name="desk-idle")
+        self._session = aiohttp.ClientSession()
+        self.sender = WebhookSender(self.store, self.desk, self._session, self.clock, retry_after=self.retry_after)
+        tasks.spawn(self.sender.run(stop), name="desk-webhooks")
         # Streams are long-lived: a short graceful shutdown, and they end when the LISTEN stops.
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
@@ -95,10 +104,18 @@ class DeskService:
         return f"http://{self.config.listen.host}:{self.port or self.config.listen.port}"
 
     async def close(self) -> None:
+        """Stop serving (the service's stop event is set): the streams end, the sender stops waiting."""
         self.streams.stopping.set()
         self.streams.wake_all()
+        if self.sender is not None:
+            self.sender.wake()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    async def release(self) -> None:
+        """After its tasks have ended: the webhooks' connections."""
+        if self._session is not None:
+            await self._session.close()
 
     async def widget(self, request: web.Request) -> web.Response:
         """The widget's page, naming its inbox (``?inbox=``, else the first configured)."""

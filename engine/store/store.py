@@ -18,6 +18,7 @@ from engine.store import base
 from engine.store.base import FOREIGN, Executor
 from engine.store.content import Content
 from engine.store.desk import Desk
+from engine.store.desk_webhooks import DeskWebhooks
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
 from engine.store.offers import Offers
@@ -96,6 +97,10 @@ class Families:
     @cached_property
     def desk(self) -> Desk:
         return Desk(self._on, self._q)
+
+    @cached_property
+    def desk_webhooks(self) -> DeskWebhooks:
+        return DeskWebhooks(self._on, self._q)
 
 
 class Tx(Families):

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from appservice.config import Desk as DeskConfig
 from appservice.config import DeskInbox, DeskWebhook
@@ -48,10 +50,17 @@ IDENTITY = "identity-" + "i" * 20
 SECRET = "desk-secret-" + "x" * 32
 
 
-def inboxes(webhooks: tuple[DeskWebhook, ...] = ()) -> dict[str, DeskInbox]:
-    def inbox(title: str, bots: tuple[str, ...], key: str = STAFF_KEY) -> DeskInbox:
+HOOK_SECRET = "hook-secret-" + "h" * 20
+
+
+def inboxes(hook: str | None = None) -> dict[str, DeskInbox]:
+    """The test's inboxes; with ``hook`` (a receiver's url) each posts its events there, and ``agent``'s
+    receiver is its agent bot."""
+    def inbox(title: str, bots: tuple[str, ...], key: str = STAFF_KEY, agent_bot: bool = False) -> DeskInbox:
+        webhooks = (DeskWebhook(url=hook, secret=HOOK_SECRET, agent_bot=agent_bot),) if hook else ()
         return DeskInbox(title=title, staff_key=key, identity_secret=IDENTITY, bots=bots, webhooks=webhooks)
     return {
+        "agent": inbox("Agent", (), agent_bot=True),
         "plain": inbox("Plain", ()),
         "always": inbox("Always", ("clerk",)),
         "ask": inbox("Ask", ("guide",)),
@@ -62,9 +71,55 @@ def inboxes(webhooks: tuple[DeskWebhook, ...] = ()) -> dict[str, DeskInbox]:
     }
 
 
-def desk_config(**changes: Any) -> DeskConfig:
-    base: dict[str, Any] = {"listen": {"host": "127.0.0.1", "port": 0}, "secret": SECRET, "inboxes": inboxes()}
+def desk_config(hook: str | None = None, **changes: Any) -> DeskConfig:
+    base: dict[str, Any] = {"listen": {"host": "127.0.0.1", "port": 0}, "secret": SECRET, "inboxes": inboxes(hook)}
     return DeskConfig.model_validate({**base, **changes})
+
+
+@dataclass
+class Received:
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.body)
+        return data
+
+
+class Receiver:
+    """A site's webhook receiver on a port of its own: it records every post and answers with the statuses
+    queued in ``answers`` (then 200)."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self.answers: list[int] = []
+        self.arrived = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/hook", self._post)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}/hook"
+
+    async def _post(self, request: web.Request) -> web.Response:
+        self.received.append(Received(dict(request.headers), await request.read()))
+        self.arrived.set()
+        return web.Response(status=self.answers.pop(0) if self.answers else 200)
+
+    def events(self, name: str) -> list[Received]:
+        return [r for r in self.received if r.json.get("event") == name]
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
 
 
 @pytest.fixture
@@ -92,6 +147,7 @@ class DeskRig:
     http: aiohttp.ClientSession
     stop: asyncio.Event
     tasks: TaskGroup
+    receiver: Receiver
     _running: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
@@ -172,19 +228,23 @@ class DeskRig:
 @pytest.fixture
 async def desk(db: TestStore, desk_registry: Registry, request: pytest.FixtureRequest) -> AsyncIterator[DeskRig]:
     marker = request.node.get_closest_marker("desk_config")
-    config = desk_config(**(marker.kwargs if marker else {}))
+    receiver = Receiver()
+    await receiver.start()
+    hook = receiver.url if request.node.get_closest_marker("webhooks") else None
+    config = desk_config(hook, **(marker.kwargs if marker else {}))
     clock = SystemClock()
     await publish(db, desk_registry)
     await db.workers.beat("desk-test", usable=True, mode="stand-in: chosen", providers=[])
     service = DeskService(config, db, lambda: desk_registry, clock, server_name="localhost", scripted=True)
     await service.load()
+    service.retry_after = (0.05, 0.1)  # three attempts, quickly
     worker = Worker(db, lambda: desk_registry, MockModel(clock), {"desk": service.surface}, clock,
                     WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="desk-test")
     stop = asyncio.Event()
     tasks = TaskGroup("desk-test")
     await service.serve(tasks, stop)
     http = aiohttp.ClientSession()
-    rig = DeskRig(db, service, worker, http, stop, tasks)
+    rig = DeskRig(db, service, worker, http, stop, tasks, receiver)
     try:
         yield rig
     finally:
@@ -195,7 +255,10 @@ async def desk(db: TestStore, desk_registry: Registry, request: pytest.FixtureRe
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(task, 10)
         await tasks.close(grace=5.0)
+        await service.release()
+        await receiver.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "desk_config(**settings): the desk's configuration for this test")
+    config.addinivalue_line("markers", "webhooks: every inbox posts its events to the test's receiver")
