@@ -108,6 +108,8 @@ def conversation_json(conversation: Conversation, contact: Contact, messages: li
         "resolution": conversation.resolution,
         "created_at": unix(conversation.created_at),
         "timestamp": unix(conversation.updated_at),
+        # The number of its last event: a reader that has these messages streams from here (Last-Event-ID).
+        "last_event_id": conversation.seq,
     }
 
 
