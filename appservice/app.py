@@ -29,6 +29,7 @@ from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers
 from appservice.desk.service import DeskService
+from appservice.desk.staff_room import StaffRoom
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
@@ -39,7 +40,7 @@ from appservice.matrix.context import ContextReader, ContextSettings, ThreadBack
 from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.lines import LineHandler
+from appservice.matrix.lines import LineHandler, RoomWork
 from appservice.matrix.ours import Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.presses import Presses
@@ -97,10 +98,11 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
 def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
-    context: ContextSettings | None = None, invites: Invites = "local",
+    context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
-    its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads)."""
+    its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
+    ``elsewhere``: a room another surface works from, the desk's staff room)."""
     ours = Ours(registry, server_name=server_name, service_user=service_user)
     asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts)
     cancels = Cancels(ours, server_name=server_name)
@@ -109,7 +111,7 @@ def wire_dispatcher(
         registry, ours, asking=asking, cancels=cancels, presses=presses,
         admin=RoomAdmin(registry, server_name=server_name, service_user=service_user),
         commands=Commands(registry, asking, server_name=server_name, service_user=service_user, scripts=scripts),
-        scripts=scripts,
+        scripts=scripts, elsewhere=elsewhere,
     )
     return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites), lines=lines, presses=presses,
                       cancels=cancels, threads=ThreadBackfill(thread_fetch, registry, ours, context))
@@ -134,6 +136,7 @@ class Service:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.desk: DeskService | None = None
+        self.staff_room: StaffRoom | None = None
 
     def registry(self) -> Registry:
         assert self._registry is not None, "the service has not started"
@@ -156,13 +159,18 @@ class Service:
             log=cast(TraceLogger, logging.getLogger("mautrix")), state_store=StateStore(),
             client_session=self._session,
         )
-        self._wire_matrix()
-        surfaces: dict[str, Surface] = {self.surface.name: self.surface}
         if c.desk is not None:
             # Every process that finishes runs delivers desk answers; only `serve` listens for the desk.
             self.desk = DeskService(c.desk, self.store, self.registry, self.clock, server_name=c.homeserver.server_name,
                                     max_attempts=c.worker.max_attempts, scripted=self.scripts is not None)
             await self.desk.load()
+            if c.desk.staff_room is not None:
+                self.staff_room = StaffRoom(self.desk.desk, self.registry, room_id=c.desk.staff_room,
+                                            service_user=self.service_user)
+                self.desk.changes.watch(self.staff_room)
+        self._wire_matrix()
+        surfaces: dict[str, Surface] = {self.surface.name: self.surface}
+        if self.desk is not None:
             surfaces[self.desk.surface.name] = self.desk.surface
         w = c.worker
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.
@@ -202,6 +210,8 @@ class Service:
                                    resolve_room=self.homeserver.resolve_alias), name="schedule-ticks")
         if self.desk is not None:
             await self.desk.serve(self.tasks, self.stop_event)
+            if self.staff_room is not None:
+                self.tasks.spawn(self._desk_puppets(), name="desk-staff-room")
 
     def _wire_matrix(self) -> None:
         """The Matrix surface, each part handed its collaborators."""
@@ -214,7 +224,7 @@ class Service:
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
-            invites=c.appservice.invites,
+            invites=c.appservice.invites, elsewhere=self.staff_room,
         )
         ours = Ours(self.registry, server_name=server, service_user=self.service_user)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
@@ -241,6 +251,13 @@ class Service:
                 shown = now
             await self.clock.wait(self.stop_event, PRESENCE_SECONDS)
 
+    async def _desk_puppets(self) -> None:
+        """The desk's bots into its staff room, so their answers and drafts go there by them."""
+        assert self.desk is not None and self.staff_room is not None
+        slugs = sorted({bot.slug for inbox in self.desk.desk.inboxes.values()
+                        for bot in self.desk.desk.roster(inbox.row.id).all()})
+        await self.staff_room.invite_puppets(self.homeserver, slugs)
+
     async def ping(self) -> None:
         """Ping the homeserver: it proves the registration, and makes Synapse retry queued transactions
         at once instead of after its backoff. The homeserver may start after us: keep trying."""
@@ -264,6 +281,8 @@ class Service:
         if self.http:
             await self.rooms.register_puppets()
             await self.surface.published(registry)
+            if self.staff_room is not None:
+                await self._desk_puppets()
 
     def content_errors(self, errors: list[str]) -> None:
         log.error("content has %d error(s); the last good content stays live", len(errors))

@@ -176,7 +176,7 @@ DESK_EVENTS: tuple[DeskEvent, ...] = ("message_created", "message_updated", "con
 
 class DeskListen(_Strict):
     host: str = "127.0.0.1"
-    port: int = Field(default=29335, ge=0, le=65535)  # 0: any free port (the tests)
+    port: int = Field(default=29380, ge=0, le=65535)  # 0: any free port (the tests)
 
 
 class DeskWebhook(_Strict):
@@ -217,7 +217,8 @@ class Desk(_Strict):
     # Minutes a bot's answer may stand unanswered before the conversation is resolved as assumed.
     idle_minutes: float = Field(default=30.0, gt=0)
     # The Matrix room (a room id the service user has joined) where each conversation is mirrored as a thread.
-    staff_room: str | None = Field(default=None, pattern=r"^![^:]+:.+$")
+    # Room version 12 ids have no server part (!opaque), earlier ones do (!opaque:server).
+    staff_room: str | None = Field(default=None, pattern=r"^![^:\s]+(:\S+)?$")
     # The account id in the staff API's paths (/api/v1/accounts/<id>/…).
     account_id: int = Field(default=1, ge=1)
     # Origins (scheme://host[:port]) of sites that embed the widget from elsewhere; the public API answers

@@ -275,7 +275,7 @@ class Desk:
     # --- the staff ------------------------------------------------------------------------------------
 
     async def staff_says(self, tx: Tx, where: Where, content: str, *, staff: str, private: bool = False,
-                         bot: str | None = None) -> Message:
+                         bot: str | None = None, matrix_event: str | None = None) -> Message:
         """A person on the staff wrote: a private note, or an answer to the contact — then they have it (the
         bot stops, the offers go: the question is answered)."""
         text = content.strip()
@@ -287,8 +287,10 @@ class Desk:
             return await self.say(tx, where, message_type="outgoing", content=text, sender_type="user",
                                   sender_name=staff, private=True)
         await self._people_take_it(tx, where)
+        # Where it was written (a staff room's event) is kept so it is not mirrored back there.
+        attributes = {**({"drafted_by": bot} if bot else {}), **({"matrix_event": matrix_event} if matrix_event else {})}
         message = await self.say(tx, where, message_type="outgoing", content=text, sender_type="user",
-                                 sender_name=staff, attributes={"drafted_by": bot} if bot else None)
+                                 sender_name=staff, attributes=attributes or None)
         await self.become(tx, where, rules.staff_replied(state_of(where.conversation), staff))
         return message
 
@@ -320,18 +322,20 @@ class Desk:
             await tx.runs.request_cancel(where.key, None, None)
         return await self.become(tx, where, rules.assigned(state_of(where.conversation), staff))
 
-    async def send_draft(self, tx: Tx, where: Where, message_id: int, *, staff: str, content: str | None = None) -> Message:
+    async def send_draft(self, tx: Tx, where: Where, message_id: int, *, staff: str, content: str | None = None,
+                         matrix_event: str | None = None) -> Message:
         """A person sends a bot's draft to the contact — as it is, or in their own words."""
         draft = await self._draft(tx, where, message_id)
-        settled = await tx.desk.settle_draft(draft.id, "sent" if content is None else "edited")
+        settled = await tx.desk.settle_draft(draft.id, "sent" if content is None else "edited", staff)
         if settled is None:
             raise RequestRefused(409, "this draft was already sent or discarded")
         await self.changes.message(tx, where, settled, created=False)
-        return await self.staff_says(tx, where, draft.content if content is None else content, staff=staff, bot=draft.bot)
+        return await self.staff_says(tx, where, draft.content if content is None else content, staff=staff,
+                                     bot=draft.bot, matrix_event=matrix_event)
 
-    async def discard_draft(self, tx: Tx, where: Where, message_id: int) -> Message:
+    async def discard_draft(self, tx: Tx, where: Where, message_id: int, *, staff: str) -> Message:
         draft = await self._draft(tx, where, message_id)
-        settled = await tx.desk.settle_draft(draft.id, "discarded")
+        settled = await tx.desk.settle_draft(draft.id, "discarded", staff)
         if settled is None:
             raise RequestRefused(409, "this draft was already sent or discarded")
         await self.changes.message(tx, where, settled, created=False)

@@ -131,6 +131,13 @@ class Roster:
         """The ``offer: ask`` bots the contact may choose."""
         return [bot for bot in self.ask if admits(bot.audience, facts)]
 
+    def all(self) -> tuple[Bot, ...]:
+        """Every bot the desk may start here, each once."""
+        seen: dict[str, Bot] = {}
+        for bot in (*self.always, *self.ask, *self.hearers):
+            seen.setdefault(bot.slug, bot)
+        return tuple(seen.values())
+
     def default_bot(self) -> str | None:
         """The bot the staff send a conversation back to when it never had one: the inbox's first offered."""
         first = (*self.always, *self.ask)

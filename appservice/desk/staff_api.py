@@ -148,9 +148,11 @@ class StaffAPI:
         return web.json_response(message_json(message, where.contact.id))
 
     async def discard_draft(self, request: web.Request) -> web.Response:
+        body = await body_of(request)
         async with self.store.transaction("desk_staff_discard_draft") as tx:
             where = await self._conversation(tx, request)
-            message = await self.desk.discard_draft(tx, where, int_of(request, "message_id"))
+            message = await self.desk.discard_draft(tx, where, int_of(request, "message_id"),
+                                                    staff=self._staff(body, where))
         return web.json_response(message_json(message, where.contact.id))
 
     async def events(self, request: web.Request) -> web.StreamResponse:

@@ -102,7 +102,7 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "did_it_help": (), "helped": (), "human": (), "anything_else": (), "more": (), "done": (),
         "handed_over": (), "resolved": (), "typing": ("bot",), "placeholder": (), "send": (),
         "too_fast": (), "gone": (),
-        "staff_thread": ("id", "contact", "inbox"), "staff_contact": ("name", "text"),
+        "staff_thread": ("id", "contact", "inbox"),
         "staff_draft": ("bot",), "staff_sent": ("name",), "staff_edited": ("name",),
         "staff_discarded": ("name",), "staff_handover": (), "staff_resolved": (),
     },

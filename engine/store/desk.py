@@ -193,9 +193,9 @@ class Desk(Family):
     async def set_feedback(self, message_id: int, feedback: str) -> Message | None:
         return maybe(Message, await self._one("desk_set_feedback", message_id, feedback))
 
-    async def settle_draft(self, message_id: int, how: str) -> Message | None:
-        """The draft as settled (``sent``, ``edited``, ``discarded``); None when it was not pending."""
-        return maybe(Message, await self._one("desk_settle_draft", message_id, how))
+    async def settle_draft(self, message_id: int, how: str, by: str) -> Message | None:
+        """The draft as settled (``sent``, ``edited``, ``discarded``) by ``by``; None when it was not pending."""
+        return maybe(Message, await self._one("desk_settle_draft", message_id, how, by))
 
     async def message_failed(self, message_id: int) -> Message | None:
         return maybe(Message, await self._one("desk_message_failed", message_id))

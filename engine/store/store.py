@@ -18,6 +18,7 @@ from engine.store import base
 from engine.store.base import FOREIGN, Executor
 from engine.store.content import Content
 from engine.store.desk import Desk
+from engine.store.desk_staff import DeskStaff
 from engine.store.desk_webhooks import DeskWebhooks
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
@@ -101,6 +102,10 @@ class Families:
     @cached_property
     def desk_webhooks(self) -> DeskWebhooks:
         return DeskWebhooks(self._on, self._q)
+
+    @cached_property
+    def desk_staff(self) -> DeskStaff:
+        return DeskStaff(self._on, self._q)
 
 
 class Tx(Families):

@@ -158,8 +158,10 @@ UPDATE desk_messages SET feedback = $2, updated_at = now()
 RETURNING *;
 
 -- name: desk_settle_draft
--- Draft $1 was sent, sent edited or discarded ($2); no row back = it was not a pending draft any more.
-UPDATE desk_messages SET draft = $2, updated_at = now()
+-- Draft $1 was sent, sent edited or discarded ($2) by $3; no row back = it was not a pending draft any more.
+UPDATE desk_messages
+   SET draft = $2, content_attributes = content_attributes || jsonb_build_object('settled_by', $3::text),
+       updated_at = now()
  WHERE id = $1 AND draft = 'pending'
 RETURNING *;
 
