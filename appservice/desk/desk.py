@@ -19,7 +19,7 @@ from typing import Any
 from appservice.config import DeskInbox
 from appservice.desk import rules
 from appservice.desk.asking import DeskAsking, contact_facts, contact_name
-from appservice.desk.changes import Changes, Where
+from appservice.desk.changes import Changes, Where, conversation_key
 from appservice.desk.rules import Resolution, Roster, State, Status
 from engine.content import Registry
 from engine.errors import RequestRefused
@@ -75,7 +75,12 @@ class Desk:
 
     # --- reading ------------------------------------------------------------------------------------------
 
-    async def where(self, tx: Tx, conversation_id: int, *, lock: bool = True) -> Where:
+    async def where(self, tx: Tx, conversation_id: int, *, lock: bool = True, runs: bool = True) -> Where:
+        """The conversation, its row taken when ``lock`` — after its unfinished runs' rows (``runs``): a worker's
+        finishing commit holds its run and then takes the conversation (``runs=False``, as it delivers), so
+        everything takes them in that order and nothing waits on the other in a circle."""
+        if lock and runs:
+            await tx.desk.lock_runs(conversation_key(conversation_id))
         conversation = await (tx.desk.lock_conversation(conversation_id) if lock else tx.desk.conversation(conversation_id))
         if conversation is None or conversation.inbox_id not in self.inboxes:
             raise RequestRefused(404, "no such conversation")

@@ -76,7 +76,7 @@ class DeskSurface:
             log.error("run %s cannot be delivered: its conversation or its bot is gone", run.id, extra={"run": run.id})
             return
         try:
-            where = await self.desk.where(tx, conversation_id)
+            where = await self.desk.where(tx, conversation_id, runs=False)  # this run's row is held already
         except RequestRefused:
             log.error("run %s cannot be delivered: conversation %s is gone", run.id, conversation_id,
                       extra={"run": run.id})

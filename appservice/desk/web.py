@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from appservice.bodies import read_capped, too_large
-from engine.errors import RequestRefused
+from engine.errors import RequestRefused, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -67,3 +67,7 @@ async def refusals(request: web.Request, handler: Any) -> web.StreamResponse:
             log.error("desk request %s %s refused: %s", request.method, request.path, exc)
         answer = refused(exc)
         return too_large(answer) if exc.status == 413 else answer
+    except StoreUnavailable as exc:  # nothing of it stood: the caller may send it again (an echo id makes it once)
+        log.warning("desk request %s %s: the database is unavailable: %s", request.method, request.path, exc)
+        return web.json_response({"error": "the desk is unavailable for a moment; try again"}, status=503,
+                                 headers={"Retry-After": "1"})

@@ -116,6 +116,10 @@ class Desk(Family):
     async def conversation(self, conversation_id: int) -> Conversation | None:
         return maybe(Conversation, await self._one("desk_conversation", conversation_id))
 
+    async def lock_runs(self, room_id: str) -> list[int]:
+        """Take the conversation's unfinished runs (before the conversation: the order a finishing run takes)."""
+        return [int(r["id"]) for r in await self._all("desk_lock_runs", room_id)]
+
     async def lock_conversation(self, conversation_id: int) -> Conversation | None:
         return maybe(Conversation, await self._one("desk_lock_conversation", conversation_id))
 

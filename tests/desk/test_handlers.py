@@ -4,6 +4,7 @@ has it); a failing bot hands the conversation to people; resolved and reopened; 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -287,3 +288,25 @@ async def test_a_contact_over_the_bots_ceiling_is_told_in_words(desk: DeskRig) -
     assert await runs_in(desk, conversation) == []
     told = (await desk.messages(ann, conversation))[-1]
     assert told["message_type"] == "activity" and "Clerk may spend on you this day" in told["content"]
+
+
+async def test_a_contact_writing_while_the_bots_answer_commits_never_deadlocks(desk: DeskRig) -> None:
+    """The worker's finishing commit holds its run's row and then the conversation's; a contact's message
+    takes the conversation's runs before the conversation, so the two wait for each other in one order."""
+    ann = await desk.contact("always")
+    conversation = await desk.conversation(ann)
+    await desk.say(ann, conversation, "first", script=[{"text": "Answer."}])
+    claim = await desk.db.runs.claim("racer", 30)
+    assert claim is not None
+    from engine.surface import Answered, RunInfo
+
+    async with desk.db.transaction("finish_run") as tx:
+        await tx.runs.fence(claim.run.id, "racer", 30)  # the finish's first write: the run's row is held
+        writing = asyncio.ensure_future(desk.say(ann, conversation, "second"))
+        await asyncio.sleep(0.5)  # the contact's request is inside its transaction, waiting its turn
+        await desk.service.surface.deliver(tx, RunInfo.of(claim.run), Answered("Answer."))
+        await tx.runs.finish(claim.run.id, "racer", status="done", ending=None, reason=None, answer="Answer.")
+    said = await asyncio.wait_for(writing, 10)
+    assert said["content"] == "second"
+    contents = [m["content"] for m in await desk.messages(ann, conversation)]
+    assert contents == ["first", "Answer.", "second"]
