@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.core.limits import Caps
 from engine.errors import ConfigError
@@ -225,6 +225,16 @@ class Desk(_Strict):
     # them (CORS). Empty: only pages the desk serves itself.
     origins: tuple[Annotated[str, Field(pattern=r"^https?://[^/]+$")], ...] = ()
     inboxes: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")], DeskInbox] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_inbox_per_identifier(self) -> Desk:
+        seen: dict[str, str] = {}
+        for name, inbox in self.inboxes.items():
+            identifier = inbox.identifier or name
+            if identifier in seen:
+                raise ValueError(f"inboxes {seen[identifier]} and {name} have the same identifier {identifier!r}")
+            seen[identifier] = name
+        return self
 
 
 class Config(_Strict):
