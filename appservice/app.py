@@ -28,6 +28,8 @@ from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers
+from appservice.desk.service import DeskService
+from appservice.desk.staff_room import StaffRoom
 from appservice.door.service import DoorListener
 from appservice.door.surface import DoorSurface
 from appservice.door.tools import make_current_room
@@ -41,7 +43,7 @@ from appservice.matrix.context import ContextReader, ContextSettings, ThreadBack
 from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.lines import LineHandler
+from appservice.matrix.lines import LineHandler, RoomWork
 from appservice.matrix.ours import Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.presses import Presses
@@ -62,7 +64,7 @@ from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings
 from engine.store import Store, Tx, migrate
-from engine.surface import SurfaceFacts
+from engine.surface import Surface, SurfaceFacts
 from engine.tasks import TaskGroup
 from engine.tools.base import ToolFn
 from engine.tools.code import CodeTools
@@ -99,10 +101,11 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
 def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
-    context: ContextSettings | None = None, invites: Invites = "local",
+    context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
-    its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads)."""
+    its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
+    ``elsewhere``: a room another surface works from, the desk's staff room)."""
     ours = Ours(registry, server_name=server_name, service_user=service_user)
     asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts)
     cancels = Cancels(ours, server_name=server_name)
@@ -111,7 +114,7 @@ def wire_dispatcher(
         registry, ours, asking=asking, cancels=cancels, presses=presses,
         admin=RoomAdmin(registry, server_name=server_name, service_user=service_user),
         commands=Commands(registry, asking, server_name=server_name, service_user=service_user, scripts=scripts),
-        scripts=scripts,
+        scripts=scripts, elsewhere=elsewhere,
     )
     return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites), lines=lines, presses=presses,
                       cancels=cancels, threads=ThreadBackfill(thread_fetch, registry, ours, context))
@@ -136,6 +139,8 @@ class Service:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.door: DoorListener | None = None
+        self.desk: DeskService | None = None
+        self.staff_room: StaffRoom | None = None
 
     def registry(self) -> Registry:
         assert self._registry is not None, "the service has not started"
@@ -158,7 +163,19 @@ class Service:
             log=cast(TraceLogger, logging.getLogger("mautrix")), state_store=StateStore(),
             client_session=self._session,
         )
+        if c.desk is not None:
+            # Every process that finishes runs delivers desk answers; only `serve` listens for the desk.
+            self.desk = DeskService(c.desk, self.store, self.registry, self.clock, server_name=c.homeserver.server_name,
+                                    max_attempts=c.worker.max_attempts, scripted=self.scripts is not None)
+            await self.desk.load()
+            if c.desk.staff_room is not None:
+                self.staff_room = StaffRoom(self.desk.desk, self.registry, room_id=c.desk.staff_room,
+                                            service_user=self.service_user)
+                self.desk.changes.watch(self.staff_room)
         self._wire_matrix()
+        surfaces: dict[str, Surface] = {self.surface.name: self.surface}
+        if self.desk is not None:
+            surfaces[self.desk.surface.name] = self.desk.surface
         w = c.worker
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
@@ -167,9 +184,9 @@ class Service:
         # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
         self.door_surface = DoorSurface(self.registry, server_name=c.homeserver.server_name,
                                         service_user=self.service_user)
+        surfaces[self.door_surface.name] = self.door_surface
         self.worker = Worker(
-            self.store, self.registry, self.answerer,
-            {self.surface.name: self.surface, self.door_surface.name: self.door_surface}, self.clock,
+            self.store, self.registry, self.answerer, surfaces, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
@@ -205,6 +222,10 @@ class Service:
         self.tasks.spawn(self.presence(), name="presence")
         self.tasks.spawn(run_ticks(self.store, self.registry, self.clock, self.stop_event, surface=self.surface,
                                    resolve_room=self.homeserver.resolve_alias), name="schedule-ticks")
+        if self.desk is not None:
+            await self.desk.serve(self.tasks, self.stop_event)
+            if self.staff_room is not None:
+                self.tasks.spawn(self._desk_puppets(), name="desk-staff-room")
 
     def _wire_matrix(self) -> None:
         """The Matrix surface, each part handed its collaborators."""
@@ -217,7 +238,7 @@ class Service:
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
-            invites=c.appservice.invites,
+            invites=c.appservice.invites, elsewhere=self.staff_room,
         )
         ours = Ours(self.registry, server_name=server, service_user=self.service_user)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
@@ -244,6 +265,13 @@ class Service:
                 shown = now
             await self.clock.wait(self.stop_event, PRESENCE_SECONDS)
 
+    async def _desk_puppets(self) -> None:
+        """The desk's bots into its staff room, so their answers and drafts go there by them."""
+        assert self.desk is not None and self.staff_room is not None
+        slugs = sorted({bot.slug for inbox in self.desk.desk.inboxes.values()
+                        for bot in self.desk.desk.roster(inbox.row.id).all()})
+        await self.staff_room.invite_puppets(self.homeserver, slugs)
+
     async def ping(self) -> None:
         """Ping the homeserver: it proves the registration, and makes Synapse retry queued transactions
         at once instead of after its backoff. The homeserver may start after us: keep trying."""
@@ -267,6 +295,8 @@ class Service:
         if self.http:
             await self.rooms.register_puppets()
             await self.surface.published(registry)
+            if self.staff_room is not None:
+                await self._desk_puppets()
 
     def content_errors(self, errors: list[str]) -> None:
         log.error("content has %d error(s); the last good content stays live", len(errors))
@@ -328,7 +358,11 @@ class Service:
             await self._runner.cleanup()
         if self.door is not None:
             await self.door.stop()
+        if self.desk is not None:
+            await self.desk.close()
         await self.tasks.close(grace=10.0)
+        if self.desk is not None:
+            await self.desk.release()
         if self._session is not None:
             await self._session.close()
         if hasattr(self, "answerer"):

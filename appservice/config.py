@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from engine.core.limits import Caps
 from engine.errors import ConfigError
@@ -201,6 +209,77 @@ class Door(_Strict):
         return self.audience or f"summon-door:{server_name}"
 
 
+# --- the desk (appservice/desk) ------------------------------------------------------------------------
+
+DeskEvent = Literal["message_created", "message_updated", "conversation_opened", "conversation_resolved",
+                   "conversation_status_changed"]
+DESK_EVENTS: tuple[DeskEvent, ...] = ("message_created", "message_updated", "conversation_opened",
+                                      "conversation_resolved", "conversation_status_changed")
+
+
+class DeskListen(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=29380, ge=0, le=65535)  # 0: any free port (the tests)
+
+
+class DeskWebhook(_Strict):
+    # Where the desk posts its events, signed like Chatwoot's: X-Chatwoot-Signature: sha256=<hex
+    # HMAC-SHA256(secret, "<X-Chatwoot-Timestamp>.<raw body>")>, X-Chatwoot-Delivery: <uuid, the same on retries>.
+    url: str = Field(pattern=r"^https?://")
+    secret: str = Field(min_length=16)
+    events: tuple[DeskEvent, ...] = DESK_EVENTS
+    # This receiver answers the contact (an agent bot, Chatwoot-style): a message it could not be handed
+    # gives the conversation to people (open), as Chatwoot does.
+    agent_bot: bool = False
+
+
+class DeskInbox(_Strict):
+    # The public id a widget names (letters, digits, - and _); default: the inbox's key in desk.inboxes.
+    identifier: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    # What people are shown (the widget's title, the staff room's threads).
+    title: str = Field(min_length=1, max_length=200)
+    # The staff API's key for this inbox (header api_access_token); `openssl rand -hex 32`.
+    staff_key: str = Field(min_length=16)
+    # Signs a signed-in contact's account id (identifier_hash = hex HMAC-SHA256(identity_secret, identifier)).
+    # None: every contact is a guest.
+    identity_secret: str | None = Field(default=None, min_length=16)
+    # The desk bots that work this inbox, by slug; None: every bot on the desk.
+    bots: tuple[str, ...] | None = None
+    webhooks: tuple[DeskWebhook, ...] = ()
+
+
+class Desk(_Strict):
+    # The desk's own listener: the widget (/desk/widget), its public API and the staff API.
+    listen: DeskListen = DeskListen()
+    # Signs contacts' tokens; `openssl rand -hex 32`. Changing it signs every contact out.
+    secret: str = Field(min_length=32)
+    # How long a contact's token holds, in days.
+    token_days: float = Field(default=30.0, gt=0)
+    # How many messages one contact may write in a minute, over all their conversations; more are refused.
+    messages_per_minute: int = Field(default=20, ge=1)
+    # Minutes a bot's answer may stand unanswered before the conversation is resolved as assumed.
+    idle_minutes: float = Field(default=30.0, gt=0)
+    # The Matrix room (a room id the service user has joined) where each conversation is mirrored as a thread.
+    # Room version 12 ids have no server part (!opaque), earlier ones do (!opaque:server).
+    staff_room: str | None = Field(default=None, pattern=r"^![^:\s]+(:\S+)?$")
+    # The account id in the staff API's paths (/api/v1/accounts/<id>/…).
+    account_id: int = Field(default=1, ge=1)
+    # Origins (scheme://host[:port]) of sites that embed the widget from elsewhere; the public API answers
+    # them (CORS). Empty: only pages the desk serves itself.
+    origins: tuple[Annotated[str, Field(pattern=r"^https?://[^/]+$")], ...] = ()
+    inboxes: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")], DeskInbox] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_inbox_per_identifier(self) -> Desk:
+        seen: dict[str, str] = {}
+        for name, inbox in self.inboxes.items():
+            identifier = inbox.identifier or name
+            if identifier in seen:
+                raise ValueError(f"inboxes {seen[identifier]} and {name} have the same identifier {identifier!r}")
+            seen[identifier] = name
+        return self
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -211,6 +290,7 @@ class Config(_Strict):
     tools: Tools = Tools()
     limits: Limits = Limits()
     door: Door | None = None
+    desk: Desk | None = None  # off unless configured
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

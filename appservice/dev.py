@@ -1,7 +1,8 @@
 """``summon dev`` and ``summon say``: the whole thing on one machine, for a newcomer.
 
 ``dev`` brings up a throwaway PostgreSQL and Synapse (synapse-dev/up), publishes content/, runs the
-service on the mock model, seeds a demo user and a room with the demo bots, and says how to log in.
+service on the mock model, seeds a demo user and a room with the demo bots, serves the desk's widget (its
+conversations mirrored into the demo user's "desk staff" room), and says how to log in.
 ``say`` speaks as that demo user and prints the bot's answer, for anyone without a Matrix client.
 """
 
@@ -33,7 +34,7 @@ from mautrix.types import (
     UserID,
 )
 
-from appservice.config import Config, Door, Listen, load_config
+from appservice.config import Config, Desk, Door, Listen, load_config
 from engine.clock import SystemClock
 from engine.providers.config import providers_from_env, stand_in_reason
 
@@ -105,13 +106,16 @@ async def dev() -> int:
         # no bot would answer (no provider, no bots), and the stand-in says what it is.
         os.environ["SUMMON_AGENT_MOCK"] = "1"
     config = with_door(load_config(Path(env["SUMMON_CONFIG"]), os.environ))
+    # The demo user first: the desk's staff room is theirs, made before the service starts (it accepts the
+    # invite when it comes up).
+    client = await register_or_login(env["SUMMON_HS_URL"], DEMO_USER, DEMO_PASSWORD)
+    config = await with_desk(config, client)
     service = Service(config, scripts=scripted_turns)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, service.stop_event.set)
     try:
         await service.start()
-        client = await register_or_login(env["SUMMON_HS_URL"], DEMO_USER, DEMO_PASSWORD)
         puppets = [UserID(b.user_id) for b in service.registry().bots.values() if "rooms" in b.surfaces]
         room_id = await client.create_room(name="summon demo", topic="Mention a bot: @Helper hello",
                                            invitees=puppets)
@@ -119,8 +123,10 @@ async def dev() -> int:
             "hs_url": env["SUMMON_HS_URL"], "user_id": client.mxid, "token": client.api.token,
             "room_id": room_id, "door_url": door_url(config),
         }), encoding="utf-8")
-        await client.api.session.close()
-        names = ", ".join(b.name for b in service.registry().bots.values())
+        names = ", ".join(b.name for b in service.registry().bots.values() if "rooms" in b.surfaces)
+        desk = service.desk
+        assert desk is not None and config.desk is not None
+        inbox = next(iter(config.desk.inboxes.values()))
         model = ("the stand-in model (SUMMON_AGENT_MOCK=1)" if service.answerer.stand_in is not None
                  else "a real provider (AGENTS_LIVE=1): every answer is bought")
         print(f"""
@@ -131,11 +137,14 @@ summon is running on {model}.
   Room:        "summon demo" ({room_id}), with {names}
   Try:         @Helper hello      — or from a terminal:  .venv/bin/summon say "@Helper hello"
   The door:    {door_url(config)}  (OpenAI-compatible; docs/door.md has a runnable example)
+  Desk widget: {desk.address}/desk/widget  (its conversations are threads in the "desk staff" room;
+               staff API key for /api/v1/accounts/1/…: {inbox.staff_key})
 
 Ctrl-C stops summon, Synapse and PostgreSQL.
 """, flush=True)
         await service.stop_event.wait()
     finally:
+        await client.api.session.close()
         await service.stop()
         subprocess.run([str(REPO / "synapse-dev" / "down")], check=False)
     return 0
@@ -154,6 +163,22 @@ def with_door(config: Config) -> Config:
 def door_url(config: Config) -> str | None:
     listen = config.door.listen if config.door is not None else None
     return f"http://{listen.host}:{listen.port}/v1" if listen is not None else None
+
+
+async def with_desk(config: Config, client: ClientAPI) -> Config:
+    """The demo's desk, unless the config has one: an inbox with the content's desk bots, served on
+    ``SUMMON_DESK_PORT`` (default 29380), mirrored into a "desk staff" room the demo user owns."""
+    if config.desk is not None:
+        return config
+    service_user = f"@{config.appservice.sender_localpart}:{config.homeserver.server_name}"
+    staff_room = await client.create_room(name="desk staff", topic="The desk's conversations, one thread each",
+                                          invitees=[UserID(service_user)])
+    desk = Desk.model_validate({
+        "listen": {"host": "127.0.0.1", "port": int(os.environ.get("SUMMON_DESK_PORT", "29380"))},
+        "secret": secrets.token_hex(32), "staff_room": str(staff_room),
+        "inboxes": {"web": {"title": "summon demo desk", "staff_key": secrets.token_hex(16)}},
+    })
+    return config.model_copy(update={"desk": desk})
 
 
 async def say(text: str, *, timeout: float = 30.0) -> int:

@@ -24,8 +24,9 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
     ├── GrantRefused         a door grant that does not verify (why is for the log; the caller hears one answer)
     └── SurfaceError         a surface could not deliver or read
-        └── MatrixError      the homeserver refused or could not be reached (its status and errcode)
-            └── NotLeft      some of our users are still in a room they must leave
+        ├── MatrixError      the homeserver refused or could not be reached (its status and errcode)
+        │   └── NotLeft      some of our users are still in a room they must leave
+        └── RequestRefused   a surface refused what somebody asked of it (its status, and words for them)
 """
 
 from __future__ import annotations
@@ -142,3 +143,12 @@ class MatrixError(SurfaceError):
 
 class NotLeft(MatrixError):
     """Some of our users are still in a room they must leave."""
+
+
+class RequestRefused(SurfaceError):
+    """A surface refused what somebody asked of it (a desk's API call): ``status`` says how (an HTTP status),
+    the message says why, in words for whoever asked."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status

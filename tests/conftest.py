@@ -114,3 +114,12 @@ def only_loopback(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     monkeypatch.setattr(socket, "getaddrinfo", guarded)
     yield reached
     assert reached == [], f"a test tried to reach beyond loopback: {reached}"
+
+
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Any]:
+    """Debian's Chromium under Playwright, one for the session (each test takes a fresh context)."""
+    from tests.browser import chromium
+
+    async with chromium() as launched:
+        yield launched

@@ -3,7 +3,8 @@ transaction, before the homeserver is answered; each event in a savepoint of its
 never loses the others; each sent by its kind to the one handler for it:
 
     m.room.encrypted            never stored or read (we cannot, and a bot must not pretend it did)
-    m.reaction                  a press on a bot's choices (``presses``), else 🛑 (``cancels``)
+    m.reaction                  a room another surface works from first (the desk's staff room: ✅/🗑 on a
+                                draft), then a press on a bot's choices (``presses``), else 🛑 (``cancels``)
     poll responses              a vote on a bot's poll (``presses``)
     state (has a state_key)     the room's state as we keep it (``state``), then stored as a line too
     anything a person reads     a line (``lines``): stored, and acted on when new
@@ -239,6 +240,9 @@ class Dispatcher:
         await tx.rooms.ensure(room_id)
         await tx.rooms.lock(room_id)
         if event_type == "m.reaction":
+            work = self.lines.elsewhere
+            if work is not None and await work.reaction(tx, room_id, event, self.lines.ours):
+                return
             if not await self.presses.reaction(tx, room_id, event):
                 await self.cancels.reaction(tx, room_id, event)
             return

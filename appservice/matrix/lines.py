@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
@@ -26,9 +26,19 @@ from engine.store import Tx
 log = logging.getLogger(__name__)
 
 
+class RoomWork(Protocol):
+    """A room another surface works from (the desk's staff room): it sees a new line or a reaction there first,
+    and says whether it took it (True) or it is handled as any other."""
+
+    async def line(self, tx: Tx, line: Line, ours: Callable[[str], bool]) -> bool: ...
+
+    async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any], ours: Callable[[str], bool]) -> bool: ...
+
+
 class LineHandler:
     def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
-                 admin: RoomAdmin, presses: Presses, commands: Commands, scripts: Scripts | None = None) -> None:
+                 admin: RoomAdmin, presses: Presses, commands: Commands, scripts: Scripts | None = None,
+                 elsewhere: RoomWork | None = None) -> None:
         self._registry = registry
         self.ours = ours
         self.asking = asking
@@ -38,6 +48,7 @@ class LineHandler:
         self.commands = commands
         # A trusted caller's reader of a line's scripted model turns (tests and the demo); None serving for real.
         self.scripts = scripts
+        self.elsewhere = elsewhere
 
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup], *,
                    backfill: bool = False) -> None:
@@ -69,6 +80,8 @@ class LineHandler:
 
     async def _act(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> None:
         """The first that claims the line acts on it."""
+        if self.elsewhere is not None and await self.elsewhere.line(tx, line, self.ours):
+            return
         if self.cancels.is_cancel(line):
             await self.cancels.line(tx, line)
             return

@@ -32,7 +32,8 @@ HIDE_SECONDS = 30.0
 MAX_BACKOFF = 10.0  # our own homeserver: when it comes back, answers should follow within seconds
 TXN_MARKER = "org.summon.txn"
 RELATED_WAIT = 0.2  # an edit or redaction whose message is not sent yet waits this long
-POINTING = frozenset({"m.annotation", "m.reference"})  # relations that only point at the earlier message
+# Relations that only point at the earlier message (a thread's reply points at its root, the desk's staff room).
+POINTING = frozenset({"m.annotation", "m.reference", "m.thread"})
 IDLE_SECONDS = 60.0  # with nothing pending the sender waits on NOTIFY; this is only a safety net
 MIN_WAIT = 0.01  # a retry falling due now is still waited for on the clock, never spun on
 
@@ -216,7 +217,10 @@ class Outbox:
         rel = row.content.get("m.relates_to")
         if isinstance(rel, dict) and rel.get("rel_type") in POINTING:
             # A keycap on an answer, a poll's end: the relation waits only for the event id.
-            content = {**row.content, "m.relates_to": {**rel, "event_id": earlier.event_id}}
+            pointed = {**rel, "event_id": earlier.event_id}
+            if isinstance(rel.get("m.in_reply_to"), dict):  # a thread reply's fallback for unthreaded clients
+                pointed["m.in_reply_to"] = {"event_id": earlier.event_id}
+            content = {**row.content, "m.relates_to": pointed}
             return await self.sender.send(row.room_id, row.event_type, content, row.txn_id, row.sender)
         return await self.sender.send(row.room_id, row.event_type, edit_of(row.content, earlier.event_id),
                                       row.txn_id, row.sender)

@@ -101,7 +101,9 @@ class StateHandler:
                          extra={"room": room_id})
                 followups.append(Decline(room_id, user_id, refused))
                 return
-            if user_id != self.ours.service_user and not self.ours.offered_in_rooms(user_id):
+            # A bot not offered in rooms joins only where one of ours invited it (the desk's staff room).
+            by_ours = isinstance(inviter, str) and self.ours(inviter)
+            if user_id != self.ours.service_user and not by_ours and not self.ours.offered_in_rooms(user_id):
                 followups.append(Decline(room_id, user_id, "not_offered"))
                 return
             followups.append(Join(room_id, user_id))

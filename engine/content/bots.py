@@ -190,6 +190,12 @@ class Bot(BotFile):
         has no ``hears:``). A press on its choices and a command that names it ask it whatever it hears."""
         return "mention" in self.hears
 
+    @property
+    def hears_support_messages(self) -> bool:
+        """Whether a contact writing on the desk wakes it (``hears: support-message``): one run per bot per
+        conversation, asked by nobody, so ``serves:`` is its gate."""
+        return "support-message" in self.hears
+
     def answers_on(self, surface: Surface) -> Answers:
         """On the desk a bot drafts unless its file says ``answers: directly``; in a room (or by
         voice) posting is the whole point of summoning it."""

@@ -1,4 +1,4 @@
-"""What wakes a bot (``hears:``): a mention, a schedule, or an event — each refused at compile time
+"""What wakes a bot (``hears:``): a mention, a schedule, an event, or a contact writing on the desk — each refused at compile time
 unless the system would act on it, because a file that says ``hears: schedule`` and means nothing is
 worse than one that says nothing (SPEC §3, §6).
 
@@ -30,7 +30,10 @@ from pydantic import (
 
 from engine.content.base import Strict, Text, unique
 
-TRIGGERS = ("mention", "schedule", "event")
+TRIGGERS = ("mention", "schedule", "event", "support-message")
+# Triggers written as a bare word: somebody names it in a room; a contact writes on the desk (every message of
+# theirs wakes it, one run per bot per conversation, with no asker: ``serves:`` is the gate).
+PLAIN_TRIGGERS = ("mention", "support-message")
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 # Events the Matrix surface raises. A site's own events (posted to the inbound webhook) are written
 # ``site.<name>``: the prefix is what lets a typo in a Matrix event be refused rather than becoming a
@@ -209,9 +212,11 @@ class EventTrigger(Strict):
         return data
 
 
-def _mention(value: object) -> Literal["mention"]:
+def _mention(value: object) -> Literal["mention", "support-message"]:
     if value == "mention":
         return "mention"
+    if value == "support-message":
+        return "support-message"
     if value in ("schedule", "event"):
         raise ValueError(
             f"trigger '{value}' needs its details: write it as a mapping, like"
@@ -237,7 +242,7 @@ def _which(value: Any) -> str:
 
 
 Trigger = Annotated[
-    Annotated[Literal["mention"], PlainValidator(_mention), Tag(TAG + "mention")]
+    Annotated[Literal["mention", "support-message"], PlainValidator(_mention), Tag(TAG + "mention")]
     | Annotated[ScheduleTrigger, Tag(TAG + "schedule")]
     | Annotated[EventTrigger, Tag(TAG + "event")]
     # Never a value: this branch only says why a trigger is none of the three.
@@ -247,8 +252,9 @@ Trigger = Annotated[
 
 
 def _once_mentioned(triggers: tuple[Any, ...]) -> tuple[Any, ...]:
-    if sum(1 for trigger in triggers if trigger == "mention") > 1:
-        raise ValueError("'mention' is listed twice")
+    for word in PLAIN_TRIGGERS:
+        if sum(1 for trigger in triggers if trigger == word) > 1:
+            raise ValueError(f"'{word}' is listed twice")
     return triggers
 
 

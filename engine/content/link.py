@@ -225,6 +225,12 @@ class _Bots:
                 f"offer: {offer} needs limits.per: an offered bot answers people by itself, so a per-person"
                 " ceiling must hold (windows: minute, hour, day, week, month)",
             )
+        if "support-message" in values["hears"]:
+            if "desk" not in surfaces:
+                refuse(("hears", "surfaces"), f"hears: support-message wakes the bot on the desk, but it is not on the desk (surfaces: {shown})")
+            elif not values["limits"].per:
+                refuse(("hears", "limits"), "hears: support-message needs limits.per: the bot answers every message a contact"
+                       " writes by itself, so a per-person ceiling must hold (windows: minute, hour, day, week, month)")
         if values["answers"] is not None and "desk" not in surfaces:
             refuse(("answers", "surfaces"), f"answers: is how the bot answers on the desk, but it is not on the desk (surfaces: {shown})")
         if "hears" in said:

@@ -97,6 +97,20 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # when the work outlives its turn: where the answer will be posted once it is ready.
     "door": {"header": ("name",), "in_room": ("room",), "no_room": (), "later_room": ("room",), "later_dm": (),
              "later_nowhere": ()},
+    # The desk's own words: the framing of a desk run's transcript ({inbox}: the inbox's title; ``contact`` is
+    # what a contact with no name is called), a bot's offer of itself, the check after an answer, the way
+    # out, what the widget shows (the composer, the bot writing), what a contact is told when refused, and
+    # how the staff room in Matrix mirrors a conversation (a thread per conversation, drafts to send or drop).
+    "desk": {
+        "context": ("inbox",), "contact": (),
+        "offer": (), "offer_choice": ("bot",),
+        "did_it_help": (), "helped": (), "human": (), "anything_else": (), "more": (), "done": (),
+        "handed_over": (), "resolved": (), "typing": ("bot",), "placeholder": (), "send": (),
+        "too_fast": (), "gone": (),
+        "staff_thread": ("id", "contact", "inbox"),
+        "staff_draft": ("bot",), "staff_sent": ("name",), "staff_edited": ("name",),
+        "staff_discarded": ("name",), "staff_handover": (), "staff_resolved": (),
+    },
 }
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")

@@ -17,6 +17,9 @@ from engine.clock import Clock, SystemClock
 from engine.store import base
 from engine.store.base import FOREIGN, Executor
 from engine.store.content import Content
+from engine.store.desk import Desk
+from engine.store.desk_staff import DeskStaff
+from engine.store.desk_webhooks import DeskWebhooks
 from engine.store.door import Door
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
@@ -97,6 +100,18 @@ class Families:
     def door(self) -> Door:
         return Door(self._on, self._q)
 
+    @cached_property
+    def desk(self) -> Desk:
+        return Desk(self._on, self._q)
+
+    @cached_property
+    def desk_webhooks(self) -> DeskWebhooks:
+        return DeskWebhooks(self._on, self._q)
+
+    @cached_property
+    def desk_staff(self) -> DeskStaff:
+        return DeskStaff(self._on, self._q)
+
 
 class Tx(Families):
     """One named transaction. Hand it on to whatever must write in the same commit."""
@@ -140,12 +155,17 @@ class Store(Families):
         async with base.transaction(self._pool, name) as conn:
             yield Tx(conn, self._q, name)
 
-    async def listen(self, channel: str, wake: Callable[[], None], stop: asyncio.Event) -> None:
-        """LISTEN on ``channel`` and call ``wake`` on every NOTIFY, until ``stop`` — surviving the database
-        going away: a lost connection is replaced (with backoff), and ``wake`` is called once on every
-        (re)connection, since notifications sent while nobody listened are gone."""
-        def heard(*_: object) -> None:
-            wake()
+    async def listen(self, channel: str, wake: Callable[[], None], stop: asyncio.Event, *,
+                     payload: Callable[[str], None] | None = None) -> None:
+        """LISTEN on ``channel`` and call ``wake`` on every NOTIFY (or ``payload`` with the notification's
+        payload, when given), until ``stop`` — surviving the database going away: a lost connection is
+        replaced (with backoff), and ``wake`` is called once on every (re)connection, since notifications
+        sent while nobody listened are gone."""
+        def heard(*args: object) -> None:
+            if payload is not None and len(args) == 4 and isinstance(args[3], str):
+                payload(args[3])
+            else:
+                wake()
 
         delay = 0.5
         while not stop.is_set():

@@ -8,7 +8,9 @@ appservice 29335; ``make dev`` and the tests use others) and always stops it wit
 Phase A runs ``echo_as`` on the appservice's port and registration; phase B runs summon there, in this
 process, on the mock model with a zero-latency script, so its figure is summon's engine + Matrix overhead.
 In each phase a person (matrix-nio) invites ``@bot_helper`` to a new room and mentions it, one round at
-a time, timing the send call until their own /sync shows the reply.
+a time, timing the send call until their own /sync shows the reply. After summon's Matrix rounds the same
+service's desk is measured too (``tests/bench/desk.py``): a contact's message posted → the bot's answer on
+the conversation's event stream, printed beside the Matrix figure.
 
 It prints figures and ratios and asserts nothing about speed: exit 0 when it ran, 1 when something
 broke (the stack did not start, a reply did not come within 30 s, ...). Logs go to
@@ -46,8 +48,10 @@ from nio import (
 )
 
 from appservice.app import Service
-from appservice.config import load_config
+from appservice.config import Desk, load_config
 from appservice.dev import SCRIPT_KEY, scripted_turns
+from tests.bench import desk as desk_bench
+from tests.bench.desk import DeskRound
 from tests.bench.echo_as import EchoAS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -276,16 +280,31 @@ def instrument(service: Any, marks: Marks) -> Callable[[], None]:
     return after_start
 
 
-async def phase_summon(stack: dict[str, str], args: argparse.Namespace, marks: Marks) -> list[Round]:
+async def phase_summon(stack: dict[str, str], args: argparse.Namespace,
+                       marks: Marks) -> tuple[list[Round], list[DeskRound]]:
+    """summon's Matrix rounds, then the desk's (a message → the bot's answer on the event stream) on the same
+    service and the same scripted model."""
     env = {**os.environ, "SUMMON_AS_TOKEN": stack["SUMMON_AS_TOKEN"], "SUMMON_HS_TOKEN": stack["SUMMON_HS_TOKEN"],
            "SUMMON_DATABASE_DSN": stack["SUMMON_DSN"]}
-    service = Service(load_config(Path(stack["SUMMON_CONFIG"]), env), scripts=scripted_turns)
+    config = load_config(Path(stack["SUMMON_CONFIG"]), env)
+    config = config.model_copy(update={"desk": Desk.model_validate({
+        "listen": {"host": "127.0.0.1", "port": 0}, "secret": uuid.uuid4().hex * 2,
+        "inboxes": {"bench": {"title": "Bench", "staff_key": uuid.uuid4().hex, "bots": [desk_bench.SLUG]}},
+        "messages_per_minute": 100_000,
+    })})
+    service = Service(config, scripts=scripted_turns)
     after_start = instrument(service, marks)
     try:
         await service.start()
         after_start()
         puppet = service.registry().get(SLUG).user_id
-        return await measure("summon", stack["SUMMON_HS_URL"], puppet, args.rounds, args.warmup, args.pause)
+        rounds = await measure("summon", stack["SUMMON_HS_URL"], puppet, args.rounds, args.warmup, args.pause)
+        assert service.desk is not None
+        try:
+            desk = await desk_bench.measure(service.desk.address, "bench", args.rounds, args.warmup, args.pause)
+        except desk_bench.DeskBenchError as exc:
+            raise BenchError(f"desk: {exc}") from exc
+        return rounds, desk
     finally:
         await service.stop()
 
@@ -368,8 +387,9 @@ def dump_rounds(echo: list[Round], summon: list[Round], marks: Marks) -> Path:
     return path
 
 
-def report(echo: list[Round], summon: list[Round], marks: Marks, warmup: int) -> None:
-    def row(name: str, rs: list[Round]) -> str:
+def report(echo: list[Round], summon: list[Round], marks: Marks, warmup: int,
+           desk: list[DeskRound] | None = None) -> None:
+    def row(name: str, rs: list[Round] | list[DeskRound]) -> str:
         ms = [r.ms for r in rs]
         return (f"{name:<8}{percentile(ms, 50):>9.1f}{percentile(ms, 95):>9.1f}"
                 f"{min(ms):>9.1f}{max(ms):>9.1f}")
@@ -384,6 +404,8 @@ def report(echo: list[Round], summon: list[Round], marks: Marks, warmup: int) ->
     print(f"{'':<8}{'p50':>9}{'p95':>9}{'min':>9}{'max':>9}")
     print(row("echo", echo))
     print(row("summon", summon))
+    if desk:
+        print(row("desk", desk) + "   (a desk message posted → the bot's answer on its event stream, same model)")
     print(f"summon/echo: p50 {r50:.2f}x, p95 {r95:.2f}x")
     print(f"target: p50 ratio <= {TARGET}: {'met' if r50 <= TARGET else 'NOT met'} ({r50:.2f})")
     print("where the time goes (median ms after the send call):")
@@ -418,8 +440,8 @@ async def bench(stack: dict[str, str], args: argparse.Namespace) -> None:
     log.info("phase A: the echo appservice")
     echo = await phase_echo(stack, args, marks)
     log.info("phase B: summon")
-    summon = await phase_summon(stack, args, marks)
-    report(echo, summon, marks, args.warmup)
+    summon, desk = await phase_summon(stack, args, marks)
+    report(echo, summon, marks, args.warmup, desk)
 
 
 def main(argv: list[str] | None = None) -> int:

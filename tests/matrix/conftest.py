@@ -6,13 +6,15 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 import pytest
-from nio import AsyncClient, RegisterResponse
+from nio import AsyncClient, RegisterResponse, RoomCreateResponse
 
 from appservice.app import Service
+from appservice.config import Desk as DeskConfig
 from appservice.config import Door, Listen, load_config
 from appservice.dev import scripted_turns
 from engine.store.base import init_connection
@@ -35,9 +37,35 @@ def matrix_dsn(template_dsn: str) -> str:
     return template_dsn.rsplit("/", 1)[0] + "/matrix_tests"
 
 
+@dataclass
+class DeskStaff:
+    """A staff member of the desk and the staff room they made (the service user invited) before the service
+    started: the service's desk mirrors its conversations there."""
+
+    client: AsyncClient
+    room_id: str
+
+
+DESK_STAFF_KEY = "matrix-tests-staff-key-0123456789"
+
+
 @pytest.fixture(scope="session")
-async def service(stack: dict[str, str], template_dsn: str, content_dir: Path) -> AsyncIterator[Service]:
-    """One summon service for the matrix tests (each test makes its own rooms and people)."""
+async def desk_staff(stack: dict[str, str]) -> AsyncIterator[DeskStaff]:
+    client = AsyncClient(stack["SUMMON_HS_URL"], f"deskstaff{uuid.uuid4().hex[:8]}")
+    resp = await client.register(client.user, "pw-" + uuid.uuid4().hex)
+    assert isinstance(resp, RegisterResponse), resp
+    await client.set_displayname("Bea from support")
+    made = await client.room_create(name="desk staff", invite=[f"@summon:{stack['SUMMON_SERVER_NAME']}"])
+    assert isinstance(made, RoomCreateResponse), made
+    yield DeskStaff(client, str(made.room_id))
+    await client.close()
+
+
+@pytest.fixture(scope="session")
+async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
+                  desk_staff: DeskStaff) -> AsyncIterator[Service]:
+    """One summon service for the matrix tests (each test makes its own rooms and people), with a desk whose
+    staff room is ``desk_staff``'s."""
     admin = await asyncpg.connect(template_dsn.rsplit("/", 1)[0] + "/postgres")
     try:
         await admin.execute('DROP DATABASE IF EXISTS "matrix_tests"')
@@ -50,6 +78,11 @@ async def service(stack: dict[str, str], template_dsn: str, content_dir: Path) -
         "worker": config.worker.model_copy(update={"poll_seconds": 1.0}),
         "content": config.content.model_copy(update={"dir": str(content_dir)}),
         "door": Door(keys=DOOR_KEYS, signing_key="k1", listen=Listen.model_construct(host="127.0.0.1", port=0)),
+        "desk": DeskConfig.model_validate({
+            "listen": {"host": "127.0.0.1", "port": 0}, "secret": "matrix-tests-desk-secret-" + "d" * 16,
+            "staff_room": desk_staff.room_id,
+            "inboxes": {"web": {"title": "Help", "staff_key": DESK_STAFF_KEY}},
+        }),
     })
     svc = Service(config, scripts=scripted_turns)
     await svc.start()

@@ -120,7 +120,7 @@ REFUSALS = [
     ),
     pytest.param(
         bot("name: B\nhears: [reaction]\n"),
-        "bots/b.md:3: hears[0]: unknown trigger 'reaction' (known: mention, schedule, event)",
+        "bots/b.md:3: hears[0]: unknown trigger 'reaction' (known: mention, schedule, event, support-message)",
         id="unknown-trigger",
     ),
     pytest.param(

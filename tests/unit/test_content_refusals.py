@@ -63,12 +63,12 @@ REFUSALS = [
     # unknown trigger / event
     pytest.param(
         {"bots/b.md": bot("name: B\nhears: [reaction]\n")},
-        "bots/b.md:3: hears[0]: unknown trigger 'reaction' (known: mention, schedule, event)",
+        "bots/b.md:3: hears[0]: unknown trigger 'reaction' (known: mention, schedule, event, support-message)",
         id="unknown-trigger",
     ),
     pytest.param(
         {"bots/b.md": schedule("  - cron: '* * * * *'\n    ask: x\n")},
-        "bots/b.md:4: hears[0]: a trigger names one of mention, schedule, event, not cron, ask",
+        "bots/b.md:4: hears[0]: a trigger names one of mention, schedule, event, support-message, not cron, ask",
         id="unknown-trigger-mapping",
     ),
     pytest.param(

@@ -1,0 +1,136 @@
+"""A contact's words ask a bot: the desk's side of the one door in (``engine.run.summon``), every refusal
+made there.
+
+A run is about the contact (``subject`` ``contact:<id>``: a personal tool answers for them, and their
+ceilings count it). The conversation's own bot — offered and chosen, or ``offer: always`` — is asked by the
+contact (``for:`` is its gate, and their conversation is read by them alone, so what is theirs may be looked
+at); a bot that hears ``support-message`` is asked by nobody (``serves:`` is its gate). One run per bot per
+conversation at a time: a message while it works joins that run, read before its next model call. The run
+is handed the conversation as the contact reads it (no private notes), newest lines within the context's
+budget. A refusal the contact can act on (a ceiling, too many questions at once, the day's cap) is told to
+them in the site's words, at most once a minute each.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC
+from typing import Any
+
+from appservice.desk.changes import Changes, Where
+from engine.content import Bot, Registry
+from engine.content.audience import AudienceFacts
+from engine.core.messages import CHARS_PER_TOKEN
+from engine.core.prompt import CONTEXT_TOKENS
+from engine.errors import Conflict
+from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.store import Families, Tx
+from engine.store.desk import Contact, Message
+
+log = logging.getLogger(__name__)
+
+SURFACE = "desk"
+TRANSCRIPT_LINES = 50
+TOLD = frozenset({"ceiling", "too_many", "budget"})
+TELL_EVERY_SECONDS = 60.0
+
+
+def contact_name(contact: Contact, registry: Registry) -> str:
+    return contact.name or registry.strings.get("desk", "contact") or f"contact {contact.id}"
+
+
+def line_of(message: Message) -> dict[str, Any]:
+    """A message as a run's context reads it: who said it and what."""
+    return {"message_id": message.id, "sender": message.sender_type, "name": message.sender_name or "",
+            "said": message.content}
+
+
+def transcript(messages: list[Message], tokens: int = CONTEXT_TOKENS) -> list[dict[str, Any]]:
+    """The newest lines that fit the context's budget, oldest first (a long conversation reaches the model bounded)."""
+    budget = tokens * CHARS_PER_TOKEN
+    kept: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        budget -= len(message.content) + len(message.sender_name or "") + 2
+        if kept and budget < 0:
+            break
+        kept.append(line_of(message))
+    return list(reversed(kept))
+
+
+async def contact_facts(db: Families, contact: Contact, server_name: str, *, private: bool) -> AudienceFacts:
+    """Who a contact is: a signed-in one is their account (``authenticated``, and the site's classes); a
+    guest is nobody in particular. ``private``: the place is their own conversation, read by them alone."""
+    classes = await db.people.site_classes(contact.user_id) if contact.user_id is not None else frozenset()
+    return AudienceFacts(user_id=contact.user_id, local_server=server_name, is_member=contact.user_id is not None,
+                         site_classes=classes, private=private)
+
+
+class DeskAsking:
+    def __init__(self, registry: Callable[[], Registry], changes: Changes, *, server_name: str,
+                 max_attempts: int = 3) -> None:
+        self._registry = registry
+        self.changes = changes
+        self.server_name = server_name
+        self.max_attempts = max_attempts
+
+    async def ask(self, tx: Tx, where: Where, bot: Bot, asking: list[Message], *, asked: bool,
+                  script: list[dict[str, Any]] | None = None) -> Summoned | Refused:
+        """Ask ``bot`` about ``asking`` (what the contact wrote and nobody answered yet): join its live run
+        here, else summon it. ``asked``: the contact asks it (the conversation's bot), else nobody does."""
+        registry = self._registry()
+        header = registry.strings.get("context", "later")
+        for n, message in enumerate(asking):
+            joined = await tx.desk.join_run(bot.slug, where.key, line_of(message), header)
+            if joined is None:
+                break
+            if n == len(asking) - 1:
+                log.info("message %s joined run %s", message.id, joined, extra={"bot": bot.slug, "room": where.key})
+                return Summoned(joined, joined=True)
+        lines = transcript(await tx.desk.last_messages(where.conversation.id, private=False, limit=TRANSCRIPT_LINES))
+        framing = registry.strings.get("desk", "context")
+        context: dict[str, Any] = {"kind": "desk", "lines": lines}
+        if framing:
+            context["header"] = framing.format(inbox=where.inbox.title)
+        facts = await contact_facts(tx, where.contact, self.server_name, private=True)
+        summons = Summons(
+            bot=bot.slug, surface=SURFACE, prompt="\n".join(m.content for m in asking),
+            asked_by=where.contact_key if asked else None, subject=where.contact_key, facts=facts,
+            room_id=where.key, trigger_event=f"{where.key}:{asking[-1].id}:{bot.slug}", context=context,
+            script=script,
+        )
+        try:
+            async with tx.savepoint():  # a lost race for the conversation undoes this run, not the message
+                result = await summon(tx, registry, summons, max_attempts=self.max_attempts)
+                if isinstance(result, Summoned):
+                    await tx.runs.mark_conversation(result.run_id, where.key)
+        except Conflict:
+            joined = await tx.desk.join_run(bot.slug, where.key, line_of(asking[-1]), header)
+            log.info("a run of %s started in %s meanwhile; the message joined it", bot.slug, where.key,
+                     extra={"bot": bot.slug, "room": where.key})
+            return Summoned(joined, joined=True) if joined is not None else Refused("busy")
+        if isinstance(result, Refused):
+            log.info("desk message %s: %s refused (%s)", asking[-1].id, bot.slug, result.reason,
+                     extra={"bot": bot.slug, "room": where.key})
+            if asked and result.reason in TOLD:
+                await self._tell(tx, where, bot, result)
+        return result
+
+    async def _tell(self, tx: Tx, where: Where, bot: Bot, refused: Refused) -> None:
+        """Tell the contact why nothing answers, in the site's words (none: nothing), once a minute per reason."""
+        registry = self._registry()
+        words = registry.strings.get("refusals", refused.reason)
+        if not words or await tx.refusals.lately(where.contact_key, refused.reason, TELL_EVERY_SECONDS) > 1:
+            return
+        if refused.reason == "too_many":
+            text = words.format(bot=bot.name, live=refused.live)
+        else:
+            over = refused.breach
+            if over is None or over.frees_at is None:
+                return
+            text = words.format(bot=bot.name, window=over.window,
+                                when=over.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+        message = await tx.desk.insert_message(where.conversation.id, message_type="activity", content=text,
+                                               sender_type="system", bot=bot.slug)
+        if message is not None:
+            await self.changes.message(tx, where, message)

@@ -1,0 +1,353 @@
+"""The desk: what contacts and staff do to a conversation, each in the caller's transaction, with the
+conversation's row taken first so its changes are made one at a time. Who has the conversation afterwards
+is ``rules``' to say; asking a bot is ``asking``'s; every change is told through ``changes``.
+
+A contact writes → the message is stored → a resolved conversation reopens → its bot answers (if it has
+it), or a bot that is offered (``offer: ask``) offers itself once while the question is unanswered, and
+the bots that hear ``support-message`` are woken — none of them after "talk to a person", until a human has
+the conversation. Pressing a choice takes it once; a bot's choice is then said in the contact's name, as
+their next words. Refusals are ``RequestRefused``: the status an API answers with, and words for whoever asked.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from appservice.config import DeskInbox
+from appservice.desk import rules
+from appservice.desk.asking import DeskAsking, contact_facts, contact_name
+from appservice.desk.changes import Changes, Where, conversation_key
+from appservice.desk.rules import Resolution, Roster, State, Status
+from engine.content import Registry
+from engine.errors import RequestRefused
+from engine.store import Tx
+from engine.store.desk import Contact, Conversation, Inbox, Message
+
+log = logging.getLogger(__name__)
+
+MAX_CHARS = 10_000  # of one message: a question, not a document
+OFFER_PREFIX = "bot:"
+
+
+@dataclass(frozen=True)
+class InboxConfig:
+    row: Inbox
+    settings: DeskInbox
+
+
+def state_of(c: Conversation) -> State:
+    return State(status=c.status,  # type: ignore[arg-type]  # the table's CHECK keeps it one of three
+                 handler_bot=c.handler_bot, assignee=c.assignee, bot_off=c.bot_off_at is not None,
+                 resolution=c.resolution)  # type: ignore[arg-type]
+
+
+class Desk:
+    def __init__(self, registry: Callable[[], Registry], changes: Changes, asking: DeskAsking, *,
+                 server_name: str, messages_per_minute: int) -> None:
+        self._registry = registry
+        self.changes = changes
+        self.asking = asking
+        self.server_name = server_name
+        self.messages_per_minute = messages_per_minute
+        self.inboxes: dict[int, InboxConfig] = {}
+
+    def add_inbox(self, row: Inbox, settings: DeskInbox) -> None:
+        self.inboxes[row.id] = InboxConfig(row, settings)
+
+    def inbox(self, identifier: str) -> InboxConfig | None:
+        return next((i for i in self.inboxes.values() if i.row.identifier == identifier), None)
+
+    def roster(self, inbox_id: int) -> Roster:
+        inbox = self.inboxes.get(inbox_id)
+        return rules.roster(self._registry().bots.values(), inbox.settings.bots if inbox is not None else ())
+
+    def has_agent_bot(self, inbox_id: int) -> bool:
+        """Whether a bot behind one of the inbox's webhooks answers its contacts (``agent_bot: true``)."""
+        inbox = self.inboxes.get(inbox_id)
+        return inbox is not None and any(hook.agent_bot for hook in inbox.settings.webhooks)
+
+    def words(self, key: str, **fields: str) -> str:
+        text = self._registry().strings.get("desk", key) or ""
+        return text.format(**fields) if fields else text
+
+    # --- reading ------------------------------------------------------------------------------------------
+
+    async def where(self, tx: Tx, conversation_id: int, *, lock: bool = True, runs: bool = True) -> Where:
+        """The conversation, its row taken when ``lock`` — after its unfinished runs' rows (``runs``): a worker's
+        finishing commit holds its run and then takes the conversation (``runs=False``, as it delivers), so
+        everything takes them in that order and nothing waits on the other in a circle."""
+        if lock and runs:
+            await tx.desk.lock_runs(conversation_key(conversation_id))
+        conversation = await (tx.desk.lock_conversation(conversation_id) if lock else tx.desk.conversation(conversation_id))
+        if conversation is None or conversation.inbox_id not in self.inboxes:
+            raise RequestRefused(404, "no such conversation")
+        contact = await tx.desk.contact(conversation.contact_id)
+        assert contact is not None  # a foreign key
+        return Where(conversation, contact, self.inboxes[conversation.inbox_id].row)
+
+    async def contacts_conversation(self, tx: Tx, contact: Contact, conversation_id: int, *, lock: bool = True) -> Where:
+        """The contact's own conversation; another's is 404, exactly as one that does not exist (no probing)."""
+        where = await self.where(tx, conversation_id, lock=lock)
+        if where.contact.id != contact.id:
+            raise RequestRefused(404, "no such conversation")
+        return where
+
+    # --- the state, changed and told ---------------------------------------------------------------------
+
+    async def become(self, tx: Tx, where: Where, state: State) -> Where:
+        before = where.conversation
+        if state == state_of(before):
+            return where
+        after = await tx.desk.save_conversation(before.id, status=state.status, handler_bot=state.handler_bot,
+                                                assignee=state.assignee, bot_off=state.bot_off,
+                                                resolution=state.resolution)
+        now = where.now(after)
+        await self.changes.status(tx, now, before)
+        log.info("desk conversation %s: %s → %s", before.id, before.status, after.status,
+                 extra={"room": where.key, "bot": after.handler_bot})
+        return now
+
+    async def say(self, tx: Tx, where: Where, *, message_type: str, content: str, sender_type: str,
+                  **fields: Any) -> Message:
+        message = await tx.desk.insert_message(where.conversation.id, message_type=message_type, content=content,
+                                               sender_type=sender_type, **fields)
+        assert message is not None  # only a contact's send carries an echo id
+        await tx.desk.touch(where.conversation.id)
+        await self.changes.message(tx, where, message)
+        return message
+
+    async def activity(self, tx: Tx, where: Where, key: str) -> None:
+        """One of the desk's own lines, in the site's words (none: nothing is said)."""
+        words = self.words(key)
+        if words:
+            await self.say(tx, where, message_type="activity", content=words, sender_type="system")
+
+    # --- contacts and conversations ----------------------------------------------------------------------
+
+    async def start(self, tx: Tx, contact: Contact) -> Where:
+        """A new conversation: its ``offer: always`` bot's, else people's."""
+        assert contact.inbox_id is not None
+        roster = self.roster(contact.inbox_id)
+        facts = await contact_facts(tx, contact, self.server_name, private=True)
+        state = rules.at_start(roster.handler_for(facts), agent_bot=self.has_agent_bot(contact.inbox_id))
+        conversation = await tx.desk.insert_conversation(contact.inbox_id, contact.id, status=state.status,
+                                                         handler_bot=state.handler_bot)
+        log.info("desk conversation %s started (%s)", conversation.id, conversation.status,
+                 extra={"room": f"desk:{conversation.id}", "bot": conversation.handler_bot})
+        return Where(conversation, contact, self.inboxes[contact.inbox_id].row)
+
+    async def write(self, tx: Tx, where: Where, content: str, *, echo_id: str | None = None,
+                    script: list[dict[str, Any]] | None = None) -> Message:
+        """The contact wrote ``content``. The same ``echo_id`` again is the same message (nothing twice)."""
+        text = content.strip()
+        if not text:
+            raise RequestRefused(422, "content is empty")
+        if len(text) > MAX_CHARS:
+            raise RequestRefused(413, f"a message is at most {MAX_CHARS} characters")
+        if echo_id is not None:
+            seen = await tx.desk.message_by_echo(where.conversation.id, echo_id)
+            if seen is not None:
+                return seen
+        await tx.desk.lock_contact(where.contact.id)
+        if await tx.desk.sent_lately(where.contact.id, 60) >= self.messages_per_minute:
+            log.warning("contact %s is over %d messages a minute; refused", where.contact.id, self.messages_per_minute,
+                        extra={"room": where.key})
+            raise RequestRefused(429, self.words("too_fast") or "too many messages; wait a minute")
+        message = await tx.desk.insert_message(
+            where.conversation.id, message_type="incoming", content=text, sender_type="contact",
+            sender_name=contact_name(where.contact, self._registry()), echo_id=echo_id)
+        assert message is not None  # the echo id was free under the conversation's lock
+        await tx.desk.touch(where.conversation.id)
+        await self.changes.message(tx, where, message)
+        where = await self.become(tx, where, rules.written(state_of(where.conversation)))
+        await self.wake(tx, where, [message], script=script)
+        return message
+
+    async def wake(self, tx: Tx, where: Where, asking: list[Message], *,
+                   script: list[dict[str, Any]] | None = None) -> None:
+        """What the contact's words start: the conversation's bot, or an offer of one; and the hearers."""
+        state = state_of(where.conversation)
+        if not state.bots_may_start:
+            log.info("desk conversation %s: the contact asked for a person; no bot starts", where.conversation.id,
+                     extra={"room": where.key})
+            return
+        registry = self._registry()
+        roster = self.roster(where.inbox.id)
+        handler = registry.get(state.handler_bot) if state.bots_answer and state.handler_bot else None
+        if handler is not None:
+            await self.asking.ask(tx, where, handler, asking, asked=True, script=script)
+        elif state.status == "open" and state.assignee is None:
+            await self._offer(tx, where, roster)
+        for bot in roster.hearers:
+            if handler is None or bot.slug != handler.slug:
+                await self.asking.ask(tx, where, bot, asking, asked=False, script=script)
+
+    async def _offer(self, tx: Tx, where: Where, roster: Roster) -> None:
+        """Offer the ``offer: ask`` bots once while the question is unanswered (a button per bot, not one
+        under every message: routing is the desk's job, not the person's)."""
+        facts = await contact_facts(tx, where.contact, self.server_name, private=True)
+        bots = roster.offered_to(facts)
+        if not bots or await tx.desk.offered_since_answer(where.conversation.id):
+            return
+        items = [{"title": self.words("offer_choice", bot=bot.name) or bot.name, "value": OFFER_PREFIX + bot.slug}
+                 for bot in bots]
+        await self.say(tx, where, message_type="template", content=self.words("offer"), sender_type="system",
+                       content_type="input_select", attributes={"items": items})
+
+    # --- presses ---------------------------------------------------------------------------------------
+
+    async def press(self, tx: Tx, where: Where, message_id: int, value: str, *,
+                    script: list[dict[str, Any]] | None = None) -> Message | None:
+        """The contact pressed choice ``value`` of message ``message_id``: taken once (a second press, in
+        another tab too, gets None: it is gone — and is recorded all the same); a bot's offer of itself makes
+        it the conversation's bot, and a choice under an answer is said in the contact's name, as their
+        next words."""
+        message = await tx.desk.message(message_id)
+        if message is None or message.conversation_id != where.conversation.id or message.private:
+            raise RequestRefused(404, "no such message")
+        if message.content_type != "input_select":
+            raise RequestRefused(422, "this message offers no choices")
+        items = [i for i in message.content_attributes.get("items") or [] if isinstance(i, dict)]
+        item = next((i for i in items if i.get("value") == value), None)
+        if item is None:
+            raise RequestRefused(422, f"no choice {value!r} here (choices: {', '.join(str(i.get('value')) for i in items)})")
+        taken = await tx.desk.take_choice(message.id, value)
+        await tx.desk.record_press(message.id, where.contact.id, value, taken=taken is not None)
+        if taken is None:
+            return None
+        await self.changes.message(tx, where, taken, created=False)
+        if message.message_type == "template" and value.startswith(OFFER_PREFIX):
+            bot = self._registry().get(value[len(OFFER_PREFIX):])
+            if bot is None:
+                raise RequestRefused(410, "that assistant is not available any more")
+            where = await self.become(tx, where, rules.chosen(state_of(where.conversation), bot.slug))
+            asking = await tx.desk.unanswered(where.conversation.id)
+            if asking:
+                await self.asking.ask(tx, where, bot, asking, asked=True, script=script)
+            return taken
+        label = str(item.get("title") or value)
+        await self.write(tx, where, label, script=script)
+        return taken
+
+    # --- the way out, and the end -----------------------------------------------------------------------
+
+    async def talk_to_a_person(self, tx: Tx, where: Where) -> Where:
+        """Not a request the bot is asked to honour: the bot is off here, the runs thinking are cancelled,
+        and the choices on offer go (nobody is offered another lap of the assistant)."""
+        state = state_of(where.conversation)
+        if state.bot_off and state.status == "open":
+            return where
+        cancelled = await tx.runs.request_cancel(where.key, None, None)
+        if cancelled:
+            log.info("desk conversation %s: the contact asked for a person; run(s) %s told to stop",
+                     where.conversation.id, cancelled, extra={"room": where.key})
+        for gone in await tx.desk.withdraw_choices(where.conversation.id):
+            await self.changes.message(tx, where, gone, created=False)
+        where = await self.become(tx, where, rules.talk_to_a_person(state))
+        await self.activity(tx, where, "handed_over")
+        return where
+
+    async def feedback(self, tx: Tx, where: Where, message_id: int, helped: bool) -> Where:
+        """Did that help? Yes: a confirmed resolution. No: a person."""
+        message = await tx.desk.message(message_id)
+        if message is None or message.conversation_id != where.conversation.id:
+            raise RequestRefused(404, "no such message")
+        marked = await tx.desk.set_feedback(message.id, "helped" if helped else "human")
+        if marked is None:
+            raise RequestRefused(422, "only a bot's answer is asked whether it helped")
+        await self.changes.message(tx, where, marked, created=False)
+        if not helped:
+            return await self.talk_to_a_person(tx, where)
+        return await self.become(tx, where, rules.helped(state_of(where.conversation)))
+
+    async def resolve(self, tx: Tx, where: Where, how: Resolution | None) -> Where:
+        state = state_of(where.conversation)
+        if state.status == "resolved" and state.resolution == (how or state.resolution):
+            return where
+        where = await self.become(tx, where, rules.resolved(state, how or state.resolution))
+        await self.activity(tx, where, "resolved")
+        return where
+
+    async def resolve_idle(self, tx: Tx, conversation_id: int) -> None:
+        """A bot's answer left without asking for more: an assumed resolution (unless it was confirmed)."""
+        where = await self.where(tx, conversation_id)
+        if where.conversation.status == "pending":
+            await self.resolve(tx, where, where.conversation.resolution or "assumed")  # type: ignore[arg-type]
+
+    # --- the staff ------------------------------------------------------------------------------------
+
+    async def staff_says(self, tx: Tx, where: Where, content: str, *, staff: str, private: bool = False,
+                         bot: str | None = None, matrix_event: str | None = None) -> Message:
+        """A person on the staff wrote: a private note, or an answer to the contact — then they have it (the
+        bot stops, the offers go: the question is answered)."""
+        text = content.strip()
+        if not text:
+            raise RequestRefused(422, "content is empty")
+        if len(text) > MAX_CHARS:
+            raise RequestRefused(413, f"a message is at most {MAX_CHARS} characters")
+        if private:
+            return await self.say(tx, where, message_type="outgoing", content=text, sender_type="user",
+                                  sender_name=staff, private=True)
+        await self._people_take_it(tx, where)
+        # Where it was written (a staff room's event) is kept so it is not mirrored back there.
+        attributes = {**({"drafted_by": bot} if bot else {}), **({"matrix_event": matrix_event} if matrix_event else {})}
+        message = await self.say(tx, where, message_type="outgoing", content=text, sender_type="user",
+                                 sender_name=staff, attributes=attributes or None)
+        await self.become(tx, where, rules.staff_replied(state_of(where.conversation), staff))
+        return message
+
+    async def _people_take_it(self, tx: Tx, where: Where) -> None:
+        await tx.runs.request_cancel(where.key, None, None)
+        for gone in await tx.desk.withdraw_choices(where.conversation.id):
+            await self.changes.message(tx, where, gone, created=False)
+
+    async def toggle(self, tx: Tx, where: Where, status: Status) -> Where:
+        state = state_of(where.conversation)
+        then = rules.toggled(state, status, self.roster(where.inbox.id).default_bot(),
+                             agent_bot=self.has_agent_bot(where.inbox.id))
+        if then is None:
+            raise RequestRefused(422, "no bot works this inbox to hand the conversation to")
+        if status == "open" and state.status == "pending":
+            await tx.runs.request_cancel(where.key, None, None)
+        if status == "resolved":
+            return await self.resolve(tx, where, None)
+        where = await self.become(tx, where, then)
+        if status == "pending" and state.status != "pending":
+            # Given back to the bot: it answers what is still unanswered.
+            asking = await tx.desk.unanswered(where.conversation.id)
+            if asking:
+                await self.wake(tx, where, asking)
+        return where
+
+    async def assign(self, tx: Tx, where: Where, staff: str | None) -> Where:
+        if staff is not None and where.conversation.status == "pending":
+            await tx.runs.request_cancel(where.key, None, None)
+        return await self.become(tx, where, rules.assigned(state_of(where.conversation), staff))
+
+    async def send_draft(self, tx: Tx, where: Where, message_id: int, *, staff: str, content: str | None = None,
+                         matrix_event: str | None = None) -> Message:
+        """A person sends a bot's draft to the contact — as it is, or in their own words."""
+        draft = await self._draft(tx, where, message_id)
+        settled = await tx.desk.settle_draft(draft.id, "sent" if content is None else "edited", staff)
+        if settled is None:
+            raise RequestRefused(409, "this draft was already sent or discarded")
+        await self.changes.message(tx, where, settled, created=False)
+        return await self.staff_says(tx, where, draft.content if content is None else content, staff=staff,
+                                     bot=draft.bot, matrix_event=matrix_event)
+
+    async def discard_draft(self, tx: Tx, where: Where, message_id: int, *, staff: str) -> Message:
+        draft = await self._draft(tx, where, message_id)
+        settled = await tx.desk.settle_draft(draft.id, "discarded", staff)
+        if settled is None:
+            raise RequestRefused(409, "this draft was already sent or discarded")
+        await self.changes.message(tx, where, settled, created=False)
+        return settled
+
+    async def _draft(self, tx: Tx, where: Where, message_id: int) -> Message:
+        draft = await tx.desk.message(message_id)
+        if draft is None or draft.conversation_id != where.conversation.id or draft.draft is None:
+            raise RequestRefused(404, "no such draft")
+        return draft

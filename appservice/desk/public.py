@@ -1,0 +1,236 @@
+"""The desk's public API, the widget's side (Chatwoot's ``/public/api/v1/inboxes/{inbox_identifier}/…``).
+
+A contact is made in an inbox and handed its ``source_id`` and a signed token (``pubsub_token``, as
+Chatwoot names the contact's realtime token). Every other call names the contact by ``source_id`` and carries
+the token (``Authorization: Bearer <token>``; the event stream, which a browser's EventSource opens without
+headers, also takes ``?token=``). A token forged, expired or of another inbox is 401; a conversation that is
+not the caller's is 404 — exactly as one that does not exist, so nothing can be probed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from aiohttp import web
+
+from appservice.desk import stream, tokens
+from appservice.desk.desk import Desk, InboxConfig
+from appservice.desk.shapes import contact_json, conversation_json, message_json
+from appservice.desk.web import body_of, int_of, text_field
+from engine.clock import Clock
+from engine.content import Registry
+from engine.errors import RequestRefused
+from engine.store import Store
+from engine.store.desk import Contact
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/public/api/v1/inboxes/{inbox}"
+CONTACT = PREFIX + "/contacts/{contact}"
+CONVERSATION = CONTACT + "/conversations/{conversation_id}"
+CORS = "cors_headers"  # set by the desk's CORS middleware for a site that embeds the widget
+SCRIPT_KEY = "org.summon.script"  # a trusted caller's scripted model turns (the tests and the demo only)
+DAY = 86_400.0
+
+
+class PublicAPI:
+    def __init__(self, store: Store, desk: Desk, streams: stream.Streams, registry: Callable[[], Registry],
+                 clock: Clock, *, secret: str, token_days: float, scripted: bool = False) -> None:
+        self.store = store
+        self.desk = desk
+        self.streams = streams
+        self._registry = registry
+        self.clock = clock
+        self.secret = secret
+        self.token_days = token_days
+        self.scripted = scripted
+
+    def routes(self, app: web.Application) -> None:
+        r = app.router
+        r.add_get(PREFIX, self.inbox)
+        r.add_post(PREFIX + "/contacts", self.create_contact)
+        r.add_get(CONTACT, self.show_contact)
+        r.add_post(CONTACT + "/token", self.renew_token)
+        r.add_get(CONTACT + "/conversations", self.list_conversations)
+        r.add_post(CONTACT + "/conversations", self.create_conversation)
+        r.add_get(CONVERSATION, self.show_conversation)
+        r.add_get(CONVERSATION + "/messages", self.list_messages)
+        r.add_post(CONVERSATION + "/messages", self.post_message)
+        r.add_patch(CONVERSATION + "/messages/{message_id}", self.press)
+        r.add_post(CONVERSATION + "/messages/{message_id}/feedback", self.feedback)
+        r.add_post(CONVERSATION + "/toggle_status", self.toggle_status)
+        r.add_get(CONVERSATION + "/events", self.events)
+
+    # --- who is calling -----------------------------------------------------------------------------------
+
+    def _inbox(self, request: web.Request) -> InboxConfig:
+        inbox = self.desk.inbox(request.match_info["inbox"])
+        if inbox is None:
+            raise RequestRefused(404, "no such inbox")
+        return inbox
+
+    def _token(self, inbox: InboxConfig, contact_id: int) -> dict[str, Any]:
+        expires = int(self.clock.now().timestamp() + self.token_days * DAY)
+        return {"pubsub_token": tokens.mint(self.secret, inbox.row.id, contact_id, expires), "token_expires_at": expires}
+
+    async def _contact(self, request: web.Request, *, query_token: bool = False) -> tuple[InboxConfig, Contact]:
+        inbox = self._inbox(request)
+        given = request.headers.get("Authorization", "")
+        token = given[7:] if given[:7].lower() == "bearer " else request.headers.get("X-Contact-Token", "")
+        if not token and query_token:
+            token = request.query.get("token", "")
+        verified = tokens.verify(self.secret, token, self.clock.now().timestamp()) if token else None
+        if verified is None or verified.inbox_id != inbox.row.id:
+            log.info("desk: a call to %s with a missing, forged or expired token", request.path)
+            raise RequestRefused(401, "a valid contact token is needed")
+        contact = await self.store.desk.contact(verified.contact_id)
+        try:
+            named = UUID(request.match_info["contact"])
+        except ValueError:
+            named = None
+        if contact is None or named != contact.source_id:
+            raise RequestRefused(404, "no such contact")
+        return inbox, contact
+
+    # --- the inbox and contacts --------------------------------------------------------------------------
+
+    async def inbox(self, request: web.Request) -> web.Response:
+        """What a widget needs before anyone writes: the inbox's name and the site's words."""
+        inbox = self._inbox(request)
+        words = dict(self._registry().strings.section("desk"))
+        return web.json_response({"identifier": inbox.row.identifier, "name": inbox.row.title,
+                                  "identity_validation": inbox.settings.identity_secret is not None, "words": words})
+
+    async def create_contact(self, request: web.Request) -> web.Response:
+        inbox = self._inbox(request)
+        body = await body_of(request)
+        name = text_field(body, "name")
+        email = text_field(body, "email")
+        identifier = text_field(body, "identifier", limit=255)
+        account = None
+        if identifier is not None:
+            given = text_field(body, "identifier_hash", limit=128) or ""
+            secret = inbox.settings.identity_secret
+            if secret is None or not tokens.identity_holds(secret, identifier, given):
+                log.warning("desk: a contact claimed account %r without the site's signature", identifier)
+                raise RequestRefused(401, "identifier_hash does not match the identifier")
+            account = identifier
+        async with self.store.transaction("desk_create_contact") as tx:
+            contact = await tx.desk.insert_contact(inbox.row.id, user_id=account, name=name, email=email,
+                                                   verified=account is not None)
+        log.info("desk contact %s made in inbox %s", contact.id, inbox.row.name)
+        return web.json_response({**contact_json(contact), **self._token(inbox, contact.id)})
+
+    async def show_contact(self, request: web.Request) -> web.Response:
+        _, contact = await self._contact(request)
+        return web.json_response(contact_json(contact))
+
+    async def renew_token(self, request: web.Request) -> web.Response:
+        """A contact whose token still holds gets a fresh one (a widget renews before it runs out)."""
+        inbox, contact = await self._contact(request)
+        return web.json_response({**contact_json(contact), **self._token(inbox, contact.id)})
+
+    # --- conversations ----------------------------------------------------------------------------------
+
+    async def list_conversations(self, request: web.Request) -> web.Response:
+        _, contact = await self._contact(request)
+        conversations = await self.store.desk.conversations_of_contact(contact.id)
+        return web.json_response([conversation_json(c, contact, []) for c in conversations])
+
+    async def create_conversation(self, request: web.Request) -> web.Response:
+        _, contact = await self._contact(request)
+        body = await body_of(request)
+        async with self.store.transaction("desk_create_conversation") as tx:
+            where = await self.desk.start(tx, contact)
+            first = text_field(body, "content", limit=20_000)
+            if first:
+                await self.desk.write(tx, where, first, echo_id=text_field(body, "echo_id"), script=self._script(body))
+            where = await self.desk.where(tx, where.conversation.id)
+            messages = await tx.desk.messages(where.conversation.id)
+        return web.json_response(conversation_json(where.conversation, contact, messages))
+
+    async def show_conversation(self, request: web.Request) -> web.Response:
+        _, contact = await self._contact(request)
+        async with self.store.transaction("desk_show_conversation") as tx:
+            where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"), lock=False)
+            messages = await tx.desk.messages(where.conversation.id, limit=500)
+        return web.json_response(conversation_json(where.conversation, contact, messages))
+
+    async def list_messages(self, request: web.Request) -> web.Response:
+        _, contact = await self._contact(request)
+        after = request.query.get("after", "0")
+        async with self.store.transaction("desk_list_messages") as tx:
+            where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"), lock=False)
+            messages = await tx.desk.messages(where.conversation.id, after=int(after) if after.isdecimal() else 0,
+                                              limit=500)
+        return web.json_response([message_json(m, contact.id) for m in messages])
+
+    async def post_message(self, request: web.Request) -> web.Response:
+        _, contact = await self._contact(request)
+        body = await body_of(request)
+        content = text_field(body, "content", required=True, limit=20_000)
+        assert content is not None
+        async with self.store.transaction("desk_post_message") as tx:
+            where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"))
+            message = await self.desk.write(tx, where, content, echo_id=text_field(body, "echo_id"),
+                                            script=self._script(body))
+        return web.json_response(message_json(message, contact.id))
+
+    async def press(self, request: web.Request) -> web.Response:
+        """Chatwoot's ``submitted_values``: the choice pressed (``{"value": …}``, or a list holding one)."""
+        _, contact = await self._contact(request)
+        body = await body_of(request)
+        submitted = body.get("submitted_values")
+        if isinstance(submitted, list) and len(submitted) == 1:
+            submitted = submitted[0]
+        value = submitted.get("value") if isinstance(submitted, dict) else None
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise RequestRefused(422, 'submitted_values names the choice pressed: {"value": "…"}')
+        async with self.store.transaction("desk_press") as tx:
+            where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"))
+            message = await self.desk.press(tx, where, int_of(request, "message_id"), str(value),
+                                            script=self._script(body))
+        if message is None:  # refused after the commit: the press that came too late is recorded too
+            raise RequestRefused(409, self.desk.words("gone") or "that one was already chosen")
+        return web.json_response(message_json(message, contact.id))
+
+    async def feedback(self, request: web.Request) -> web.Response:
+        """Did that help? ``{"helped": true}`` (yes, thanks) or ``false`` (talk to a person)."""
+        _, contact = await self._contact(request)
+        body = await body_of(request)
+        helped = body.get("helped")
+        if not isinstance(helped, bool):
+            raise RequestRefused(422, "helped is true (it helped) or false (talk to a person)")
+        async with self.store.transaction("desk_feedback") as tx:
+            where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"))
+            where = await self.desk.feedback(tx, where, int_of(request, "message_id"), helped)
+        return web.json_response(conversation_json(where.conversation, contact, []))
+
+    async def toggle_status(self, request: web.Request) -> web.Response:
+        """The contact's own say: ``open`` is "talk to a person"; ``resolved`` is "that's everything"."""
+        _, contact = await self._contact(request)
+        body = await body_of(request)
+        status = body.get("status")
+        if status not in ("open", "resolved"):
+            raise RequestRefused(422, "status is open (talk to a person) or resolved (that is everything)")
+        async with self.store.transaction("desk_contact_toggle") as tx:
+            where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"))
+            if status == "open":
+                where = await self.desk.talk_to_a_person(tx, where)
+            else:
+                where = await self.desk.resolve(tx, where, "confirmed")
+        return web.json_response({"meta": {}, "payload": {"success": True, "current_status": where.conversation.status,
+                                                          "conversation_id": where.conversation.id}})
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        _, contact = await self._contact(request, query_token=True)
+        async with self.store.transaction("desk_open_stream") as tx:
+            where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"), lock=False)
+        return await stream.serve(self.streams, request, where.conversation.id, headers=request.get(CORS))
+
+    def _script(self, body: dict[str, Any]) -> list[dict[str, Any]] | None:
+        script = body.get(SCRIPT_KEY) if self.scripted else None
+        return script if isinstance(script, list) else None

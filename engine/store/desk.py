@@ -1,0 +1,212 @@
+"""The desk's tables (SPEC §9): inboxes, contacts, conversations, messages, presses, and each conversation's
+events in commit order (``sql/queries/desk.sql``). What a state change means is the desk's to say
+(``appservice/desk``); this only stores it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from engine.store.base import Family, maybe, row, rows
+
+
+@dataclass(frozen=True, slots=True)
+class Inbox:
+    id: int
+    name: str
+    identifier: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Contact:
+    id: int
+    inbox_id: int | None
+    user_id: str | None  # the account a signed-in contact is; None: a guest
+    name: str | None
+    email: str | None
+    source_id: UUID
+    hmac_verified: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    id: int
+    inbox_id: int
+    contact_id: int
+    status: str
+    handler_bot: str | None
+    assignee: str | None
+    bot_off_at: datetime | None
+    resolution: str | None
+    resolved_at: datetime | None
+    seq: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    id: int
+    conversation_id: int
+    message_type: str
+    private: bool
+    content: str
+    content_type: str
+    content_attributes: dict[str, Any]
+    sender_type: str
+    sender_name: str | None
+    bot: str | None
+    run_id: int | None
+    echo_id: str | None
+    status: str
+    taken_value: str | None
+    taken_at: datetime | None
+    withdrawn_at: datetime | None
+    draft: str | None
+    feedback: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeskEvent:
+    seq: int
+    kind: str
+    private: bool
+    payload: dict[str, Any]
+
+
+class Desk(Family):
+    __slots__ = ()
+
+    # --- inboxes and contacts ---------------------------------------------------------------------------
+
+    async def upsert_inbox(self, name: str, identifier: str, title: str) -> Inbox:
+        return row(Inbox, await self._one("desk_upsert_inbox", name, identifier, title))
+
+    async def inbox_by_identifier(self, identifier: str) -> Inbox | None:
+        return maybe(Inbox, await self._one("desk_inbox_by_identifier", identifier))
+
+    async def inbox(self, inbox_id: int) -> Inbox | None:
+        return maybe(Inbox, await self._one("desk_inbox", inbox_id))
+
+    async def insert_contact(self, inbox_id: int, *, user_id: str | None, name: str | None, email: str | None,
+                             verified: bool) -> Contact:
+        return row(Contact, await self._one("desk_insert_contact", inbox_id, user_id, name, email, verified))
+
+    async def contact(self, contact_id: int) -> Contact | None:
+        return maybe(Contact, await self._one("desk_contact", contact_id))
+
+    async def lock_contact(self, contact_id: int) -> bool:
+        return await self._value("desk_lock_contact", contact_id) is not None
+
+    async def sent_lately(self, contact_id: int, seconds: float) -> int:
+        return int(await self._value("desk_contact_sent_lately", contact_id, seconds))
+
+    # --- conversations ----------------------------------------------------------------------------------
+
+    async def insert_conversation(self, inbox_id: int, contact_id: int, *, status: str,
+                                  handler_bot: str | None) -> Conversation:
+        return row(Conversation, await self._one("desk_insert_conversation", inbox_id, contact_id, status, handler_bot))
+
+    async def conversation(self, conversation_id: int) -> Conversation | None:
+        return maybe(Conversation, await self._one("desk_conversation", conversation_id))
+
+    async def lock_runs(self, room_id: str) -> list[int]:
+        """Take the conversation's unfinished runs (before the conversation: the order a finishing run takes)."""
+        return [int(r["id"]) for r in await self._all("desk_lock_runs", room_id)]
+
+    async def lock_conversation(self, conversation_id: int) -> Conversation | None:
+        return maybe(Conversation, await self._one("desk_lock_conversation", conversation_id))
+
+    async def conversations_of_contact(self, contact_id: int) -> list[Conversation]:
+        return rows(Conversation, await self._all("desk_conversations_of_contact", contact_id))
+
+    async def conversations_of_inbox(self, inbox_id: int, status: str | None, limit: int) -> list[Conversation]:
+        return rows(Conversation, await self._all("desk_conversations_of_inbox", inbox_id, status, limit))
+
+    async def save_conversation(self, conversation_id: int, *, status: str, handler_bot: str | None,
+                                assignee: str | None, bot_off: bool, resolution: str | None) -> Conversation:
+        return row(Conversation, await self._one("desk_save_conversation", conversation_id, status, handler_bot,
+                                                 assignee, bot_off, resolution))
+
+    async def touch(self, conversation_id: int) -> None:
+        await self._run("desk_touch_conversation", conversation_id)
+
+    async def idle(self, seconds: float, limit: int) -> list[int]:
+        """Conversations a bot has, left for ``seconds`` after its answer."""
+        return [int(r["id"]) for r in await self._all("desk_idle_conversations", seconds, limit)]
+
+    # --- events -----------------------------------------------------------------------------------------
+
+    async def event(self, conversation_id: int, kind: str, payload: dict[str, Any], *, private: bool = False) -> int:
+        """Record what changed, numbered in commit order (the conversation's row is locked until the commit)."""
+        seq = int(await self._value("desk_next_seq", conversation_id))
+        await self._run("desk_insert_event", conversation_id, seq, kind, private, payload)
+        return seq
+
+    async def events_after(self, conversation_id: int, after: int, *, private: bool, limit: int) -> list[DeskEvent]:
+        return rows(DeskEvent, await self._all("desk_events_after", conversation_id, after, private, limit))
+
+    # --- messages ---------------------------------------------------------------------------------------
+
+    async def insert_message(self, conversation_id: int, *, message_type: str, content: str, sender_type: str,
+                             private: bool = False, content_type: str = "text",
+                             attributes: dict[str, Any] | None = None, sender_name: str | None = None,
+                             bot: str | None = None, run_id: int | None = None, echo_id: str | None = None,
+                             draft: str | None = None) -> Message | None:
+        """The message; None when the client sent it before under the same ``echo_id``."""
+        return maybe(Message, await self._one(
+            "desk_insert_message", conversation_id, message_type, private, content, content_type, attributes or {},
+            sender_type, sender_name, bot, run_id, echo_id, draft))
+
+    async def message(self, message_id: int) -> Message | None:
+        return maybe(Message, await self._one("desk_message", message_id))
+
+    async def message_by_echo(self, conversation_id: int, echo_id: str) -> Message | None:
+        return maybe(Message, await self._one("desk_message_by_echo", conversation_id, echo_id))
+
+    async def messages(self, conversation_id: int, *, after: int = 0, private: bool = False,
+                       limit: int = 100) -> list[Message]:
+        return rows(Message, await self._all("desk_messages_of", conversation_id, after, private, limit))
+
+    async def last_messages(self, conversation_id: int, *, private: bool, limit: int) -> list[Message]:
+        """The latest ``limit`` said messages (incoming and outgoing), oldest first."""
+        return rows(Message, await self._all("desk_last_messages", conversation_id, private, limit))
+
+    async def unanswered(self, conversation_id: int) -> list[Message]:
+        return rows(Message, await self._all("desk_unanswered", conversation_id))
+
+    async def offered_since_answer(self, conversation_id: int) -> bool:
+        return bool(await self._value("desk_offered_since_answer", conversation_id))
+
+    async def take_choice(self, message_id: int, value: str) -> Message | None:
+        """The message as taken by this press, or None: it was gone (or no such choice)."""
+        return maybe(Message, await self._one("desk_take_choice", message_id, value))
+
+    async def record_press(self, message_id: int, contact_id: int, value: str, *, taken: bool) -> None:
+        await self._run("desk_record_press", message_id, contact_id, value, taken)
+
+    async def withdraw_choices(self, conversation_id: int) -> list[Message]:
+        return rows(Message, await self._all("desk_withdraw_choices", conversation_id))
+
+    async def set_feedback(self, message_id: int, feedback: str) -> Message | None:
+        return maybe(Message, await self._one("desk_set_feedback", message_id, feedback))
+
+    async def settle_draft(self, message_id: int, how: str, by: str) -> Message | None:
+        """The draft as settled (``sent``, ``edited``, ``discarded``) by ``by``; None when it was not pending."""
+        return maybe(Message, await self._one("desk_settle_draft", message_id, how, by))
+
+    async def message_failed(self, message_id: int) -> Message | None:
+        return maybe(Message, await self._one("desk_message_failed", message_id))
+
+    # --- runs in a conversation -------------------------------------------------------------------------
+
+    async def join_run(self, bot: str, conversation: str, line: dict[str, Any], header: str | None) -> int | None:
+        """Add ``line`` to ``bot``'s live run in ``conversation``; its id, or None when it has none."""
+        run_id = await self._value("desk_join_run", bot, conversation, line, header)
+        return None if run_id is None else int(run_id)

@@ -1,0 +1,122 @@
+"""A conversation's event stream (server-sent events): answers, edits and status changes arrive live; a reader
+that comes back with ``Last-Event-ID`` gets exactly what it missed; the staff's private events never reach
+the contact's stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.desk.conftest import STAFF_KEY, DeskRig
+
+pytestmark = pytest.mark.db
+
+
+@dataclass
+class Event:
+    id: int
+    kind: str
+    data: dict[str, Any]
+
+
+class Reader:
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self.resp = resp
+
+    async def next(self, timeout: float = 10.0) -> Event:
+        fields: dict[str, str] = {}
+        while True:
+            raw = await asyncio.wait_for(self.resp.content.readline(), timeout)
+            assert raw, "the stream ended"
+            line = raw.decode().rstrip("\n")
+            if not line:
+                if "data" in fields:
+                    return Event(int(fields["id"]), fields["event"], json.loads(fields["data"]))
+                fields = {}
+                continue
+            if line.startswith(":"):
+                continue
+            key, _, value = line.partition(": ")
+            fields[key] = value
+
+    async def until(self, kind: str, timeout: float = 10.0) -> list[Event]:
+        seen: list[Event] = []
+        while not seen or seen[-1].kind != kind:
+            seen.append(await self.next(timeout))
+        return seen
+
+
+@asynccontextmanager
+async def stream(desk: DeskRig, path: str, *, headers: dict[str, str] | None = None,
+                 expect: int = 200) -> AsyncIterator[Reader]:
+    async with desk.http.get(desk.url + path, headers=headers or {}) as resp:
+        assert resp.status == expect, await resp.text()
+        if expect == 200:
+            assert resp.headers["Content-Type"].startswith("text/event-stream")
+        yield Reader(resp)
+
+
+async def test_the_bots_answer_streams_in_and_a_reader_resumes_where_it_was(desk: DeskRig) -> None:
+    desk.running()
+    ann = await desk.contact("always")
+    conversation = await desk.conversation(ann)
+    events = f"{desk.base(ann)}/conversations/{conversation}/events?token={ann.token}"
+    async with stream(desk, events) as reader:
+        await desk.say(ann, conversation, "When do you open?", script=[{"text": "At nine."}])
+        seen = await reader.until("message_created")
+        assert seen[-1].data["content"] == "When do you open?"
+        seen = await reader.until("message_created")
+        answer = seen[-1]
+        assert (answer.data["content"], answer.data["bot"]) == ("At nine.", "clerk")
+        assert ("typing", True) in [(e.kind, e.data.get("on")) for e in seen]
+        ids = [e.id for e in seen]
+        assert ids == sorted(ids)
+    last = answer.id
+    # Meanwhile (the reader gone): the contact asks for a person.
+    await desk.call("POST", f"{desk.base(ann)}/conversations/{conversation}/toggle_status", token=ann.token,
+                    body={"status": "open"})
+    async with stream(desk, events, headers={"Last-Event-ID": str(last)}) as reader:
+        missed = await reader.until("message_created")
+    assert missed[0].id > last  # nothing twice
+    kinds = [e.kind for e in missed]
+    assert "conversation_status_changed" in kinds
+    status = next(e for e in missed if e.kind == "conversation_status_changed").data
+    assert (status["status"], status["bot_off"]) == ("open", True)
+    assert missed[-1].data["message_type"] == "activity"
+
+
+async def test_private_events_never_reach_the_contacts_stream(desk: DeskRig) -> None:
+    ann = await desk.contact("drafts")
+    conversation = await desk.conversation(ann)
+    await desk.say(ann, conversation, "q", script=[{"text": "a draft for the staff"}])
+    await desk.work()
+    await desk.call("POST", desk.staff_path(conversation, "/messages"), staff=STAFF_KEY,
+                    body={"content": "a note", "private": True})
+    await desk.call("POST", desk.staff_path(conversation, "/messages"), staff=STAFF_KEY,
+                    body={"content": "Answered."})
+    async with stream(desk, f"{desk.base(ann)}/conversations/{conversation}/events?token={ann.token}") as reader:
+        seen = await reader.until("conversation_status_changed")
+    contents = [e.data.get("content") for e in seen if e.kind.startswith("message")]
+    assert contents == ["q", "Answered."]
+    async with stream(desk, desk.staff_path(conversation, "/events"), headers={"api_access_token": STAFF_KEY}) as r:
+        staff_seen = await r.until("conversation_status_changed")
+    staff_contents = [e.data.get("content") for e in staff_seen if e.kind == "message_created"]
+    assert staff_contents == ["q", "a draft for the staff", "a note", "Answered."]
+
+
+async def test_a_stream_is_the_contacts_own(desk: DeskRig) -> None:
+    ann, bob = await desk.contact("always"), await desk.contact("always")
+    hers = await desk.conversation(ann)
+    async with stream(desk, f"{desk.base(bob)}/conversations/{hers}/events?token={bob.token}", expect=404):
+        pass
+    async with stream(desk, f"{desk.base(ann)}/conversations/{hers}/events?token=forged", expect=401):
+        pass
+    async with stream(desk, f"{desk.base(ann)}/conversations/{hers}/events", expect=401):
+        pass
