@@ -1,4 +1,4 @@
-"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, say."""
+"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, status, say."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -18,9 +19,22 @@ from engine.errors import ConfigError, ContentError, StoreError, SummonError
 log = logging.getLogger("summon")
 
 
+def config_path(given: str | None, env: Mapping[str, str]) -> Path:
+    """The config file: ``-c``, else $SUMMON_CONFIG, else ./summon.yaml — and when there is none here, the one
+    a running ``summon dev`` wrote (so ``summon runs`` and ``summon status`` work after ``make dev``)."""
+    if given or env.get("SUMMON_CONFIG"):
+        return Path(given or env["SUMMON_CONFIG"])
+    here = Path("summon.yaml")
+    if here.exists():
+        return here
+    from appservice.dev import run_dir
+
+    demo = run_dir() / "summon.yaml"
+    return demo if demo.exists() else here
+
+
 def _config(args: argparse.Namespace) -> Config:
-    path = Path(args.config or os.environ.get("SUMMON_CONFIG") or "summon.yaml")
-    return load_config(path, os.environ)
+    return load_config(config_path(args.config, os.environ), os.environ)
 
 
 def _logging(verbose: bool) -> None:
@@ -104,6 +118,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from appservice.status import healthy, render, status
+
+    config = _config(args)
+    lines = asyncio.run(status(config))
+    print(render(lines))
+    return 0 if healthy(lines) else 1
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from engine.store import migrate
 
@@ -145,7 +168,8 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="summon", description="LLM bots for Matrix, defined in markdown.")
-    parser.add_argument("-c", "--config", help="the config file (default: $SUMMON_CONFIG or ./summon.yaml)")
+    parser.add_argument("-c", "--config", help="the config file (default: $SUMMON_CONFIG, ./summon.yaml, or the running "
+                        "demo's)")
     parser.add_argument("-v", "--verbose", action="store_true")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-c", "--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -167,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bot", help="only this bot's runs")
     p.add_argument("--limit", type=int, default=20)
     p.set_defaults(fn=cmd_runs)
+    sub.add_parser("status", help="one screen of health (database, homeserver, workers, providers, queue, "
+                   "outbox); exits 1 when something is down").set_defaults(fn=cmd_status)
     p = sub.add_parser("registration", help="write the appservice registration.yaml for the homeserver")
     p.add_argument("-o", "--output", default="registration.yaml")
     p.set_defaults(fn=cmd_registration)

@@ -17,6 +17,7 @@ from engine.clock import Clock, SystemClock
 from engine.store import base
 from engine.store.base import FOREIGN, Executor
 from engine.store.content import Content
+from engine.store.health import Health
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
 from engine.store.offers import Offers
@@ -91,6 +92,10 @@ class Families:
     @cached_property
     def workers(self) -> Workers:
         return Workers(self._on, self._q)
+
+    @cached_property
+    def health(self) -> Health:
+        return Health(self._on, self._q)
 
 
 class Tx(Families):
