@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from appservice.config import Config, load_config, registration
+from appservice.logs import configure, secrets_of
 from engine.errors import ConfigError, ContentError, StoreError, SummonError
 
 log = logging.getLogger("summon")
@@ -34,15 +35,10 @@ def config_path(given: str | None, env: Mapping[str, str]) -> Path:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return load_config(config_path(args.config, os.environ), os.environ)
-
-
-def _logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("mautrix").setLevel(logging.WARNING)
+    config = load_config(config_path(args.config, os.environ), os.environ)
+    # From here on the process logs as the config says, with its secrets known to the one handler.
+    configure(config.logging.format, verbose=args.verbose, secrets=secrets_of(config, os.environ))
+    return config
 
 
 async def _serve(config: Config, *, http: bool) -> None:
@@ -157,7 +153,7 @@ def write_private(path: Path, text: str) -> None:
 def cmd_dev(args: argparse.Namespace) -> int:
     from appservice.dev import dev
 
-    return asyncio.run(dev())
+    return asyncio.run(dev(verbose=args.verbose))
 
 
 def cmd_say(args: argparse.Namespace) -> int:
@@ -202,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=30.0)
     p.set_defaults(fn=cmd_say)
     args = parser.parse_args(argv)
-    _logging(args.verbose)
+    configure("text", verbose=args.verbose)
     try:
         return int(args.fn(args))
     except ConfigError as exc:

@@ -166,6 +166,12 @@ class Tools(_Strict):
     code: CodeToolLimits = CodeToolLimits()
 
 
+class Logging(_Strict):
+    # `text`: a line a person reads, what it is about (run, bot, room …) at its end; `json`: one object a
+    # line, for a log pipeline. Secrets are never written in either.
+    format: Literal["text", "json"] = "text"
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -175,6 +181,7 @@ class Config(_Strict):
     hooks: Hooks = Hooks()
     tools: Tools = Tools()
     limits: Limits = Limits()
+    logging: Logging = Logging()
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

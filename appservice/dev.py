@@ -33,6 +33,7 @@ from mautrix.types import (
 )
 
 from appservice.config import load_config
+from appservice.logs import configure, secrets_of
 from engine.clock import SystemClock
 from engine.providers.config import providers_from_env, stand_in_reason
 
@@ -90,7 +91,7 @@ async def register_or_login(hs_url: str, username: str, password: str) -> Client
     return ClientAPI(UserID(user_id), base_url=hs_url, token=token)
 
 
-async def dev() -> int:
+async def dev(*, verbose: bool = False) -> int:
     from appservice.app import Service
 
     up = subprocess.run([str(REPO / "synapse-dev" / "up")], capture_output=True, text=True)
@@ -104,6 +105,7 @@ async def dev() -> int:
         # no bot would answer (no provider, no bots), and the stand-in says what it is.
         os.environ["SUMMON_AGENT_MOCK"] = "1"
     config = load_config(Path(env["SUMMON_CONFIG"]), os.environ)
+    configure(config.logging.format, verbose=verbose, secrets=secrets_of(config, os.environ))
     service = Service(config, scripts=scripted_turns)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -55,6 +55,7 @@ from engine.core.messages import (
 )
 from engine.core.prompt import capped, later_of, opening, said_since
 from engine.errors import LeaseLost, StoreError
+from engine.logfields import about_run
 from engine.providers.base import Answerer
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
@@ -94,6 +95,11 @@ class Hold:
         self._seen = (claim.now, clock.monotonic())
 
     async def __call__(self) -> None:
+        # Every line logged while this run is held (here, in a provider, in a tool) says which run it is.
+        with about_run(self.run.id, self.run.bot, self.run.room_id):
+            await self._hold()
+
+    async def _hold(self) -> None:
         run = self.run
         started = self.clock.monotonic()
         steps = await self.steps()
