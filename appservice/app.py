@@ -47,12 +47,14 @@ from appservice.matrix.staff import tell_staff
 from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
+from appservice.metrics import Metrics
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
 from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
 from engine.errors import ContentError, MatrixError, StoreError
+from engine.meter import Meter
 from engine.providers.config import choose_answerer
 from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
@@ -96,12 +98,13 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
 def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
-    context: ContextSettings | None = None, invites: Invites = "local",
+    context: ContextSettings | None = None, invites: Invites = "local", meter: Meter | None = None,
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
     its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads)."""
     ours = Ours(registry, server_name=server_name, service_user=service_user)
-    asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts)
+    asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts,
+                    meter=meter)
     cancels = Cancels(ours, server_name=server_name)
     presses = Presses(registry, ours, asking)
     lines = LineHandler(
@@ -132,6 +135,8 @@ class Service:
         self._registry: Registry | None = None
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+        self.metrics = Metrics(slots=config.worker.slots)
+        self._metrics_runner: web.AppRunner | None = None
 
     def registry(self) -> Registry:
         assert self._registry is not None, "the service has not started"
@@ -165,9 +170,12 @@ class Service:
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
-            status=self.answerer.status(),
+            status=self.answerer.status(), meter=self.metrics,
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
+        if c.metrics.listen is not None:
+            self._metrics_runner, _ = await self.metrics.listen(self.store, c.metrics.listen.host,
+                                                                c.metrics.listen.port)
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
                                encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
@@ -203,7 +211,7 @@ class Service:
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
-            invites=c.appservice.invites,
+            invites=c.appservice.invites, meter=self.metrics,
         )
         ours = Ours(self.registry, server_name=server, service_user=self.service_user)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
@@ -258,7 +266,9 @@ class Service:
         log.error("content has %d error(s); the last good content stays live", len(errors))
 
     async def on_transaction(self, txn_id: str, events: list[dict[str, Any]], ephemeral: list[dict[str, Any]]) -> bool:
+        started = self.clock.monotonic()
         remembered = await self.dispatcher.transaction(txn_id, events)
+        self.metrics.transaction(self.clock.monotonic() - started, len(events))
         if remembered is None:
             return False
         for action_id, f in remembered:
@@ -311,6 +321,8 @@ class Service:
             self.outbox.wake()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._metrics_runner is not None:
+            await self._metrics_runner.cleanup()
         await self.tasks.close(grace=10.0)
         if self._session is not None:
             await self._session.close()

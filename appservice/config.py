@@ -172,6 +172,17 @@ class Logging(_Strict):
     format: Literal["text", "json"] = "text"
 
 
+class MetricsListen(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(ge=1, le=65535)
+
+
+class Metrics(_Strict):
+    # Where /metrics (Prometheus's text format) is served, on a listener of its own; None: not served. Each
+    # process that should be scraped needs a port of its own (`summon worker` beside `summon serve`).
+    listen: MetricsListen | None = None
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -182,6 +193,7 @@ class Config(_Strict):
     tools: Tools = Tools()
     limits: Limits = Limits()
     logging: Logging = Logging()
+    metrics: Metrics = Metrics()
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
