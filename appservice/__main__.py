@@ -77,14 +77,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from appservice.app import compile_content
+    from appservice.database import migrate_database, open_store
     from engine.run.publish import publish
-    from engine.store import Store, migrate
 
     config = _config(args)
 
     async def go() -> None:
-        await migrate(config.database.dsn)
-        store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
+        await migrate_database(config.database)
+        store = await open_store(config.database, min_size=1, max_size=2)
         try:
             registry = compile_content(config, await store.rooms.encrypted())
             slugs = await publish(store, registry)
@@ -97,13 +97,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from appservice.database import open_store
     from appservice.inspect import runs_report
-    from engine.store import Store
 
     config = _config(args)
 
     async def go() -> list[str]:
-        store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
+        store = await open_store(config.database, min_size=1, max_size=2)
         try:
             return await runs_report(store, run_id=args.id, room=args.room, bot=args.bot, limit=args.limit)
         finally:
@@ -124,9 +124,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from engine.store import migrate
+    from appservice.database import migrate_database
 
-    applied = asyncio.run(migrate(_config(args).database.dsn))
+    applied = asyncio.run(migrate_database(_config(args).database))
     print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
     return 0
 

@@ -28,6 +28,7 @@ from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers
+from appservice.database import migrate_database, open_store
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
@@ -60,7 +61,7 @@ from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings
-from engine.store import Store, Tx, migrate
+from engine.store import Store, Tx
 from engine.surface import SurfaceFacts
 from engine.tasks import TaskGroup
 from engine.tools.base import ToolFn
@@ -144,9 +145,8 @@ class Service:
 
     async def start(self) -> None:
         c = self.config
-        await migrate(c.database.dsn)
-        self.store = await Store.connect(c.database.dsn, min_size=c.database.pool_min, max_size=c.database.pool_max,
-                                         clock=self.clock)
+        await migrate_database(c.database)
+        self.store = await open_store(c.database, clock=self.clock)
         self._registry = compile_content(c, await self.store.rooms.encrypted())
         await publish(self.store, self._registry)
         if self.http:

@@ -27,6 +27,7 @@ SECRET_ENV = {
     "SUMMON_AS_TOKEN": "appservice.as_token",
     "SUMMON_HS_TOKEN": "appservice.hs_token",
     "SUMMON_DATABASE_DSN": "database.dsn",
+    "SUMMON_DATABASE_DIRECT_DSN": "database.direct_dsn",
 }
 
 
@@ -91,6 +92,14 @@ class Database(_Strict):
     dsn: str = Field(pattern=r"^postgres(ql)?://")
     pool_min: int = Field(default=2, ge=1)
     pool_max: int = Field(default=10, ge=2)
+    # `dsn` goes through a pooler in transaction mode (PgBouncer): no statement is prepared by name.
+    pooled: bool = False
+    # A direct connection to PostgreSQL, not through the pooler, for what needs a session of its own: LISTEN
+    # (workers and the outbox are woken through it) and migrations (a session lock). None: `dsn`.
+    direct_dsn: str | None = Field(default=None, pattern=r"^postgres(ql)?://")
+
+    def direct(self) -> str:
+        return self.direct_dsn or self.dsn
 
 
 class Worker(_Strict):

@@ -109,9 +109,10 @@ def secrets_of(config: Any, env: Mapping[str, str]) -> list[str]:
     """Every secret this deployment holds: the appservice tokens, the database's password, the webhook
     keys' secrets, the providers' keys and the OpenAPI tools' header values."""
     found = [config.appservice.as_token, config.appservice.hs_token]
-    password = urlsplit(config.database.dsn).password
-    if password:
-        found.append(password)
+    for dsn in (config.database.dsn, config.database.direct_dsn):
+        password = urlsplit(dsn).password if dsn else None
+        if password:
+            found.append(password)
     found += [key.secret for key in config.hooks.keys.values()]
     found += [v for k, v in env.items() if v and re.fullmatch(r"SUMMON_PROVIDER_[A-Z0-9_]+_KEY", k)]
     found += [env[var] for headers in config.tools.openapi_headers.values() for var in headers.values()

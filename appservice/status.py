@@ -17,9 +17,9 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aiohttp
 
 from appservice.config import Config
+from appservice.database import open_store
 from engine.errors import StoreError
 from engine.run.summon import LIVENESS_SECONDS
-from engine.store import Store
 from engine.store.health import Snapshot
 
 TIMEOUT = 5.0
@@ -56,7 +56,7 @@ def age(seconds: float | None) -> str:
 async def _database(config: Config) -> tuple[Line, Snapshot | None]:
     where = shown_dsn(config.database.dsn)
     try:
-        store = await asyncio.wait_for(Store.connect(config.database.dsn, min_size=1, max_size=1), TIMEOUT)
+        store = await asyncio.wait_for(open_store(config.database, min_size=1, max_size=1), TIMEOUT)
     except (StoreError, TimeoutError) as exc:
         return Line("database", False, f"{where}: {exc or 'no answer within 5 s'}"), None
     try:

@@ -123,10 +123,13 @@ class Store(Families):
         self.clock = clock or SystemClock()  # how long LISTEN waits before it tries again
 
     @classmethod
-    async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10, clock: Clock | None = None) -> Store:
-        """Raises ``StoreUnavailable`` when the database cannot be reached."""
-        pool = await base.create_pool(dsn, min_size=min_size, max_size=max_size)
-        return cls(pool, Queries(), dsn, clock=clock)
+    async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10, clock: Clock | None = None,
+                      pooled: bool = False, listen_dsn: str | None = None) -> Store:
+        """Raises ``StoreUnavailable`` when the database cannot be reached. ``pooled``: ``dsn`` is a pooler's
+        in transaction mode (no named prepared statements); ``listen_dsn``: where LISTEN connects instead — a
+        LISTEN lives as long as its session, which a transaction-mode pooler does not keep."""
+        pool = await base.create_pool(dsn, min_size=min_size, max_size=max_size, pooled=pooled)
+        return cls(pool, Queries(), listen_dsn or dsn, clock=clock)
 
     async def close(self, timeout: float = 10.0) -> None:
         try:
