@@ -4,7 +4,6 @@ connection through PgBouncer, LISTEN and migrations direct — and mentions get 
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 from pathlib import Path
 
