@@ -218,6 +218,7 @@ class Service:
                            on_done=self._room_action_done)
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
                              self.clock)
+        self.surface.hand_over = self.outbox.send_now
 
     def _http(self) -> aiohttp.ClientSession:
         assert self._session is not None
