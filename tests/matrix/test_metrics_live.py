@@ -37,6 +37,15 @@ async def scrape(service: Service) -> AsyncIterator[Callable[[], Awaitable[Sampl
     await runner.cleanup()
 
 
+async def quiet(service: Service) -> None:
+    """Until no run waits or works in the shared service."""
+    async def idle() -> bool:
+        s = await service.store.health.snapshot(30)
+        return s.queued == 0 and s.running == 0
+
+    await eventually(idle, timeout=30)
+
+
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
@@ -59,6 +68,7 @@ async def test_a_mention_moves_the_counters_and_histograms(people: People, servi
     try:
         alice = await people("alice")
         room = await alice.room_with("helper")
+        await quiet(service)  # an earlier test's run still finishing would count in this window
         before = await scrape()
         asked = await alice.say(room, "Helper, count this", mention="helper")
         answer = await alice.answer_to(room, asked, timeout=30)
@@ -105,6 +115,7 @@ async def test_a_refusal_is_counted_by_reason(people: People, service: Service, 
     room = await alice.room_with("helper")
     # The room's admins enabled no bot here: a mention is refused, reason not_enabled.
     await sql.execute("""UPDATE rooms SET settings = '{"bots": []}' WHERE room_id = $1""", room)
+    await quiet(service)
     before = await scrape()
     asked = await alice.say(room, "Helper, are you there?", mention="helper")
 
