@@ -2,8 +2,9 @@
 the echo appservice sleeping 500 ms before each reply (the floor: Synapse under the same load, with nothing
 of summon's), then to summon with a scripted 500 ms model, in the same run on the same Synapse.
 
-Each room holds ``PER_ROOM`` people and each mentions the bot once: one person's second mention while
-their run works would join that run (one answer to both), which is not what this measures. Latency runs
+Each room holds ``PER_ROOM`` people of its own and each mentions the bot once (200 people): one person's
+second mention while their run works would join that run (one answer to both), and one person's 50 would
+meet the per-person caps (live runs, spend ceilings) — neither is what this measures. Latency runs
 from each mention's send to its answer's own timestamp, so one client reading all rooms after the fact is
 enough. Prints p50/p95/max for both and summon's p50 over the echo's (target ≤ 1.2×); writes
 ``.dev/bench/load.json``. Asserts nothing about speed. Run: ``python -m tests.bench.load``.
@@ -37,10 +38,16 @@ bench.PORTS = {"SUMMON_PG_PORT": "55436", "SUMMON_HS_PORT": "8012", "SUMMON_AS_P
 
 
 async def rooms_with(people: list[AsyncClient], puppet: str, joined: Callable[[], Awaitable[int]]) -> list[str]:
-    client = people[0]
-    others = [str(p.user_id) for p in people[1:]]
-    rooms = [str((await client.room_create(invite=[puppet, *others])).room_id) for _ in range(ROOMS)]  # type: ignore[union-attr]
-    await asyncio.gather(*(p.join(room) for p in people[1:] for room in rooms))
+    """Room i is made by person ``PER_ROOM * i`` with the puppet and the next ``PER_ROOM - 1`` people in it."""
+    groups = [people[i * PER_ROOM:(i + 1) * PER_ROOM] for i in range(ROOMS)]
+
+    async def made(group: list[AsyncClient]) -> str:
+        resp = await group[0].room_create(invite=[puppet, *(str(p.user_id) for p in group[1:])])
+        room = str(resp.room_id)  # type: ignore[union-attr]
+        await asyncio.gather(*(p.join(room) for p in group[1:]))
+        return room
+
+    rooms = list(await asyncio.gather(*(made(g) for g in groups)))
     deadline = time.monotonic() + 120
     while await joined() < ROOMS:
         if time.monotonic() > deadline:
@@ -53,23 +60,23 @@ async def storm(people: list[AsyncClient], rooms: list[str], puppet: str, name: 
     """Every person mentions the bot once in every room, all at once; each mention's latency to its answer."""
     sent: dict[str, float] = {}
 
-    async def mention(room: str, n: int) -> None:
+    async def mention(room: int, n: int) -> None:
         content: dict[str, Any] = {"msgtype": "m.text", "body": f"Helper: load {n}",
                                    "m.mentions": {"user_ids": [puppet]},
                                    SCRIPT_KEY: [{"text": f"done {n}", "delay": str(LATENCY)}]}  # no floats in events
         at = time.time()
-        resp = await people[n].room_send(room, "m.room.message", content)
+        resp = await people[room * PER_ROOM + n].room_send(rooms[room], "m.room.message", content)
         assert isinstance(resp, RoomSendResponse), resp
         sent[str(resp.event_id)] = at
 
     started = time.monotonic()
-    await asyncio.gather(*(mention(room, n) for n in range(PER_ROOM) for room in rooms))
+    await asyncio.gather(*(mention(room, n) for n in range(PER_ROOM) for room in range(ROOMS)))
     latencies: dict[str, float] = {}
     deadline = time.monotonic() + 120
     while len(latencies) < len(sent) and time.monotonic() < deadline:
         await asyncio.sleep(0.5)
-        for room in rooms:
-            page = await people[0].room_messages(room, limit=50)
+        for i, room in enumerate(rooms):
+            page = await people[i * PER_ROOM].room_messages(room, limit=50)
             assert isinstance(page, RoomMessagesResponse), page
             for ev in page.chunk:
                 rel = (ev.source.get("content") or {}).get("m.relates_to") or {}
@@ -96,10 +103,13 @@ async def main() -> int:
     service: Service | None = None
     people: list[AsyncClient] = []
     try:
-        for _ in range(PER_ROOM):
+        async def register() -> AsyncClient:
             person = AsyncClient(stack["SUMMON_HS_URL"], f"load{uuid.uuid4().hex[:8]}")
             assert isinstance(await person.register(person.user, "pw-" + uuid.uuid4().hex), RegisterResponse)
-            people.append(person)
+            return person
+
+        for _ in range(ROOMS):
+            people.extend(await asyncio.gather(*(register() for _ in range(PER_ROOM))))
         puppet = f"@bot_helper:{stack['SUMMON_SERVER_NAME']}"
         print(f"load: {ROOMS * PER_ROOM} mentions across {ROOMS} rooms, model latency {LATENCY * 1000:.0f} ms, "
               f"{os.cpu_count()} cores; the floor is the echo appservice sleeping as long, under the same load")
