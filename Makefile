@@ -34,13 +34,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Benchmarks print figures and ratios; they assert nothing about speed.
+# Benchmarks, each against a floor measured in the same run (the echo appservice, raw SQL, …): each prints
+# its figures and writes .dev/bench/<name>.json, then one table of every ratio. They assert nothing about speed.
 bench: $(STAMP)
-	$(BIN)/python -m tests.bench
-	$(BIN)/python -m tests.bench.engine
-	$(BIN)/python -m tests.bench.load
-	$(BIN)/python -m tests.bench.untrusted
-	$(BIN)/python -m tests.bench.door
+	rm -rf .dev/bench
+	-$(BIN)/python -m tests.bench
+	-$(BIN)/python -m tests.bench.engine
+	-$(BIN)/python -m tests.bench.load
+	-$(BIN)/python -m tests.bench.ingest
+	-$(BIN)/python -m tests.bench.idle
+	-$(BIN)/python -m tests.bench.untrusted
+	-$(BIN)/python -m tests.bench.door
+	@echo; $(BIN)/python -m tests.bench.table
 
 down:
 	synapse-dev/down

@@ -28,6 +28,7 @@ from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers
+from appservice.database import migrate_database, open_store
 from appservice.desk.service import DeskService
 from appservice.desk.staff_room import StaffRoom
 from appservice.door.service import DoorListener
@@ -52,18 +53,20 @@ from appservice.matrix.staff import tell_staff
 from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
+from appservice.metrics import Metrics
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
 from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
 from engine.errors import ContentError, MatrixError, StoreError
+from engine.meter import Meter
 from engine.providers.config import choose_answerer
 from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings
-from engine.store import Store, Tx, migrate
+from engine.store import Store, Tx
 from engine.surface import Surface, SurfaceFacts
 from engine.tasks import TaskGroup
 from engine.tools.base import ToolFn
@@ -102,12 +105,14 @@ def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
     context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
+    meter: Meter | None = None,
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
     its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
     ``elsewhere``: a room another surface works from, the desk's staff room)."""
     ours = Ours(registry, server_name=server_name, service_user=service_user)
-    asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts)
+    asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts,
+                    meter=meter)
     cancels = Cancels(ours, server_name=server_name)
     presses = Presses(registry, ours, asking)
     lines = LineHandler(
@@ -141,6 +146,8 @@ class Service:
         self.door: DoorListener | None = None
         self.desk: DeskService | None = None
         self.staff_room: StaffRoom | None = None
+        self.metrics = Metrics(slots=config.worker.slots)
+        self._metrics_runner: web.AppRunner | None = None
 
     def registry(self) -> Registry:
         assert self._registry is not None, "the service has not started"
@@ -148,9 +155,8 @@ class Service:
 
     async def start(self) -> None:
         c = self.config
-        await migrate(c.database.dsn)
-        self.store = await Store.connect(c.database.dsn, min_size=c.database.pool_min, max_size=c.database.pool_max,
-                                         clock=self.clock)
+        await migrate_database(c.database)
+        self.store = await open_store(c.database, clock=self.clock)
         self._registry = compile_content(c, await self.store.rooms.encrypted())
         await publish(self.store, self._registry)
         if self.http:
@@ -190,9 +196,12 @@ class Service:
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
-            status=self.answerer.status(),
+            status=self.answerer.status(), meter=self.metrics,
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
+        if c.metrics.listen is not None:
+            self._metrics_runner, _ = await self.metrics.listen(self.store, c.metrics.listen.host,
+                                                                c.metrics.listen.port)
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
                                encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
@@ -238,13 +247,14 @@ class Service:
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
-            invites=c.appservice.invites, elsewhere=self.staff_room,
+            invites=c.appservice.invites, elsewhere=self.staff_room, meter=self.metrics,
         )
         ours = Ours(self.registry, server_name=server, service_user=self.service_user)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
                            on_done=self._room_action_done)
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
                              self.clock)
+        self.surface.hand_over = self.outbox.send_now
 
     def _http(self) -> aiohttp.ClientSession:
         assert self._session is not None
@@ -302,7 +312,9 @@ class Service:
         log.error("content has %d error(s); the last good content stays live", len(errors))
 
     async def on_transaction(self, txn_id: str, events: list[dict[str, Any]], ephemeral: list[dict[str, Any]]) -> bool:
+        started = self.clock.monotonic()
         remembered = await self.dispatcher.transaction(txn_id, events)
+        self.metrics.transaction(self.clock.monotonic() - started, len(events))
         if remembered is None:
             return False
         for action_id, f in remembered:
@@ -360,6 +372,8 @@ class Service:
             await self.door.stop()
         if self.desk is not None:
             await self.desk.close()
+        if self._metrics_runner is not None:
+            await self._metrics_runner.cleanup()
         await self.tasks.close(grace=10.0)
         if self.desk is not None:
             await self.desk.release()

@@ -35,6 +35,7 @@ SECRET_ENV = {
     "SUMMON_AS_TOKEN": "appservice.as_token",
     "SUMMON_HS_TOKEN": "appservice.hs_token",
     "SUMMON_DATABASE_DSN": "database.dsn",
+    "SUMMON_DATABASE_DIRECT_DSN": "database.direct_dsn",
 }
 
 
@@ -99,6 +100,14 @@ class Database(_Strict):
     dsn: str = Field(pattern=r"^postgres(ql)?://")
     pool_min: int = Field(default=2, ge=1)
     pool_max: int = Field(default=10, ge=2)
+    # `dsn` goes through a pooler in transaction mode (PgBouncer): no statement is prepared by name.
+    pooled: bool = False
+    # A direct connection to PostgreSQL, not through the pooler, for what needs a session of its own: LISTEN
+    # (workers and the outbox are woken through it) and migrations (a session lock). None: `dsn`.
+    direct_dsn: str | None = Field(default=None, pattern=r"^postgres(ql)?://")
+
+    def direct(self) -> str:
+        return self.direct_dsn or self.dsn
 
 
 class Worker(_Strict):
@@ -280,6 +289,23 @@ class Desk(_Strict):
         return self
 
 
+class Logging(_Strict):
+    # `text`: a line a person reads, what it is about (run, bot, room …) at its end; `json`: one object a
+    # line, for a log pipeline. Secrets are never written in either.
+    format: Literal["text", "json"] = "text"
+
+
+class MetricsListen(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(ge=1, le=65535)
+
+
+class Metrics(_Strict):
+    # Where /metrics (Prometheus's text format) is served, on a listener of its own; None: not served. Each
+    # process that should be scraped needs a port of its own (`summon worker` beside `summon serve`).
+    listen: MetricsListen | None = None
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -291,6 +317,8 @@ class Config(_Strict):
     limits: Limits = Limits()
     door: Door | None = None
     desk: Desk | None = None  # off unless configured
+    logging: Logging = Logging()
+    metrics: Metrics = Metrics()
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

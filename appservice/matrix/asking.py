@@ -17,6 +17,7 @@ from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
 from engine.content import Bot, Registry
 from engine.core.limits import Breach
+from engine.meter import NO_METER, Meter
 from engine.run.summon import Refused, Summoned, Summons, refusal, summon
 from engine.store import Tx
 
@@ -35,8 +36,9 @@ def _when(over: Breach) -> str:
 
 class Asking:
     def __init__(self, registry: Callable[[], Registry], context: ContextReader, *, server_name: str,
-                 max_attempts: int = 3) -> None:
+                 max_attempts: int = 3, meter: Meter | None = None) -> None:
         self._registry = registry
+        self.meter = meter or NO_METER
         self.context = context
         self.server_name = server_name
         self.max_attempts = max_attempts
@@ -75,6 +77,7 @@ class Asking:
             encrypted=room.encrypted, later=later,
         ), max_attempts=self.max_attempts)
         if not isinstance(result, Summoned):
+            self.meter.refused(result.reason)
             log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,
                      extra={"room": line.room_id, "bot": bot.slug})
             if result.reason in TOLD:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -128,6 +128,15 @@ class MatrixSurface:
         self.progress_every = progress_every
         self._typing: dict[int, asyncio.Task[bool]] = {}
         self._progress: dict[int, asyncio.Task[None]] = {}
+        # The outbox's fast path (``Outbox.send_now``), when this process has one: what a run's last commit
+        # queued is handed to it as soon as the run is let go (after that commit), by transaction id.
+        self.hand_over: Callable[[list[str]], Coroutine[Any, Any, None]] | None = None
+        self._fresh: dict[int, list[str]] = {}
+
+    def _queued(self, run: RunInfo, txn: str) -> None:
+        """Remember a message a held run's finishing commit queued, for the fast path."""
+        if self.hand_over is not None and run.id in self._typing:
+            self._fresh.setdefault(run.id, []).append(txn)
 
     def _puppet(self, run: RunInfo) -> str | None:
         bot = self._registry().get(run.bot)
@@ -168,6 +177,7 @@ class MatrixSurface:
         text = f"{words}\n\n{reason}" if reason else words
         await tx.outbox.enqueue(txn_id=f"summon.run{run.id}.ending", room_id=run.room_id, sender=puppet,
                                 event_type="m.room.message", content=run_content(run, text), run_id=run.id)
+        self._queued(run, f"summon.run{run.id}.ending")
 
     async def _answer(self, tx: Tx, run: RunInfo, puppet: str, text: str) -> None:
         """The answer, cut once, here (SPEC §4): one that ends in choices is recorded as an offer and shown
@@ -184,6 +194,7 @@ class MatrixSurface:
         if not cut.offers:
             await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
                                     content=run_content(run, text), run_id=run.id)
+            self._queued(run, txn)
             return
         room = await tx.rooms.get(room_id)
         style = style_of(room.settings if room is not None else None)
@@ -194,6 +205,7 @@ class MatrixSurface:
             style=style, answer_txn=txn, poll_txn=poll_txn(run.id) if style == "poll" else None)
         await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
                                 run_id=run.id, content=run_content(run, offer_markdown(cut.words, cut.choices, cut.links)))
+        self._queued(run, txn)
         if style == "poll":
             await tx.outbox.enqueue(txn_id=poll_txn(run.id), room_id=room_id, sender=puppet, event_type=POLL_START,
                                     run_id=run.id, content=poll_start_content(poll_question(cut.words), cut.choices,
@@ -211,6 +223,10 @@ class MatrixSurface:
             self._typing[run.id] = self._tasks.spawn(self._type_after(run), name=f"typing-{run.id}")
             self._progress[run.id] = self._tasks.spawn(self._progress_line(run), name=f"progress-{run.id}")
             return
+        fresh = self._fresh.pop(run.id, None)
+        if fresh and self.hand_over is not None:
+            # Let go after its last commit: what that commit queued goes to the sender now.
+            self._tasks.spawn(self.hand_over(fresh), name=f"send-now-{run.id}")
         progress = self._progress.pop(run.id, None)
         if progress is not None:
             progress.cancel()

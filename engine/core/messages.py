@@ -51,6 +51,8 @@ class ModelStep:
     # True when no price was known for (provider, model): ``cost_usd`` is 0 because nobody knows the
     # price, not because the call was free. A spend limit may one day refuse such a model outright.
     unpriced: bool = False
+    # The failure's class (``classify``: no_credit, rate_limited, unreachable, …), with ``error``.
+    reason: str | None = None
     # True when this closes a call that was started (``ModelStartedStep``) and never reported back — a
     # crash or a lost lease after it may have been paid: ``cost_usd`` is the estimate reserved for it.
     interrupted: bool = False

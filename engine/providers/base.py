@@ -115,13 +115,14 @@ class SdkAdapter(ABC):
         except self.connection_error as exc:
             raise unreachable(self.name, exc, timed_out=isinstance(exc, self.timeout_error)) from exc
         except self.sdk_error as exc:
-            raise ProviderFailure(f"the provider's answer could not be read: {exc}", provider=self.name) from exc
+            raise ProviderFailure(f"the provider's answer could not be read: {exc}", provider=self.name,
+                                  reason="unreadable") from exc
         try:
             return self._reply(json.loads(content))
         except NotAnAnswer as exc:
             raise self._mapped(raw.status_code, {"message": exc.message, "code": exc.code}, raw.headers) from exc
         except ValueError as exc:
-            raise ProviderFailure("the provider's answer was not JSON", provider=self.name,
+            raise ProviderFailure("the provider's answer was not JSON", provider=self.name, reason="unreadable",
                                   status=raw.status_code) from exc
 
     def _mapped(self, status: int, body: object, headers: Mapping[str, str]) -> ProviderError:

@@ -147,7 +147,7 @@ class Chain:
         log.warning("provider %s (%s) failed (%s, HTTP %s): %s%s", adapter.name, model, fault,
                     exc.status, exc, " — giving up" if gave_up else "")
         return ModelStep(provider=adapter.name, model=model, fallback=n > 0, error=str(exc),
-                         error_class=fault, gave_up=gave_up)
+                         error_class=fault, gave_up=gave_up, reason=exc.reason)
 
     def _answered(self, adapter: Adapter, model: str, n: int, reply: Reply) -> ModelStep:
         cost = self.prices.cost(adapter.name, model, reply.usage, kind=adapter.kind)

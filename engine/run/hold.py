@@ -55,6 +55,8 @@ from engine.core.messages import (
 )
 from engine.core.prompt import capped, later_of, opening, said_since
 from engine.errors import LeaseLost, StoreError
+from engine.logfields import about_run
+from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
@@ -75,7 +77,7 @@ class Hold:
 
     def __init__(self, claim: Claim, *, store: Store, registry: Callable[[], Registry], answerer: Answerer,
                  surface: Surface | None, toolbox: ToolRunner, clock: Clock, owner: str, lease_seconds: float,
-                 budget_seconds: float) -> None:
+                 budget_seconds: float, meter: Meter | None = None) -> None:
         self.row = claim.run
         self.run = RunInfo.of(claim.run)
         self.store = store
@@ -92,8 +94,18 @@ class Hold:
         # database's time then, with this process's monotonic clock at that moment.
         self.joined = len(later_of(claim.run.context))
         self._seen = (claim.now, clock.monotonic())
+        self.meter = meter or NO_METER
+        # Steps written in the transaction under way, told to the meter once it commits; and when the run's
+        # previous step was (how long a step took).
+        self._unmetered: list[Step] = []
+        self._last_step = clock.monotonic()
 
     async def __call__(self) -> None:
+        # Every line logged while this run is held (here, in a provider, in a tool) says which run it is.
+        with about_run(self.run.id, self.run.bot, self.run.room_id):
+            await self._hold()
+
+    async def _hold(self) -> None:
         run = self.run
         started = self.clock.monotonic()
         steps = await self.steps()
@@ -222,13 +234,30 @@ class Hold:
     async def record(self, steps: list[Step], step: Step, *, unless_cancelled: bool = False) -> bool:
         """Record the next step, fenced; return the cancel flag read in the same commit. With
         ``unless_cancelled``, a commit that reads "cancelled" records nothing."""
+        self._unmetered.clear()
         async with self.store.transaction("record_step") as tx:
             cancel = await self._fence(tx)
             if cancel and unless_cancelled:
                 return cancel
             await self._insert_step(tx, len(steps) + 1, step)
+        self._metered()
         steps.append(step)
         return cancel
+
+    def _metered(self) -> None:
+        """Tell the meter the steps the last commit recorded."""
+        now = self.clock.monotonic()
+        took, self._last_step = now - self._last_step, now
+        for step in self._unmetered:
+            model = step if isinstance(step, ModelStep) else None
+            self.meter.step(step.kind, model.provider or None if model else None, took)
+            took = 0.0  # the commit's first step took the time; the rest came with it
+            if model is not None:
+                if model.cost_usd:
+                    self.meter.spent(self.run.bot, model.cost_usd)
+                if model.error is not None and not model.gave_up and not model.interrupted:
+                    self.meter.fallback(model.provider, model.reason or model.error_class or "unknown")
+        self._unmetered.clear()
 
     async def _fence(self, tx: Tx) -> bool:
         fence = await tx.runs.fence(self.run.id, self.owner, self.lease_seconds)
@@ -243,6 +272,7 @@ class Hold:
         return then + timedelta(seconds=max(0.0, self.clock.monotonic() - at))
 
     async def _insert_step(self, tx: Tx, seq: int, step: Step) -> None:
+        self._unmetered.append(step)
         model = step if isinstance(step, ModelStep) else None
         await tx.runs.insert_step(
             self.run.id, seq, step.kind, dump_step(step), owner=self.owner,
@@ -252,6 +282,15 @@ class Hold:
         )
 
     async def _finish(self, steps: list[Step], pending: list[Step], action: Say | End) -> bool:
+        self._unmetered.clear()
+        done = await self._finish_in_one_commit(steps, pending, action)
+        self._metered()
+        if done:
+            last = steps[-1]
+            self.meter.run_finished(self.run.bot, last.ending if isinstance(last, EndingStep) else "answered")
+        return done
+
+    async def _finish_in_one_commit(self, steps: list[Step], pending: list[Step], action: Say | End) -> bool:
         """Record ``pending`` steps and the final one, finish the run and hand the outcome to the surface,
         in one commit. A cancel that arrived meanwhile wins over an answer: the person said stop. Words
         the asker added meanwhile (read under the fence's row lock, so a joining line either is seen here

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from engine.clock import Clock
 from engine.content import Registry
 from engine.errors import LeaseLost, StoreError
+from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer, ProviderStatus
 from engine.run.hold import Hold
 from engine.store import Store
@@ -62,6 +63,7 @@ class Worker:
         site_classes: SiteClasses | None = None,
         worker_id: str | None = None,
         status: ProviderStatus | None = None,
+        meter: Meter | None = None,
     ) -> None:
         """``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``);
         ``harness`` are a test's or a bench's own tools, offered to every run (never in production)."""
@@ -75,6 +77,7 @@ class Worker:
                                   content_tools=content_tools, site_classes=site_classes)
         self.id = worker_id or new_worker_id()
         self.status = status or ProviderStatus(usable=True, mode="stand-in")
+        self.meter = meter or NO_METER
         self._wake = asyncio.Event()
         self._generation = 0
 
@@ -139,13 +142,22 @@ class Worker:
 
     async def work_once(self) -> bool:
         """Claim one run and hold it. False when nothing was claimable."""
+        asked = self.clock.monotonic()
         claim = await self.store.runs.claim(self.id, self.settings.lease_seconds)
         if claim is None:
             return False
+        first = claim.run.attempts == 1
+        self.meter.claimed(self.clock.monotonic() - asked,
+                           (claim.now - claim.run.created_at).total_seconds() if first else None)
+        if first:
+            self.meter.run_started(claim.run.bot)
+        self.meter.slot(True)
         try:
             await self.hold(claim)
         except LeaseLost as exc:
             log.warning("%s; stopping work on it", exc, extra={"run": claim.run.id})
+        finally:
+            self.meter.slot(False)
         return True
 
     async def hold(self, claim: Claim) -> None:
@@ -157,12 +169,14 @@ class Worker:
             claim, store=self.store, registry=self._registry, answerer=self.answerer,
             surface=self.surfaces.get(claim.run.surface), toolbox=self.toolbox, clock=self.clock, owner=self.id,
             lease_seconds=self.settings.lease_seconds, budget_seconds=self.settings.budget_seconds,
+            meter=self.meter,
         )
 
     # --- the sweep ------------------------------------------------------------------------------------
 
     async def sweep(self) -> int:
         """Re-queue runs whose worker died; a cancelled or worn-out one is ended where it was asked."""
+        ended: list[tuple[str, str]] = []
         async with self.store.transaction("sweep_expired") as tx:
             rows = await tx.runs.sweep(self.settings.sweep_batch)
             for r in rows:
@@ -170,10 +184,13 @@ class Worker:
                     await tx.people.settle(r.id)
                     full = await tx.runs.get(r.id)
                     assert full is not None
+                    ended.append((full.bot, r.status))
                     info = RunInfo.of(full)
                     surface = self.surfaces.get(info.surface)
                     if surface is not None:
                         await surface.deliver(tx, info, Ended("cancelled" if r.status == "cancelled" else "failed"))
+        for bot, ending in ended:
+            self.meter.run_finished(bot, ending)
         if rows:
             log.info("sweep: %d expired lease(s) handled", len(rows))
         return len(rows)

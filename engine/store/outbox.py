@@ -53,6 +53,10 @@ class Outbox(Family):
     async def claim(self, batch: int, hide_seconds: float) -> list[Outgoing]:
         return rows(Outgoing, await self._all("claim_outbox", batch, hide_seconds))
 
+    async def claim_these(self, txn_ids: list[str], hide_seconds: float) -> list[Outgoing]:
+        """Take the messages queued under ``txn_ids`` that are due and first in their room's order."""
+        return rows(Outgoing, await self._all("claim_outbox_these", txn_ids, hide_seconds))
+
     async def sent(self, outbox_id: int, event_id: str) -> None:
         await self._run("outbox_sent", outbox_id, event_id)
 

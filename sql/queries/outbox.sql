@@ -63,3 +63,21 @@ SELECT CASE WHEN min(next_attempt_at) IS NULL THEN NULL
 -- name: outbox_event_for_txn
 -- The event id a queued message got, once sent.
 SELECT event_id, status FROM outbox WHERE txn_id = $1;
+
+-- name: claim_outbox_these
+-- A freshly committed answer handed to the sender at once: take the messages queued under the transaction ids
+-- $1 that are due and come first among their room's pending messages (the room's order holds: anything
+-- earlier is left to the sender's loop, and so is this), hiding them for $2 seconds like any claim.
+WITH due AS (
+    SELECT o.id FROM outbox o
+     WHERE o.txn_id = ANY($1::text[]) AND o.status = 'pending' AND o.next_attempt_at <= clock_timestamp()
+       AND o.of_txn IS NULL
+       AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.status = 'pending' AND e.room_id = o.room_id AND e.id < o.id)
+     ORDER BY o.id
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox o
+   SET attempts = o.attempts + 1, next_attempt_at = clock_timestamp() + make_interval(secs => $2)
+  FROM due
+ WHERE o.id = due.id
+RETURNING o.id, o.txn_id, o.run_id, o.room_id, o.sender, o.event_type, o.content, o.attempts, o.of_txn;
