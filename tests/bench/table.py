@@ -8,7 +8,7 @@ import sys
 
 from tests.bench.results import BENCH_DIR
 
-ORDER = ["mention", "engine", "load", "ingest", "idle"]
+ORDER = ["mention", "door", "engine", "load", "ingest", "idle"]
 
 
 def main() -> int:

@@ -37,13 +37,21 @@ async def test_serve_and_two_workers_through_pgbouncer_answer(tmp_path: Path) ->
         worker_config = config(stack, bouncer, tmp_path / "worker.yaml", slots=2)
         serve = Summon(["-c", str(serve_config), "serve"], env, tmp_path / "serve.log")
         workers = [Summon(["-c", str(worker_config), "worker"], env, tmp_path / f"worker{n}.log") for n in (1, 2)]
-        person = None
+        people: list[Person] = []
         try:
             await serve.wait_for("appservice listening")
-            person = await Person.register(stack["SUMMON_HS_URL"], "alice")
-            room = await person.room_with(f"@bot_helper:{stack['SUMMON_SERVER_NAME']}")
-            asked = [await person.say(room, f"Helper, hello number {n}") for n in range(MENTIONS)]
-            answers = await person.answers(room, asked, timeout=90)
+            # One line from each of several people, each in a room of their own with the bot: a person's second
+            # line while their first run is live would join that run (by design), not start another.
+            puppet = f"@bot_helper:{stack['SUMMON_SERVER_NAME']}"
+            rooms = []
+            for n in range(MENTIONS):
+                people.append(await Person.register(stack["SUMMON_HS_URL"], f"person{n}"))
+                rooms.append(await people[-1].room_with(puppet))
+            asked = [await person.say(room, f"Helper, hello number {n}")
+                     for n, (person, room) in enumerate(zip(people, rooms, strict=True))]
+            answers = {}
+            for person, room, line in zip(people, rooms, asked, strict=True):
+                answers.update(await person.answers(room, [line], timeout=90))
             assert len(answers) == MENTIONS, (answers, serve.output()[-2000:], workers[0].output()[-2000:])
             # Only the workers worked (serve has no slots), and PgBouncer carried the pooled transactions.
             direct = await asyncpg.connect(stack["SUMMON_DSN"])
@@ -60,7 +68,7 @@ async def test_serve_and_two_workers_through_pgbouncer_answer(tmp_path: Path) ->
             summon_row = next(line for line in stats.stdout.splitlines() if line.startswith("summon|"))
             assert int(summon_row.split("|")[1]) > MENTIONS * 3  # total_xact_count: every commit went through it
         finally:
-            if person is not None:
+            for person in people:
                 await person.close()
             for proc in (serve, *workers):
                 await proc.interrupt(timeout=20)
