@@ -183,13 +183,3 @@ def heard(steps: list[Step]) -> int:
 
 # About four characters a token: the same rough measure the surfaces budget a context by.
 CHARS_PER_TOKEN = 4
-
-
-def request_tokens(request: ModelRequest) -> int:
-    """Roughly how many tokens ``request`` sends (its system prompt, messages, tool calls and tools' schemas),
-    at about four characters a token: enough to reserve what a call may cost before it is made."""
-    chars = len(request.system)
-    for message in request.messages:
-        chars += len(message.text) + sum(len(c.name) + len(str(c.arguments)) for c in message.tool_calls)
-    chars += sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
-    return chars // CHARS_PER_TOKEN + 1

@@ -129,15 +129,17 @@ class Answering:
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+        allowance: float | None = None,
     ) -> list[ModelStep]:
         if script is not None or self.chain is None:
-            return await self.mock.answer(request, script=script, turn=turn)
-        return await self.chain.answer(request, script=None, turn=turn)
+            return await self.mock.answer(request, script=script, turn=turn, allowance=allowance)
+        return await self.chain.answer(request, script=None, turn=turn, allowance=allowance)
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+                 allowance: float | None = None) -> float | None:
         if script is not None or self.chain is None:
-            return self.mock.estimate(request, script=script, turn=turn)
-        return self.chain.estimate(request, script=None, turn=turn)
+            return self.mock.estimate(request, script=script, turn=turn, allowance=allowance)
+        return self.chain.estimate(request, script=None, turn=turn, allowance=allowance)
 
     def status(self) -> ProviderStatus:
         """What the heartbeat says: the stand-in is usable only when the operator chose it; with no key, or
