@@ -67,6 +67,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from appservice.app import compile_content
+    from engine.clock import SystemClock
+    from engine.providers.config import choose_answerer
     from engine.run.publish import publish
     from engine.store import Store, migrate
 
@@ -75,10 +77,16 @@ def cmd_publish(args: argparse.Namespace) -> int:
     async def go() -> None:
         await migrate(config.database.dsn)
         store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
+        answering = choose_answerer(os.environ, SystemClock())
         try:
             registry = compile_content(config, await store.rooms.encrypted())
+            # With buying on, a model with no price is refused: no spend limit could hold against it.
+            unpriced = answering.unpriced(registry.bots.values())
+            if unpriced:
+                raise ContentError(unpriced)
             slugs = await publish(store, registry)
         finally:
+            await answering.aclose()
             await store.close()
         print(f"published {len(slugs)} bot(s): {', '.join(slugs)}")
 

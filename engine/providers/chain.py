@@ -17,7 +17,7 @@ A request that carries a script is never bought: it goes to the scripted mock, w
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -72,6 +72,15 @@ def model_for(model: str | Mapping[str, str] | None, provider: str, default: str
     if isinstance(model, Mapping):
         return model.get(provider) or None
     return default
+
+
+class Priced(Protocol):
+    """A bot, as far as its prices go: which model it names (one for all providers, or one per provider)."""
+
+    @property
+    def model(self) -> str | dict[str, str] | None: ...
+    @property
+    def source_path(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -192,6 +201,20 @@ class Chain:
         if not tried:
             return None if allowance is not None and self._any_priced(request) else 0.0
         return max(a.worst_usd for a in tried)
+
+    def unpriced(self, bots: Iterable[Priced]) -> list[str]:
+        """One line per bot and model it may be sent to that has no price: no spend limit can hold against such
+        a model (every bot has one: ``limits.spend``, 0.50 USD when its file says none), so buying it is
+        refused when content is published. A free model is priced 0 in the table, explicitly."""
+        lines: list[str] = []
+        for bot in bots:
+            for adapter in self.adapters:
+                model = model_for(bot.model, adapter.name, adapter.default_model)
+                if model and self.prices.price(adapter.name, model, kind=adapter.kind) is None:
+                    lines.append(f"{bot.source_path}: model {model!r} on provider {adapter.name!r} has no price, so "
+                                 f"its spend limit cannot hold; add it to the price table (SUMMON_PRICES), at 0 if "
+                                 f"it is free")
+        return lines
 
     def _any_priced(self, request: ModelRequest) -> bool:
         return any(self.prices.price(a.name, m, kind=a.kind) is not None

@@ -10,11 +10,15 @@ ceiling leave a ledger within it by what the calls really cost."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine.clock import SystemClock
 from engine.content import AudienceFacts, Registry
@@ -207,3 +211,41 @@ async def test_a_hundred_runs_racing_a_persons_ceiling_stay_within_it_by_what_th
     assert not await db.pool.fetchval("SELECT bool_or(reserved) FROM spend_ledger WHERE who = $1", WHO)
     # The day's ceiling holds by the real costs, not only by what was reserved.
     assert sum(real) == pytest.approx(ledger) and ledger <= 0.05
+
+
+# --- a model with no price cannot be bought where a limit holds ---------------------------------------
+
+def publish_cli(root: Path, dsn: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "summon.yaml"
+    config.write_text(yaml.safe_dump({
+        "homeserver": {"url": "http://127.0.0.1:9", "server_name": "localhost"},
+        "appservice": {"address": "http://127.0.0.1:9", "as_token": "a" * 20, "hs_token": "h" * 20},
+        "database": {"dsn": dsn}, "content": {"dir": str(root)},
+    }))
+    # A provider that is never reached (port 9): publishing prices models, it buys nothing.
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SUMMON_", "AGENTS_"))}
+    provider = {"SUMMON_PROVIDERS": "openai", "SUMMON_PROVIDER_OPENAI_URL": "http://127.0.0.1:9/v1",
+                "SUMMON_PROVIDER_OPENAI_KEY": "sk-test", "SUMMON_PROVIDER_OPENAI_MODEL": "gpt-4o-mini"}
+    return subprocess.run([sys.executable, "-m", "appservice", "-c", str(config), "publish"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env={**base, **provider, **env})
+
+
+async def test_publish_refuses_a_model_with_no_price_when_buying_is_on(db: TestStore, dsn: str, tmp_path: Path) -> None:
+    root = tmp_path / "content"
+    shutil.copytree(REPO / "content", root)
+    (root / "bots" / "thrifty.md").write_text(THRIFTY.replace("model: dear-model", "model: mystery-model"))
+    refused = publish_cli(root, dsn, tmp_path, AGENTS_LIVE="1")
+    assert refused.returncode == 1
+    # One line, naming the bot's file and the model (after the start-up log lines).
+    assert refused.stderr.strip().splitlines()[-1:] == [
+        "bots/thrifty.md: model 'mystery-model' on provider 'openai' has no price, so its spend limit cannot hold; "
+        "add it to the price table (SUMMON_PRICES), at 0 if it is free"]
+    assert await db.pool.fetchval("SELECT count(*) FROM bots") == 0  # nothing published
+    # Nothing is bought with buying off, so nothing needs a price.
+    assert publish_cli(root, dsn, tmp_path).returncode == 0
+    # A model the table says is free (price 0, explicitly) is bounded: it is published.
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("prices:\n  openai:\n    mystery-model: {input: 0, output: 0}\n")
+    published = publish_cli(root, dsn, tmp_path, AGENTS_LIVE="1", SUMMON_PRICES=str(prices))
+    assert published.returncode == 0, published.stderr
+    assert "thrifty" in published.stdout

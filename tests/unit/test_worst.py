@@ -22,6 +22,8 @@ import pytest
 from engine.clock import FakeClock
 from engine.core.messages import Message, ModelRequest, ToolSpec
 from engine.providers.chain import Chain
+from engine.providers.config import Answering
+from engine.providers.mock import MockModel
 from engine.providers.prices import Price, parse_prices
 from engine.providers.translate import Reply, anthropic_request, openai_request
 from engine.providers.worst import MIN_OUTPUT, Fit, clamp, input_bound, input_rate, worst_case
@@ -202,3 +204,26 @@ def test_an_unpriced_model_is_not_asked_under_a_limit_and_a_free_one_is() -> Non
     alone = Chain([Unbought("unpriced")], PRICES, FakeClock())
     assert alone.plan(ASK, 0.5) == []
     assert len(alone.plan(ASK, None)) == 1  # no limit at all: nothing to hold, as before
+
+
+@dataclass(frozen=True)
+class BotFile:
+    source_path: str
+    model: str | dict[str, str] | None
+
+
+def test_the_models_a_bot_may_be_bought_from_without_a_price_are_named_one_line_each() -> None:
+    chain = Chain([Unbought("cheap"), Unbought("unpriced", default_model="house-model"), Unbought("free")],
+                  PRICES, FakeClock())
+    bots = [BotFile("bots/a.md", "small"), BotFile("bots/b.md", {"cheap": "small", "free": "local"}),
+            BotFile("bots/c.md", None)]
+    assert chain.unpriced(bots) == [
+        "bots/a.md: model 'small' on provider 'unpriced' has no price, so its spend limit cannot hold; "
+        "add it to the price table (SUMMON_PRICES), at 0 if it is free",
+        "bots/a.md: model 'small' on provider 'free' has no price, so its spend limit cannot hold; "
+        "add it to the price table (SUMMON_PRICES), at 0 if it is free",
+        "bots/c.md: model 'house-model' on provider 'unpriced' has no price, so its spend limit cannot hold; "
+        "add it to the price table (SUMMON_PRICES), at 0 if it is free",
+    ]
+    # Nothing bought, nothing to price: the stand-in refuses nothing.
+    assert Answering(MockModel(FakeClock(), reason="chosen")).unpriced(bots) == []
