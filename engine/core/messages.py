@@ -49,7 +49,7 @@ class ModelStep:
     # the run fails with this step's words. A failed attempt without it was followed by another.
     gave_up: bool = False
     # True when no price was known for (provider, model): ``cost_usd`` is 0 because nobody knows the
-    # price, not because the call was free. A spend limit may one day refuse such a model outright.
+    # price, not because the call was free. Only a call with no spend limit is ever made so (issue 19).
     unpriced: bool = False
     # True when this closes a call that was started (``ModelStartedStep``) and never reported back — a
     # crash or a lost lease after it may have been paid: ``cost_usd`` is the estimate reserved for it.
