@@ -9,7 +9,9 @@ provider with no model for the bot is skipped, never sent another provider's mod
 Every attempt is priced for itself before it is made (``engine.providers.worst``): given what is left of the
 run's budget (``allowance``), each provider's request is sent with ``max_tokens`` lowered so that its worst
 case fits, a provider whose call cannot fit (its input alone is too dear) is skipped, and so is a model with
-no price — nothing bounds what it costs — unless the call has no limit at all.
+no price — nothing bounds what it costs — unless the call has no limit at all. An attempt that got no HTTP
+answer (timed out, cut off) may have been billed regardless: the attempts after it fit what is left once its
+worst case is counted, so even then the call's attempts together cannot cost more than the allowance.
 
 A request that carries a script is never bought: it goes to the scripted mock, whatever keys exist.
 """
@@ -173,6 +175,13 @@ class Chain:
                 steps.append(self._failed(adapter, model, n, exc, gave_up=True))
                 return steps
             except ProviderError as exc:
+                if exc.status is None and allowance is not None and n + 1 < len(tried):
+                    # No HTTP answer at all (timed out, cut off): it may have been generated and billed all the
+                    # same, so the providers after it get what is left once its worst case is counted.
+                    allowance = max(0.0, allowance - tried[n].worst_usd)
+                    later = {id(a.adapter) for a in tried[n + 1:]}
+                    tried = tried[:n + 1] + [a for a in self.plan(request, allowance) if id(a.adapter) in later]
+                    retries = retries[:n + 1] + [self.retry.retries] * (len(tried) - n - 1)
                 left = self.patience - (self.clock.monotonic() - started)
                 wait = self._retry_wait(exc) if retries[n] > 0 else None
                 if wait is not None and left - wait < MIN_ATTEMPT:

@@ -374,3 +374,25 @@ async def test_each_attempt_goes_out_with_the_max_tokens_its_own_price_allows(se
 
 async def s_answer_within(s: Setup, allowance: float) -> list[ModelStep]:
     return await s.chain.answer(ask(), script=None, turn=0, allowance=allowance)
+
+
+async def test_after_an_attempt_with_no_answer_the_fallback_fits_what_is_left_once_that_one_is_counted(
+    fake: FakeProvider, fake2: FakeProvider,
+) -> None:
+    # The first provider cannot be reached: a call that got no HTTP answer may have been billed all the same.
+    s = Setup(fake, fake2, openrouter_url=f"http://127.0.0.1:{closed_port()}/v1")
+    try:
+        s.anthropic.queue("anthropic", Canned(body=anthropic_text("Sunny.").body, fill=True))
+        first, second = await s_answer_within(s, 0.02)
+    finally:
+        await s.chain.aclose()
+    mini = clamp(PRICES.prices[("openrouter", "openai/gpt-4o-mini")],
+                 input_bound(openai_request("openai/gpt-4o-mini", ask())), 4096, 0.02)
+    assert mini is not None and first.error is not None and first.provider == "openrouter"
+    haiku = clamp(PRICES.prices[("anthropic", "claude-haiku-4-5")],
+                  input_bound(anthropic_request("claude-haiku-4-5", ask())), 4096, 0.02 - mini.worst_usd)
+    assert haiku is not None and haiku.max_tokens < 4000  # 0.02 alone would have let nearly 4,000 through
+    [sent] = s.anthropic.received()
+    assert sent.body["max_tokens"] == haiku.max_tokens
+    # Together, the worst the first may have cost and what the second did cost stay within the allowance.
+    assert mini.worst_usd + second.cost_usd <= 0.02
