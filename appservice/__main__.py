@@ -78,6 +78,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from appservice.app import compile_content
     from appservice.database import migrate_database, open_store
+    from engine.clock import SystemClock
+    from engine.providers.config import choose_answerer
     from engine.run.publish import publish
 
     config = _config(args)
@@ -85,10 +87,16 @@ def cmd_publish(args: argparse.Namespace) -> int:
     async def go() -> None:
         await migrate_database(config.database)
         store = await open_store(config.database, min_size=1, max_size=2)
+        answering = choose_answerer(os.environ, SystemClock())
         try:
             registry = compile_content(config, await store.rooms.encrypted())
+            # With buying on, a model with no price is refused: no spend limit could hold against it.
+            unpriced = answering.unpriced(registry.bots.values())
+            if unpriced:
+                raise ContentError(unpriced)
             slugs = await publish(store, registry)
         finally:
+            await answering.aclose()
             await store.close()
         print(f"published {len(slugs)} bot(s): {', '.join(slugs)}")
 

@@ -157,7 +157,13 @@ class Service:
         c = self.config
         await migrate_database(c.database)
         self.store = await open_store(c.database, clock=self.clock)
+        # What answers model calls, chosen first: with buying on, a bot whose model has no price is refused
+        # like any content error (no spend limit could hold against it).
+        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, c.worker.lease_seconds * 2 / 3))
         self._registry = compile_content(c, await self.store.rooms.encrypted())
+        unpriced = self.answerer.unpriced(self._registry.bots.values())
+        if unpriced:
+            raise ContentError(unpriced)
         await publish(self.store, self._registry)
         if self.http:
             # The deployment's caps, read by every summons (only a process that takes summonses writes them).
@@ -183,8 +189,6 @@ class Service:
         if self.desk is not None:
             surfaces[self.desk.surface.name] = self.desk.surface
         w = c.worker
-        # A chain of providers must answer well inside the lease, which no step renews meanwhile.
-        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
                                     CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
         # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
@@ -298,7 +302,14 @@ class Service:
 
     async def republish(self, registry: Registry) -> None:
         """A changed content file that compiles goes live: published, swapped in, puppets renamed. An
-        edit that does not compile never gets here; the last good registry stays live."""
+        edit that does not compile never gets here; the last good registry stays live — as it does when, with
+        buying on, the edit names a model with no price."""
+        unpriced = self.answerer.unpriced(registry.bots.values())
+        if unpriced:
+            for line in unpriced:
+                log.error("%s", line)
+            self.content_errors(unpriced)
+            return
         if self.http:
             await publish(self.store, registry)
         self._registry = registry

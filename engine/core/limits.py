@@ -2,8 +2,9 @@
 per-person ceilings: rolling spend windows, checked before a run exists. Pure.
 
 ``limits.per: {minute, hour, day, week, month}`` — every window given must hold. A run reserves its
-own ``limits.spend`` when it is summoned (so concurrent summons cannot all squeeze under a ceiling),
-and the reservation is settled to what the run really cost when it ends.
+own ``limits.spend`` when it is summoned (so concurrent summons cannot all squeeze under a ceiling) — the
+most it can cost, since no call is made whose worst case does not fit what is left of it
+(``engine/providers/worst.py``) — and the reservation is settled to what the run really cost when it ends.
 """
 
 from __future__ import annotations

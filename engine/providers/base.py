@@ -35,11 +35,17 @@ class Answerer(Protocol):
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-    ) -> list[ModelStep]: ...
+        allowance: float | None = None,
+    ) -> list[ModelStep]:
+        """``allowance``: what is left of the run's budget (USD); no attempt may cost more at worst (each is
+        sent with ``max_tokens`` lowered to fit). None: no limit."""
+        ...
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
-        """The most this call may cost (USD), reserved before it is made: recorded with the call's start, it is
-        what the call is counted at if its answer is never recorded."""
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+                 allowance: float | None = None) -> float | None:
+        """The most this call may cost (USD) within ``allowance``, drawn before it is made: recorded with the
+        call's start, it is what the call is counted at if its answer is never recorded. None: the call cannot
+        fit what is left (its input alone costs more) and must not be made."""
         ...
 
 

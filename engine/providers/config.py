@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
 from engine.errors import ConfigError
 from engine.providers.base import DEFAULT_TIMEOUT, Kind, ProviderConfig, ProviderStatus
-from engine.providers.chain import PATIENCE, Adapter, Chain, RetryPolicy
+from engine.providers.chain import PATIENCE, Adapter, Chain, Priced, RetryPolicy
 from engine.providers.mock import MockModel, StandIn
 from engine.providers.prices import PriceTable, load_prices
 
@@ -129,15 +129,22 @@ class Answering:
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+        allowance: float | None = None,
     ) -> list[ModelStep]:
         if script is not None or self.chain is None:
-            return await self.mock.answer(request, script=script, turn=turn)
-        return await self.chain.answer(request, script=None, turn=turn)
+            return await self.mock.answer(request, script=script, turn=turn, allowance=allowance)
+        return await self.chain.answer(request, script=None, turn=turn, allowance=allowance)
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+                 allowance: float | None = None) -> float | None:
         if script is not None or self.chain is None:
-            return self.mock.estimate(request, script=script, turn=turn)
-        return self.chain.estimate(request, script=None, turn=turn)
+            return self.mock.estimate(request, script=script, turn=turn, allowance=allowance)
+        return self.chain.estimate(request, script=None, turn=turn, allowance=allowance)
+
+    def unpriced(self, bots: Iterable[Priced]) -> list[str]:
+        """With buying on, one line per bot and model it may be bought from that has no price (``Chain.unpriced``):
+        such content is refused when published. Nothing is bought otherwise, so nothing is refused."""
+        return [] if self.chain is None else self.chain.unpriced(bots)
 
     def status(self) -> ProviderStatus:
         """What the heartbeat says: the stand-in is usable only when the operator chose it; with no key, or

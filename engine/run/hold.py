@@ -7,8 +7,11 @@ back. I/O around the pure ``decide`` (``engine/core/loop.py``).
   hold stops at once.
 - A tool call is recorded before it runs, and runs only if that same commit read "not cancelled"; its result
   is capped to the context's token budget before it is recorded.
-- A model call is recorded as started, with what it may cost, before it is made (and only by a commit that
-  read "not cancelled"), so a call paid for whose answer is never recorded is still counted.
+- A model call is priced at its worst case before it is made, within what is left of the run's budget (its
+  ``max_tokens`` lowered to fit; not made at all, and the run out of money, when its input alone does not fit).
+  It is recorded as started, with that worst case drawn from the run's reservation, before it is made (and only
+  by a commit that read "not cancelled"), so a call paid for whose answer is never recorded is still counted;
+  the step that records what it cost settles the draw to the real cost in the same commit.
 - The answer (or the ending), the spend settled and its delivery to the surface are one commit.
 - ``decide`` is handed the database's time — read with the claim and with every fenced write, carried forward
   by this process's monotonic clock — never this process's wall clock: ``started_at`` is the database's too.
@@ -37,6 +40,7 @@ from engine.core.loop import (
     RunView,
     Say,
     decide,
+    left,
 )
 from engine.core.messages import (
     AnswerStep,
@@ -150,12 +154,20 @@ class Hold:
                 cancelled = bool(count) and await self.record(steps, HeardStep(text, count))
                 if not cancelled:
                     request, turn = self._request(context, steps, self.toolbox.offer(ref, steps, facts))
+                    allowance = left(self.view, steps)
+                    estimate = self.answerer.estimate(request, script=self.row.script, turn=turn, allowance=allowance)
+                    if estimate is None:
+                        # Even the call's input costs more than is left: nothing is bought.
+                        log.info("run %s: the next model call's input alone would cost more than the %.6f USD left; "
+                                 "out of money", run.id, allowance, extra={"run": run.id, "bot": run.bot})
+                        if await self._finish(steps, [], End("out_of_money")):
+                            return
+                        continue
                     # Recorded before the call is made, with what it may cost, and only in a commit that read
                     # "not cancelled": a call paid for and never recorded is still counted (``decide``).
-                    estimate = self.answerer.estimate(request, script=self.row.script, turn=turn)
                     cancelled = await self.record(steps, ModelStartedStep(estimate), unless_cancelled=True)
                 if not cancelled:
-                    cancelled, last = await self._call_model(request, turn, steps)
+                    cancelled, last = await self._call_model(request, turn, steps, allowance)
                 if not cancelled:
                     then = decide(self.view, [*steps, last], self.now())
                     if isinstance(then, Say | End):
@@ -220,10 +232,11 @@ class Hold:
         )
         return request, sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
 
-    async def _call_model(self, request: ModelRequest, turn: int, steps: list[Step]) -> tuple[bool, ModelStep]:
-        """Call the model; record every failed attempt before the last, and return the last unrecorded (with
-        the cancel flag read while recording the others)."""
-        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn)
+    async def _call_model(self, request: ModelRequest, turn: int, steps: list[Step],
+                          allowance: float) -> tuple[bool, ModelStep]:
+        """Call the model, every attempt within ``allowance`` USD; record every failed attempt before the last,
+        and return the last unrecorded (with the cancel flag read while recording the others)."""
+        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn, allowance=allowance)
         cancelled = False
         for attempt in earlier:
             cancelled = await self.record(steps, attempt) or cancelled
@@ -280,6 +293,12 @@ class Hold:
             tokens_in=model.tokens_in if model else 0, tokens_out=model.tokens_out if model else 0,
             cost_usd=model.cost_usd if model else 0,
         )
+        # The run's reservation, in the same commit as the step: a call's worst case drawn before it is made,
+        # settled to what it really cost when it is recorded.
+        if isinstance(step, ModelStartedStep):
+            await tx.people.draw(self.run.id, step.estimate_usd)
+        elif model is not None:
+            await tx.people.spend(self.run.id, model.cost_usd)
 
     async def _finish(self, steps: list[Step], pending: list[Step], action: Say | End) -> bool:
         self._unmetered.clear()

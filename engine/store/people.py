@@ -45,6 +45,14 @@ class People(Family):
         daily cap until the run ends and is settled."""
         await self._run("reserve_spend", who, bot, run_id, usd)
 
+    async def draw(self, run_id: int, usd: float) -> None:
+        """Run ``run_id`` is about to make a call that may cost at most ``usd``: drawn from its reservation."""
+        await self._run("draw_spend", run_id, usd)
+
+    async def spend(self, run_id: int, usd: float) -> None:
+        """Run ``run_id``'s call cost ``usd``: its draw settled to that."""
+        await self._run("spend_call", run_id, usd)
+
     # --- the deployment's caps -----------------------------------------------------------------------
 
     async def caps(self) -> Caps:

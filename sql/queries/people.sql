@@ -44,10 +44,20 @@ SELECT coalesce(sum(usd), 0)::float8 AS usd FROM spend_ledger WHERE at > now() -
 -- to say when it frees up).
 SELECT at, usd::float8 AS usd FROM spend_ledger WHERE at > now() - interval '1 day' ORDER BY at;
 
+-- name: draw_spend
+-- Run $1 is about to make a model call that may cost at most $2: drawn from its reservation (counted over it,
+-- should it ever be more), in the commit that records the call as started.
+UPDATE spend_ledger SET drawn = $2, usd = greatest(usd, spent + $2) WHERE run_id = $1 AND reserved;
+
+-- name: spend_call
+-- Run $1's call cost $2: the draw is settled to that, in the commit that records the call's step.
+UPDATE spend_ledger SET spent = spent + $2, drawn = 0, usd = greatest(usd, spent + $2) WHERE run_id = $1 AND reserved;
+
 -- name: settle_spend
 -- A run ended: its reservation becomes what it really cost.
 UPDATE spend_ledger
-   SET usd = (SELECT coalesce(sum(cost_usd), 0) FROM agent_steps WHERE run_id = $1), reserved = false
+   SET usd = s.cost, spent = s.cost, drawn = 0, reserved = false
+  FROM (SELECT coalesce(sum(cost_usd), 0) AS cost FROM agent_steps WHERE run_id = $1) s
  WHERE run_id = $1;
 
 -- name: personal_as_tools

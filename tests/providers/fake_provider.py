@@ -29,6 +29,10 @@ class Canned:
     headers: dict[str, str] = field(default_factory=dict)
     raw: str | None = None  # sent verbatim instead of ``body`` (for a body that is not JSON)
     delay: float = 0.0  # seconds before answering (a provider too slow to wait for)
+    # Usage reported as a model that talks to the limit would bill it: every token of the request's own
+    # ``max_completion_tokens`` / ``max_tokens`` as output, and its input at about four bytes of JSON a token
+    # (English prose's rate — what a real tokenizer would report, and well under summon's bound of one a byte).
+    fill: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class FakeProvider:
     def __init__(self) -> None:
         self.requests: list[Received] = []
         self._queued: dict[Route, deque[Canned]] = {"openai": deque(), "anthropic": deque()}
+        self._always: dict[Route, Canned] = {}
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -56,6 +61,10 @@ class FakeProvider:
 
     def queue(self, route: Route, *answers: Canned) -> None:
         self._queued[route].extend(answers)
+
+    def always(self, route: Route, answer: Canned) -> None:
+        """Answer every request on ``route`` with ``answer`` once the queue is empty."""
+        self._always[route] = answer
 
     def received(self, route: Route | None = None) -> list[Received]:
         return [r for r in self.requests if route is None or r.route == route]
@@ -82,10 +91,13 @@ class FakeProvider:
     async def _handle(self, request: web.Request) -> web.Response:
         route = PATHS[request.path]
         headers = {k.lower(): v for k, v in request.headers.items()}
-        self.requests.append(Received(route, request.path, headers, await request.json()))
-        if not self._queued[route]:
+        body = await request.json()
+        self.requests.append(Received(route, request.path, headers, body))
+        if not self._queued[route] and route not in self._always:
             return web.json_response({"error": {"message": "fake server: nothing queued"}}, status=500)
-        canned = self._queued[route].popleft()
+        canned = self._queued[route].popleft() if self._queued[route] else self._always[route]
+        if canned.fill:
+            canned = filled(route, canned, body)
         if canned.delay:
             await asyncio.sleep(canned.delay)
         if canned.raw is not None:
@@ -93,6 +105,23 @@ class FakeProvider:
                                 content_type="application/json")
         return web.Response(status=canned.status, text=json.dumps(canned.body), headers=canned.headers,
                             content_type="application/json")
+
+
+def filled(route: Route, canned: Canned, request: dict[str, Any]) -> Canned:
+    """``canned`` with the usage a model that used every output token it was allowed would report."""
+    sent = {k: v for k, v in request.items() if k in ("system", "messages", "tools")}
+    prompt = len(json.dumps(sent, ensure_ascii=False).encode("utf-8")) // 4
+    body = json.loads(json.dumps(canned.body))
+    if route == "openai":
+        completion = int(request["max_completion_tokens"])
+        body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                         "total_tokens": prompt + completion}
+        body["choices"][0]["finish_reason"] = "length"
+    else:
+        body["usage"] = {"input_tokens": prompt, "output_tokens": int(request["max_tokens"]),
+                         "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        body["stop_reason"] = "max_tokens"
+    return Canned(status=canned.status, body=body, headers=canned.headers, delay=canned.delay)
 
 
 def closed_port() -> int:
