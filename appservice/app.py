@@ -201,6 +201,7 @@ class Service:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
         await self.rooms.register_puppets()
+        await self.rooms.register_service(c.appservice.display_name)
         self.tasks.spawn(self.surface.published(self.registry()), name="command-state")
         self.tasks.spawn(self.rooms.resume(self.stop_event), name="room-actions")
         app = web.Application(client_max_size=c.appservice.max_body_size)

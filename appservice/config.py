@@ -69,6 +69,9 @@ class Appservice(_Strict):
     # Whose invites our users accept: `local` (people on our own server), `any`, or a list of servers (ours
     # is not implied). Any other invite is declined with the reason on the leave event.
     invites: Literal["local", "any"] | tuple[str, ...] = "local"
+    # The service's own user as people see it (it answers `!help`, `!cancel`, `!bots …` and typos): its display
+    # name, set at every start.
+    display_name: str = Field(default="summon", min_length=1, max_length=100)
 
     @field_validator("invites", mode="before")
     @classmethod

@@ -32,8 +32,8 @@ from appservice.matrix.htmltext import person_link
 from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.msc4332 import COMMAND_BLOCKS, from_block
 from appservice.matrix.power import facts_in_room
-from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
+from appservice.matrix.service_voice import people_in, reply, speaker
 from engine.content import AudienceFacts, Bot, Command, Registry, admits
 from engine.core.command_words import describe_field, explain
 from engine.core.commands import SECTION, Problem, args_json, parse_args, parse_command, strip_address
@@ -147,22 +147,17 @@ class Commands:
         return True
 
     async def _people(self, tx: Tx, room_id: str) -> dict[str, str | None]:
-        return {r.user_id: r.display_name for r in await tx.rooms.people(room_id)}
+        return await people_in(tx, room_id)
 
     def _facts(self, room: Room, user_id: str) -> AudienceFacts:
         # The sender spoke in the room, so they are in it (as a mention reads them).
         return facts_in_room(user_id, room, self.server_name)
 
     def _speaker(self, registry: Registry, people: Mapping[str, str | None]) -> str | None:
-        """Who speaks for the service here: its own user, else the first of our bots in the room."""
-        if self.service_user in people:
-            return self.service_user
-        return next((b.user_id for b in registry.bots.values() if b.user_id in people), None)
+        return speaker(registry, self.service_user, people)
 
     async def _reply(self, tx: Tx, line: Line, sender: str, text: str) -> None:
-        content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-        await tx.outbox.enqueue(txn_id=f"summon.cmd.{line.event_id}", room_id=line.room_id, sender=sender,
-                                event_type="m.room.message", content=content)
+        await reply(tx, line, sender, text, kind="cmd")
 
     # --- !help -------------------------------------------------------------------------------------
 

@@ -24,6 +24,9 @@ class Ours:
         return in_our_namespace(user_id, server_name=self.server_name, service_user=self.service_user) or any(
             b.user_id == user_id for b in self._registry().bots.values())
 
+    def registry(self) -> Registry:
+        return self._registry()
+
     def puppets(self) -> list[Puppet]:
         return [Puppet(b.user_id, b.name) for b in self._registry().bots.values()]
 
