@@ -64,3 +64,31 @@ async def test_cancel_says_how_many_runs_it_stopped(people: People, service: Ser
     answer = await alice.answer_to(room, await alice.say(room, "!cancel"))
     assert answer["sender"] == service.service_user
     assert answer["content"]["body"] == "Told 1 run(s) here to stop."
+
+
+async def test_a_typo_is_pointed_at_the_command_and_another_bots_command_gets_silence(
+        people: People, service: Service) -> None:
+    alice = await people("alice")
+    room = await service_room(alice, service, "helper")
+    typo = await alice.answer_to(room, await alice.say(room, "!sumarise since=2d"))
+    assert typo["sender"] == service.service_user
+    assert typo["content"]["body"] == ("No `!sumarise` here — did you mean `!summarise`? `!help` lists what you "
+                                       "can run.")
+    theirs = await alice.say(room, "!hookshot help")
+    # Lines are taken in the order they were said: once a later line is answered, the earlier one was heard.
+    await alice.answer_to(room, await alice.say(room, "!help"))
+    assert await alice.answers_to(room, theirs) == []
+
+
+async def test_a_typo_of_a_command_withheld_from_the_person_gets_silence(people: People, service: Service) -> None:
+    alice, bob = await people("alice"), await people("bob")
+    room = await service_room(alice, service, "helper")
+    await alice.client.room_invite(room, bob.user_id)
+    await bob.client.join(room)
+    await alice.wait_membership(room, bob.user_id, "join")
+    # !triage is for moderators: a member is never told it is there, not even as a spelling hint.
+    near = await bob.say(room, "!triag")
+    await bob.answer_to(room, await bob.say(room, "!help"))
+    assert await bob.answers_to(room, near) == []
+    mine = await alice.answer_to(room, await alice.say(room, "!triag"))
+    assert "did you mean `!triage`?" in mine["content"]["body"]
