@@ -44,7 +44,7 @@ from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.lines import LineHandler, RoomWork
-from appservice.matrix.ours import Ours
+from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.presses import Presses
 from appservice.matrix.rooms import Rooms
@@ -57,7 +57,7 @@ from engine.content import Registry
 from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
-from engine.errors import ContentError, MatrixError, StoreError
+from engine.errors import ConfigError, ContentError, MatrixError, StoreError
 from engine.providers.config import choose_answerer
 from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
@@ -92,7 +92,8 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
     schedule `in:` one of ``encrypted_rooms`` is refused."""
     root = Path(config.content.dir)
     result = contentfiles.compile_content(root, server_name=config.homeserver.server_name,
-                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config))
+                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config),
+                                          puppet_prefix=config.appservice.puppet_prefix)
     if isinstance(result, list):
         raise ContentError([contentfiles.where(root, e) for e in result])
     return result
@@ -102,11 +103,12 @@ def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
     context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
+    puppet_prefix: str = PUPPET_PREFIX,
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
     its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
     ``elsewhere``: a room another surface works from, the desk's staff room)."""
-    ours = Ours(registry, server_name=server_name, service_user=service_user)
+    ours = Ours(registry, server_name=server_name, service_user=service_user, puppet_prefix=puppet_prefix)
     asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts)
     cancels = Cancels(ours, server_name=server_name)
     presses = Presses(registry, ours, asking)
@@ -151,6 +153,7 @@ class Service:
         await migrate(c.database.dsn)
         self.store = await Store.connect(c.database.dsn, min_size=c.database.pool_min, max_size=c.database.pool_max,
                                          clock=self.clock)
+        await self._keep_puppet_prefix()
         self._registry = compile_content(c, await self.store.rooms.encrypted())
         await publish(self.store, self._registry)
         if self.http:
@@ -183,7 +186,7 @@ class Service:
                                     CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
         # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
         self.door_surface = DoorSurface(self.registry, server_name=c.homeserver.server_name,
-                                        service_user=self.service_user)
+                                        service_user=self.service_user, puppet_prefix=c.appservice.puppet_prefix)
         surfaces[self.door_surface.name] = self.door_surface
         self.worker = Worker(
             self.store, self.registry, self.answerer, surfaces, self.clock,
@@ -196,7 +199,8 @@ class Service:
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
                                encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
-                               sandbox=code_sandbox(c)), name="content-watch")
+                               sandbox=code_sandbox(c), puppet_prefix=c.appservice.puppet_prefix),
+                         name="content-watch")
         if not self.http:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
@@ -228,6 +232,18 @@ class Service:
             if self.staff_room is not None:
                 self.tasks.spawn(self._desk_puppets(), name="desk-staff-room")
 
+    async def _keep_puppet_prefix(self) -> None:
+        """The deployment keeps the puppet prefix it started with (remembered in the database): rooms know its
+        puppets by those ids, so a start with another prefix is refused in words, before anything is done."""
+        configured = self.config.appservice.puppet_prefix
+        remembered = await self.store.profiles.puppet_prefix(configured)
+        if remembered != configured:
+            await self.store.close()
+            raise ConfigError(
+                f"config: appservice.puppet_prefix: this deployment's puppets are @{remembered}<slug>, and rooms "
+                f"know them by those ids, so it cannot become {configured!r}; set it back to {remembered!r} (a "
+                "new prefix needs a new database)")
+
     def _wire_matrix(self) -> None:
         """The Matrix surface, each part handed its collaborators."""
         c = self.config
@@ -235,13 +251,15 @@ class Service:
         self.homeserver = Homeserver(self.api)
         self.command_state = CommandState(self.store, self.homeserver)
         self.surface = MatrixSurface(self.store, self.homeserver, self.registry, self.tasks, self.clock,
-                                     server_name=server, service_user=self.service_user, commands=self.command_state)
+                                     server_name=server, service_user=self.service_user, commands=self.command_state,
+                                     puppet_prefix=c.appservice.puppet_prefix)
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
-            invites=c.appservice.invites, elsewhere=self.staff_room,
+            invites=c.appservice.invites, elsewhere=self.staff_room, puppet_prefix=c.appservice.puppet_prefix,
         )
-        ours = Ours(self.registry, server_name=server, service_user=self.service_user)
+        ours = Ours(self.registry, server_name=server, service_user=self.service_user,
+                    puppet_prefix=c.appservice.puppet_prefix)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
                            on_done=self._room_action_done)
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),

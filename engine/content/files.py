@@ -127,6 +127,7 @@ def compile_content(
     site_events: Collection[str] | None = None,
     encrypted_rooms: Collection[str] = (),
     sandbox: Sandbox | None = None,
+    puppet_prefix: str = "bot_",
 ) -> Registry | list[CompileError]:
     """Read the site's content under ``root`` and the kit's, and compile them. Every error, including
     a file that is not UTF-8, comes back as a CompileError (paths under ``root``, or ``kit/…``). A code
@@ -145,6 +146,7 @@ def compile_content(
         zones=zones,
         site_events=site_events,
         encrypted_rooms=encrypted_rooms,
+        puppet_prefix=puppet_prefix,
     )
     docs, docs_unreadable = read_docs(root)
     unread = [*unreadable, *docs_unreadable, *(CompileError(KIT + e.path, e.line, e.message) for e in kit_unreadable)]
@@ -164,10 +166,12 @@ def where(root: Path, error: CompileError, kit: Path = KIT_DIR) -> str:
     return f"{(root / error.path).as_posix()}:{error.line}: {error.message}"
 
 
-def check(root: Path, server_name: str, *, kit: Path = KIT_DIR, fetch_spec: FetchSpec | None = fetch_url) -> list[str]:
+def check(root: Path, server_name: str, *, kit: Path = KIT_DIR, fetch_spec: FetchSpec | None = fetch_url,
+          puppet_prefix: str = "bot_") -> list[str]:
     """Every problem with the content under ``root`` (and the kit under it), one printable
     ``path:line: message`` each. Empty means it compiles."""
-    compiled = compile_content(root, server_name=server_name, kit=kit, fetch_spec=fetch_spec)
+    compiled = compile_content(root, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
+                               puppet_prefix=puppet_prefix)
     if isinstance(compiled, Registry):
         return []
     return [where(root, error, kit) for error in compiled]

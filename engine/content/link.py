@@ -195,7 +195,7 @@ class _Bots:
         return Bot(
             **values,
             slug=file.name,
-            user_id=f"@bot_{file.name}:{self.settings.server_name}",
+            user_id=f"@{self.settings.puppet_prefix}{file.name}:{self.settings.server_name}",
             prompt=prompt,
             source_path=file.path,
             body=body,
