@@ -36,6 +36,7 @@ from appservice.door.tools import make_current_room
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
+from appservice.matrix.avatars import Avatars, Face
 from appservice.matrix.cancels import Cancels
 from appservice.matrix.command_state import CommandState
 from appservice.matrix.commands import Commands, Scripts
@@ -206,6 +207,7 @@ class Service:
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
         await self.rooms.register_puppets()
         await self.rooms.register_service(c.appservice.display_name)
+        await self.avatars.set_all()
         self.tasks.spawn(self.surface.published(self.registry()), name="command-state")
         self.tasks.spawn(self.rooms.resume(self.stop_event), name="room-actions")
         app = web.Application(client_max_size=c.appservice.max_body_size)
@@ -262,6 +264,8 @@ class Service:
                     puppet_prefix=c.appservice.puppet_prefix)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
                            on_done=self._room_action_done)
+        self.avatars = Avatars(self.store, self.homeserver, self.registry, Path(c.content.dir),
+                               service=Face(self.service_user, c.appservice.display_name, None, c.appservice.avatar))
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
                              self.clock)
 
@@ -313,6 +317,7 @@ class Service:
         self._registry = registry
         if self.http:
             await self.rooms.register_puppets()
+            await self.avatars.set_all()  # a changed avatar file, or glyph, changes the puppet's avatar
             await self.surface.published(registry)
             if self.staff_room is not None:
                 await self._desk_puppets()

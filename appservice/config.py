@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from engine.content.bots import check_avatar
 from engine.core.limits import Caps
 from engine.errors import ConfigError
 from engine.tools.code import CodeLimits, Sandbox
@@ -74,6 +75,19 @@ class Appservice(_Strict):
     # follows). Pick one no other appservice on the server uses. Rooms know the ids, so a deployment keeps the
     # prefix it started with: a start with another is refused.
     puppet_prefix: str = Field(default="bot_", pattern=r"^[a-z0-9._=/-]{1,32}$")
+    # The service user's avatar: an mxc:// uri, or an image file under the content folder (PNG, JPEG, GIF, WebP;
+    # uploaded once). None: one is drawn from the display name's initial.
+    avatar: str | None = Field(default=None, min_length=1)
+
+    @field_validator("avatar")
+    @classmethod
+    def _avatar(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check_avatar(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("invites", mode="before")
     @classmethod

@@ -119,6 +119,20 @@ def references(sources: Mapping[str, str], keys: tuple[str, ...] = ("openapi", "
     return found
 
 
+def avatar_files(sources: Mapping[str, str]) -> set[str]:
+    """The image files the bot files name as their ``avatar:`` (an mxc:// uri is no file), for the caller to
+    check and hand back in ``referenced`` ("" for a usable image, an ``Unavailable`` saying why not)."""
+    found: set[str] = set()
+    for path, text in sources.items():
+        if not path.startswith("bots/"):
+            continue
+        parsed = parse(text)
+        value = parsed.data.get("avatar") if isinstance(parsed, Parsed) else None
+        if isinstance(value, str) and value.strip() and not value.strip().startswith("mxc://"):
+            found.add(value.strip())
+    return found
+
+
 def compile_bot(path: str, text: str, *, server_name: str, puppet_prefix: str = "bot_") -> Bot | list[CompileError]:
     """One ``bots/<slug>.md`` on its own (no kit, no skills or tools beside it) → a Bot, or its errors."""
     compiled = compile_sources({path: text}, server_name=server_name, puppet_prefix=puppet_prefix)

@@ -4,12 +4,16 @@ config gives it; another bot's `!command` gets silence."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import asyncpg
 import pytest
-from nio import RoomCreateResponse
+from nio import DownloadResponse, ProfileGetAvatarResponse, RoomCreateResponse
+from PIL import Image
 
 from appservice.app import Service
 from tests.matrix.people import Person
@@ -92,3 +96,58 @@ async def test_a_typo_of_a_command_withheld_from_the_person_gets_silence(people:
     assert await bob.answers_to(room, near) == []
     mine = await alice.answer_to(room, await alice.say(room, "!triag"))
     assert "did you mean `!triage`?" in mine["content"]["body"]
+
+
+async def avatar_of(person: Person, user_id: str) -> str | None:
+    resp = await person.client.get_avatar(user_id)
+    return resp.avatar_url if isinstance(resp, ProfileGetAvatarResponse) else None
+
+
+async def test_puppets_and_the_service_user_have_avatars_after_start(people: People, service: Service,
+                                                                    sql: asyncpg.Pool) -> None:
+    alice = await people("alice")
+    ours = [service.service_user, *(bot.user_id for bot in service.registry().bots.values())]
+    avatars = {user_id: await avatar_of(alice, user_id) for user_id in ours}
+    assert all(a is not None and a.startswith("mxc://") for a in avatars.values()), avatars
+    assert len(set(avatars.values())) == len(ours)  # no two look alike
+    # Each was uploaded once, by its content hash, and is what the database remembers.
+    assert set(avatars.values()) <= {r["mxc"] for r in await sql.fetch("SELECT mxc FROM avatar_uploads")}
+    # What a client downloads is a picture: the service user's drawn initial, a PNG.
+    got = await alice.client.download(str(avatars[service.service_user]))
+    assert isinstance(got, DownloadResponse) and got.body.startswith(b"\x89PNG")
+
+
+def picture(rgb: tuple[int, int, int]) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (64, 64), rgb).save(out, format="PNG")
+    return out.getvalue()
+
+
+async def test_a_changed_avatar_file_is_republished(people: People, service: Service, content_dir: Path,
+                                                   sql: asyncpg.Pool) -> None:
+    alice = await people("alice")
+    echo = alice.puppet("echo")
+    drawn = await avatar_of(alice, echo)
+    bot_file = content_dir / "bots" / "echo.md"
+    image = content_dir / "avatars" / "echo.png"
+    original = bot_file.read_text(encoding="utf-8")
+    image.parent.mkdir(exist_ok=True)
+    uploaded = "SELECT mxc FROM avatar_uploads WHERE sha256 = $1"
+    try:
+        image.write_bytes(picture((200, 30, 30)))
+        bot_file.write_text(original.replace("name: Echo", "name: Echo\navatar: avatars/echo.png"), encoding="utf-8")
+        red = await eventually(lambda: sql.fetchval(uploaded, hashlib.sha256(image.read_bytes()).hexdigest()))
+        await eventually(lambda: _is(alice, echo, red))
+        assert red != drawn
+        image.write_bytes(picture((30, 30, 200)))  # the same file, another picture
+        blue = await eventually(lambda: sql.fetchval(uploaded, hashlib.sha256(image.read_bytes()).hexdigest()))
+        await eventually(lambda: _is(alice, echo, blue))
+        assert blue != red
+    finally:
+        bot_file.write_text(original, encoding="utf-8")
+        await eventually(lambda: _is(alice, echo, drawn))  # back to the one drawn from its initial
+        image.unlink()
+
+
+async def _is(person: Person, user_id: str, mxc: str | None) -> bool:
+    return await avatar_of(person, user_id) == mxc
