@@ -112,6 +112,10 @@ async def test_puppets_and_the_service_user_have_avatars_after_start(people: Peo
     assert len(set(avatars.values())) == len(ours)  # no two look alike
     # Each was uploaded once, by its content hash, and is what the database remembers.
     assert set(avatars.values()) <= {r["mxc"] for r in await sql.fetch("SELECT mxc FROM avatar_uploads")}
+    # Set again (a restart, a republish): nothing is uploaded twice, nothing changes.
+    uploads = await sql.fetchval("SELECT count(*) FROM avatar_uploads")
+    assert await service.avatars.set_all() == 0
+    assert await sql.fetchval("SELECT count(*) FROM avatar_uploads") == uploads
     # What a client downloads is a picture: the service user's drawn initial, a PNG.
     got = await alice.client.download(str(avatars[service.service_user]))
     assert isinstance(got, DownloadResponse) and got.body.startswith(b"\x89PNG")
