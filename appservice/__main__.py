@@ -66,7 +66,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from appservice.app import compile_content
+    from appservice.app import compile_content, keep_puppet_prefix
     from engine.run.publish import publish
     from engine.store import Store, migrate
 
@@ -76,6 +76,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         await migrate(config.database.dsn)
         store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
         try:
+            await keep_puppet_prefix(store, config)
             registry = compile_content(config, await store.rooms.encrypted())
             slugs = await publish(store, registry)
         finally:

@@ -100,6 +100,18 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
     return result
 
 
+async def keep_puppet_prefix(store: Store, config: Config) -> None:
+    """The deployment keeps the puppet prefix it started with (remembered in the database by the first start or
+    publish): rooms know its puppets by those ids, so another is refused in words, before anything is done."""
+    configured = config.appservice.puppet_prefix
+    remembered = await store.profiles.puppet_prefix(configured)
+    if remembered != configured:
+        raise ConfigError(
+            f"config: appservice.puppet_prefix: this deployment's puppets are @{remembered}<slug>, and rooms "
+            f"know them by those ids, so it cannot become {configured!r}; set it back to {remembered!r} (a "
+            "new prefix needs a new database)")
+
+
 def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
@@ -235,16 +247,11 @@ class Service:
                 self.tasks.spawn(self._desk_puppets(), name="desk-staff-room")
 
     async def _keep_puppet_prefix(self) -> None:
-        """The deployment keeps the puppet prefix it started with (remembered in the database): rooms know its
-        puppets by those ids, so a start with another prefix is refused in words, before anything is done."""
-        configured = self.config.appservice.puppet_prefix
-        remembered = await self.store.profiles.puppet_prefix(configured)
-        if remembered != configured:
+        try:
+            await keep_puppet_prefix(self.store, self.config)
+        except ConfigError:
             await self.store.close()
-            raise ConfigError(
-                f"config: appservice.puppet_prefix: this deployment's puppets are @{remembered}<slug>, and rooms "
-                f"know them by those ids, so it cannot become {configured!r}; set it back to {remembered!r} (a "
-                "new prefix needs a new database)")
+            raise
 
     def _wire_matrix(self) -> None:
         """The Matrix surface, each part handed its collaborators."""

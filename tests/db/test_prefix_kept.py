@@ -3,10 +3,13 @@ before the setting had @bot_…), and a start with another is refused in one sen
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import asyncpg
 import pytest
+import yaml
 
 from appservice.app import Service
 from appservice.config import parse_config
@@ -17,6 +20,7 @@ from tests.store import TestStore
 from tests.unit.test_config import minimal
 
 pytestmark = pytest.mark.db
+REPO = Path(__file__).resolve().parents[2]
 PROFILES = "0080_profiles"
 
 
@@ -59,3 +63,18 @@ async def test_a_start_with_another_prefix_is_refused_in_a_sentence(dsn: str, db
         "config: appservice.puppet_prefix: this deployment's puppets are @bot_<slug>, and rooms know them by "
         "those ids, so it cannot become 'ai_'; set it back to 'bot_' (a new prefix needs a new database)")
     assert await db.pool.fetchval("SELECT count(*) FROM bots") == 0  # refused before anything was published
+
+
+async def test_summon_publish_with_another_prefix_is_refused_too(dsn: str, db: TestStore, tmp_path: Path) -> None:
+    assert await db.profiles.puppet_prefix("bot_") == "bot_"
+    raw = minimal()
+    raw["database"]["dsn"] = dsn
+    raw["appservice"]["puppet_prefix"] = "ai_"
+    raw["content"] = {"dir": str(REPO / "content")}
+    config = tmp_path / "summon.yaml"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    refused = subprocess.run([sys.executable, "-m", "appservice", "-c", str(config), "publish"], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2  # a configuration error, as for any other
+    assert "appservice.puppet_prefix: this deployment's puppets are @bot_<slug>" in refused.stderr
+    assert await db.pool.fetchval("SELECT count(*) FROM bots") == 0
