@@ -36,6 +36,7 @@ from appservice.door.tools import make_current_room
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
+from appservice.matrix.avatar_art import EMOJI_FONT
 from appservice.matrix.avatars import Avatars, Face
 from appservice.matrix.cancels import Cancels
 from appservice.matrix.command_state import CommandState
@@ -271,8 +272,10 @@ class Service:
                     puppet_prefix=c.appservice.puppet_prefix)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
                            on_done=self._room_action_done)
+        # The emoji font where scripts/emoji-font put it, unless SUMMON_EMOJI_FONT names another (as for the script).
         self.avatars = Avatars(self.store, self.homeserver, self.registry, Path(c.content.dir),
-                               service=Face(self.service_user, c.appservice.display_name, None, c.appservice.avatar))
+                               service=Face(self.service_user, c.appservice.display_name, None, c.appservice.avatar),
+                               emoji_font=Path(os.environ.get("SUMMON_EMOJI_FONT") or EMOJI_FONT))
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
                              self.clock)
 
