@@ -76,7 +76,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from appservice.app import compile_content
+    from appservice.app import compile_content, keep_puppet_prefix
     from appservice.database import migrate_database, open_store
     from engine.clock import SystemClock
     from engine.providers.config import choose_answerer
@@ -89,6 +89,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         store = await open_store(config.database, min_size=1, max_size=2)
         answering = choose_answerer(os.environ, SystemClock())
         try:
+            await keep_puppet_prefix(store, config)
             registry = compile_content(config, await store.rooms.encrypted())
             # With buying on, a model with no price is refused: no spend limit could hold against it.
             unpriced = answering.unpriced(registry.bots.values())

@@ -37,6 +37,8 @@ from appservice.door.tools import make_current_room
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
+from appservice.matrix.avatar_art import EMOJI_FONT
+from appservice.matrix.avatars import Avatars, Face
 from appservice.matrix.cancels import Cancels
 from appservice.matrix.command_state import CommandState
 from appservice.matrix.commands import Commands, Scripts
@@ -45,7 +47,7 @@ from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.lines import LineHandler, RoomWork
-from appservice.matrix.ours import Ours
+from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.presses import Presses
 from appservice.matrix.rooms import Rooms
@@ -59,7 +61,7 @@ from engine.content import Registry
 from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
-from engine.errors import ContentError, MatrixError, StoreError
+from engine.errors import ConfigError, ContentError, MatrixError, StoreError
 from engine.meter import Meter
 from engine.providers.config import choose_answerer
 from engine.run.publish import publish
@@ -95,22 +97,35 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
     schedule `in:` one of ``encrypted_rooms`` is refused."""
     root = Path(config.content.dir)
     result = contentfiles.compile_content(root, server_name=config.homeserver.server_name,
-                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config))
+                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config),
+                                          puppet_prefix=config.appservice.puppet_prefix)
     if isinstance(result, list):
         raise ContentError([contentfiles.where(root, e) for e in result])
     return result
+
+
+async def keep_puppet_prefix(store: Store, config: Config) -> None:
+    """The deployment keeps the puppet prefix it started with (remembered in the database by the first start or
+    publish): rooms know its puppets by those ids, so another is refused in words, before anything is done."""
+    configured = config.appservice.puppet_prefix
+    remembered = await store.profiles.puppet_prefix(configured)
+    if remembered != configured:
+        raise ConfigError(
+            f"config: appservice.puppet_prefix: this deployment's puppets are @{remembered}<slug>, and rooms "
+            f"know them by those ids, so it cannot become {configured!r}; set it back to {remembered!r} (a "
+            "new prefix needs a new database)")
 
 
 def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
     context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
-    meter: Meter | None = None,
+    meter: Meter | None = None, puppet_prefix: str = PUPPET_PREFIX,
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
     its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
     ``elsewhere``: a room another surface works from, the desk's staff room)."""
-    ours = Ours(registry, server_name=server_name, service_user=service_user)
+    ours = Ours(registry, server_name=server_name, service_user=service_user, puppet_prefix=puppet_prefix)
     asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts,
                     meter=meter)
     cancels = Cancels(ours, server_name=server_name)
@@ -157,6 +172,7 @@ class Service:
         c = self.config
         await migrate_database(c.database)
         self.store = await open_store(c.database, clock=self.clock)
+        await self._keep_puppet_prefix()
         # What answers model calls, chosen first: with buying on, a bot whose model has no price is refused
         # like any content error (no spend limit could hold against it).
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, c.worker.lease_seconds * 2 / 3))
@@ -193,7 +209,7 @@ class Service:
                                     CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
         # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
         self.door_surface = DoorSurface(self.registry, server_name=c.homeserver.server_name,
-                                        service_user=self.service_user)
+                                        service_user=self.service_user, puppet_prefix=c.appservice.puppet_prefix)
         surfaces[self.door_surface.name] = self.door_surface
         self.worker = Worker(
             self.store, self.registry, self.answerer, surfaces, self.clock,
@@ -209,11 +225,14 @@ class Service:
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
                                encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
-                               sandbox=code_sandbox(c)), name="content-watch")
+                               sandbox=code_sandbox(c), puppet_prefix=c.appservice.puppet_prefix),
+                         name="content-watch")
         if not self.http:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
         await self.rooms.register_puppets()
+        await self.rooms.register_service(c.appservice.display_name)
+        await self.avatars.set_all()
         self.tasks.spawn(self.surface.published(self.registry()), name="command-state")
         self.tasks.spawn(self.rooms.resume(self.stop_event), name="room-actions")
         app = web.Application(client_max_size=c.appservice.max_body_size)
@@ -240,6 +259,13 @@ class Service:
             if self.staff_room is not None:
                 self.tasks.spawn(self._desk_puppets(), name="desk-staff-room")
 
+    async def _keep_puppet_prefix(self) -> None:
+        try:
+            await keep_puppet_prefix(self.store, self.config)
+        except ConfigError:
+            await self.store.close()
+            raise
+
     def _wire_matrix(self) -> None:
         """The Matrix surface, each part handed its collaborators."""
         c = self.config
@@ -247,15 +273,22 @@ class Service:
         self.homeserver = Homeserver(self.api)
         self.command_state = CommandState(self.store, self.homeserver)
         self.surface = MatrixSurface(self.store, self.homeserver, self.registry, self.tasks, self.clock,
-                                     server_name=server, service_user=self.service_user, commands=self.command_state)
+                                     server_name=server, service_user=self.service_user, commands=self.command_state,
+                                     puppet_prefix=c.appservice.puppet_prefix)
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
             invites=c.appservice.invites, elsewhere=self.staff_room, meter=self.metrics,
+            puppet_prefix=c.appservice.puppet_prefix,
         )
-        ours = Ours(self.registry, server_name=server, service_user=self.service_user)
+        ours = Ours(self.registry, server_name=server, service_user=self.service_user,
+                    puppet_prefix=c.appservice.puppet_prefix)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
                            on_done=self._room_action_done)
+        # The emoji font where scripts/emoji-font put it, unless SUMMON_EMOJI_FONT names another (as for the script).
+        self.avatars = Avatars(self.store, self.homeserver, self.registry, Path(c.content.dir),
+                               service=Face(self.service_user, c.appservice.display_name, None, c.appservice.avatar),
+                               emoji_font=Path(os.environ.get("SUMMON_EMOJI_FONT") or EMOJI_FONT))
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
                              self.clock)
         self.surface.hand_over = self.outbox.send_now
@@ -315,6 +348,7 @@ class Service:
         self._registry = registry
         if self.http:
             await self.rooms.register_puppets()
+            await self.avatars.set_all()  # a changed avatar file, or glyph, changes the puppet's avatar
             await self.surface.published(registry)
             if self.staff_room is not None:
                 await self._desk_puppets()

@@ -23,12 +23,11 @@ from pydantic import (
     model_validator,
 )
 
+from engine.content.bots import check_avatar
 from engine.core.limits import Caps
 from engine.errors import ConfigError
 from engine.tools.code import CodeLimits, Sandbox
 from engine.tools.fetch import FetchSettings, make_fetch
-
-PUPPET_PREFIX = "bot_"  # every bot's puppet is @bot_<slug>:<server> (engine.content compiles it so)
 
 # Environment variables that override a secret in the file: variable -> dotted key.
 SECRET_ENV = {
@@ -63,13 +62,33 @@ class Appservice(_Strict):
     listen: Listen = Listen()
     as_token: str = Field(min_length=16)
     hs_token: str = Field(min_length=16)
-    # The service's own user (for `!bots …`). Every bot's puppet is @bot_<slug>.
+    # The service's own user (for `!bots …`). Every bot's puppet is @<puppet_prefix><slug>.
     sender_localpart: str = "summon"
     # Synapse sends up to 100 events of up to 64 KiB each in one transaction.
     max_body_size: int = Field(default=16 * 1024 * 1024, ge=7 * 1024 * 1024)
     # Whose invites our users accept: `local` (people on our own server), `any`, or a list of servers (ours
     # is not implied). Any other invite is declined with the reason on the leave event.
     invites: Literal["local", "any"] | tuple[str, ...] = "local"
+    # The service's own user as people see it (it answers `!help`, `!cancel`, `!bots …` and typos): its display
+    # name, set at every start.
+    display_name: str = Field(default="summon", min_length=1, max_length=100)
+    # What every bot's puppet id starts with: @<puppet_prefix><slug>:<server> (the registration's user namespace
+    # follows). Pick one no other appservice on the server uses. Rooms know the ids, so a deployment keeps the
+    # prefix it started with: a start with another is refused.
+    puppet_prefix: str = Field(default="bot_", pattern=r"^[a-z0-9._=/-]{1,32}$")
+    # The service user's avatar: an mxc:// uri, or an image file under the content folder (PNG, JPEG, GIF, WebP;
+    # uploaded once). None: one is drawn from the display name's initial.
+    avatar: str | None = Field(default=None, min_length=1)
+
+    @field_validator("avatar")
+    @classmethod
+    def _avatar(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check_avatar(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("invites", mode="before")
     @classmethod
@@ -397,7 +416,7 @@ def registration(config: Config) -> dict[str, Any]:
         "sender_localpart": config.appservice.sender_localpart,
         "namespaces": {
             "users": [
-                {"exclusive": True, "regex": f"@{PUPPET_PREFIX}.*:{server}"},
+                {"exclusive": True, "regex": f"@{re.escape(config.appservice.puppet_prefix)}.*:{server}"},
                 {"exclusive": True, "regex": f"@{config.appservice.sender_localpart}:{server}"},
             ],
             "rooms": [],

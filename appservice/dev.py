@@ -158,7 +158,9 @@ async def dev(*, verbose: bool = False) -> int:
     try:
         await service.start()
         puppets = [UserID(b.user_id) for b in service.registry().bots.values() if "rooms" in b.surfaces]
-        room_id = await client.create_room(name="summon demo", topic=TOPIC, invitees=puppets)
+        # The service's own user too: it answers what is no bot's (`!help`, `!cancel`, a typo, `!bots …`).
+        room_id = await client.create_room(name="summon demo", topic=TOPIC,
+                                           invitees=[*puppets, UserID(service.service_user)])
         (run_dir() / "demo.json").write_text(json.dumps({
             "hs_url": env["SUMMON_HS_URL"], "user_id": client.mxid, "token": client.api.token,
             "room_id": room_id, "door_url": door_url(config),

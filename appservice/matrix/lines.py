@@ -91,6 +91,8 @@ class LineHandler:
             return
         if await self.commands.heard(tx, line, event):
             return
+        if await self.commands.typo(tx, line, event):
+            return
         await self._mention(tx, line, event)
 
     async def _mention(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> None:

@@ -29,7 +29,7 @@ from appservice.matrix.offers import (
     poll_txn,
     style_of,
 )
-from appservice.matrix.ours import in_our_namespace
+from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from appservice.matrix.power import facts_in_room
 from appservice.matrix.render import answer_content
 from engine.clock import Clock
@@ -62,7 +62,8 @@ def run_content(run: RunInfo, text: str, *, mention: bool = True) -> dict[str, A
 
 
 async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, server_name: str,
-                    service_user: str | None = None, site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+                    service_user: str | None = None, site_classes: frozenset[str] = frozenset(),
+                    puppet_prefix: str = PUPPET_PREFIX) -> AudienceFacts:
     """A person as the room knows them now: a member? a moderator or an admin, by the room's own power
     levels? Is the room theirs alone (``private``)? With no room (or nobody), just who they are."""
     room = await db.rooms.get(room_id) if room_id is not None else None
@@ -71,12 +72,14 @@ async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, s
     member = await db.rooms.member(room.room_id, user_id)
     joined = member is not None and member.membership == "join"
     facts = facts_in_room(user_id, room, server_name, is_member=joined, site_classes=site_classes)
-    if joined and await _theirs_alone(db, room, user_id, server_name=server_name, service_user=service_user):
+    if joined and await _theirs_alone(db, room, user_id, server_name=server_name, service_user=service_user,
+                                      puppet_prefix=puppet_prefix):
         facts = replace(facts, private=True)
     return facts
 
 
-async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: str, service_user: str | None) -> bool:
+async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: str, service_user: str | None,
+                        puppet_prefix: str) -> bool:
     """Whether ``user_id`` is the only human who reads what is said in ``room`` (a DM with a bot), from the
     members as stored: every other joined or invited member is one of ours (a puppet, the service user).
     Anything less than sure is not private: a room whose state we never read (no creation stored), one we
@@ -85,7 +88,8 @@ async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: 
         return False
     readers = await db.rooms.readers(room.room_id)
     people = {r.user_id for r in readers
-              if not in_our_namespace(r.user_id, server_name=server_name, service_user=service_user)}
+              if not in_our_namespace(r.user_id, server_name=server_name, service_user=service_user,
+                                      puppet_prefix=puppet_prefix)}
     return people == {user_id}
 
 
@@ -95,14 +99,16 @@ class RoomFacts:
 
     name = "rooms"
 
-    def __init__(self, server_name: str, *, service_user: str | None = None) -> None:
+    def __init__(self, server_name: str, *, service_user: str | None = None,
+                 puppet_prefix: str = PUPPET_PREFIX) -> None:
         self.server_name = server_name
         self.service_user = service_user
+        self.puppet_prefix = puppet_prefix
 
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
         return await facts_now(db, room_id, user_id, server_name=self.server_name, service_user=self.service_user,
-                               site_classes=site_classes)
+                               site_classes=site_classes, puppet_prefix=self.puppet_prefix)
 
 
 class MatrixSurface:
@@ -112,7 +118,7 @@ class MatrixSurface:
 
     def __init__(self, store: Families, homeserver: Homeserver, registry: Callable[[], Registry], tasks: TaskGroup,
                  clock: Clock, *, server_name: str, service_user: str | None = None,
-                 commands: CommandState | None = None, typing_delay: float = TYPING_DELAY,
+                 puppet_prefix: str = PUPPET_PREFIX, commands: CommandState | None = None, typing_delay: float = TYPING_DELAY,
                  progress_delay: float = PROGRESS_DELAY, progress_every: float = PROGRESS_EVERY) -> None:
         """``service_user``: the service's own user, which (like a puppet) is no reader of a room."""
         self.store = store
@@ -122,6 +128,7 @@ class MatrixSurface:
         self.clock = clock
         self.server_name = server_name
         self.service_user = service_user
+        self.puppet_prefix = puppet_prefix
         self.commands = commands
         self.typing_delay = typing_delay
         self.progress_delay = progress_delay
@@ -145,7 +152,7 @@ class MatrixSurface:
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
         return await facts_now(db, room_id, user_id, server_name=self.server_name, service_user=self.service_user,
-                               site_classes=site_classes)
+                               site_classes=site_classes, puppet_prefix=self.puppet_prefix)
 
     async def published(self, registry: Registry) -> None:
         if self.commands is not None:

@@ -81,6 +81,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "tool_no_bot": ("command", "tool"),
         "help_commands": (), "help_field": ("field", "label", "accepts"), "help_default": ("default",),
         "help_bots": ("bots",), "help_nothing": (), "help_no_provider": (),
+        # `!cancel` answered: how many runs were told to stop, or nothing was running; a `!word` close to a
+        # command the person may run here (a typo) is pointed at it.
+        "cancelled": ("runs",), "nothing_to_cancel": (), "did_you_mean": ("given", "command"),
     },
     # A bot's choices: a press on a spent offer is told it is gone ({name} took {choice}); the spent
     # set marks the one taken (numbered {number}); a poll's end says who chose what.
