@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from engine.core.limits import Caps
+from engine.core.limits import DEFAULT_SLOTS, Caps
 from engine.errors import ConfigError
 from engine.tools.code import CodeLimits, Sandbox
 from engine.tools.fetch import FetchSettings, make_fetch
@@ -94,7 +94,9 @@ class Database(_Strict):
 
 
 class Worker(_Strict):
-    slots: int = Field(default=2, ge=0)
+    # Runs this process works on at once. A slot holds no database connection while it awaits a model, so
+    # slots are cheap: the default is sized for model calls that take seconds (engine/run/worker.py).
+    slots: int = Field(default=DEFAULT_SLOTS, ge=0, le=10_000)
     budget_seconds: float = Field(default=60.0, gt=0)
     lease_seconds: float = Field(default=90.0, gt=0)
     sweep_seconds: float = Field(default=10.0, gt=0)

@@ -37,6 +37,13 @@ class Caps:
 
 DEFAULT_CAPS = Caps()
 
+# Runs one worker process works on at once (``worker.slots``). Measured (tests/bench/slots.py, 2 cores, a pool
+# of 10, every model call 2 s): 256 slots answer 110 runs/s at a fifth of a core, the engine alone saturates
+# near 360 runs/s (~1024 slots), and no slot holds a connection while it waits. 256 keeps a 2-core process busy
+# with real model latency (2-30 s) while leaving the cores for the rest of the service (transactions in, the
+# outbox out); provider limits, not slots, are what keep a provider's own limits.
+DEFAULT_SLOTS = 256
+
 WINDOWS: Mapping[str, timedelta] = {
     "minute": timedelta(minutes=1),
     "hour": timedelta(hours=1),
