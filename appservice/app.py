@@ -57,7 +57,7 @@ from engine.providers.config import choose_answerer
 from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
-from engine.run.worker import Worker, WorkerSettings
+from engine.run.worker import Worker, WorkerSettings, new_worker_id
 from engine.store import Store, Tx, migrate
 from engine.surface import SurfaceFacts
 from engine.tasks import TaskGroup
@@ -157,7 +157,12 @@ class Service:
         self._wire_matrix()
         w = c.worker
         # A chain of providers must answer well inside the lease, which no step renews meanwhile.
-        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
+        worker_id = new_worker_id()
+        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3),
+                                        store=self.store, worker_id=worker_id)
+        if self.answerer.limiter is not None:
+            # Provider limits kept with every other worker: hear permits handed back anywhere.
+            self.tasks.spawn(self.answerer.limiter.run(self.stop_event), name="provider-limits")
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
                                     CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
         self.worker = Worker(
@@ -165,7 +170,7 @@ class Service:
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
-            status=self.answerer.status(),
+            status=self.answerer.status(), worker_id=worker_id,
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
+from engine.core.permits import NO_LIMITS, ProviderLimits
 from engine.errors import NotAnAnswer, ProviderError, ProviderFailure
 from engine.providers.classify import unreachable, wire_fault
 from engine.providers.translate import Reply
@@ -34,8 +35,10 @@ class Answerer(Protocol):
     run, and a run that carries one is answered by the scripted mock, never bought."""
 
     async def answer(
-        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-    ) -> list[ModelStep]: ...
+        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int, run_id: int | None = None,
+    ) -> list[ModelStep]:
+        """``run_id``: the run the call is for (a call waiting for a provider's permit says whose it is)."""
+        ...
 
     def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
         """The most this call may cost (USD), reserved before it is made: recorded with the call's start, it is
@@ -60,6 +63,7 @@ class ProviderConfig:
     key: str | None = field(default=None, repr=False)
     model: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    limits: ProviderLimits = NO_LIMITS  # kept by every worker together (engine/providers/limits.py)
 
 
 class SdkAdapter(ABC):

@@ -7,6 +7,10 @@ and be two bills. A fallback uses its own model: a bot names one per provider, o
 provider with no model for the bot is skipped, never sent another provider's model name.
 
 A request that carries a script is never bought: it goes to the scripted mock, whatever keys exist.
+
+With a ``Limiter`` (``engine/providers/limits.py``), every attempt first takes a permit to its provider, so
+every worker together keeps the provider's limits; waiting for one counts against the answer's patience, and a
+call that could wait no longer moves on to the next provider (or gives up, saying why).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from engine.core.messages import ModelRequest, ModelStep, request_tokens
 from engine.errors import ProviderError, RequestFault, RetryableFailure
 from engine.providers.base import Answerer
 from engine.providers.classify import Fault
+from engine.providers.limits import Limiter, NoPermit, Permit
 from engine.providers.mock import MockModel
 from engine.providers.prices import PriceTable
 from engine.providers.translate import Reply, Usage
@@ -76,6 +81,7 @@ class Chain:
         retry: RetryPolicy | None = None,
         scripted: Answerer | None = None,
         patience: float = PATIENCE,
+        limiter: Limiter | None = None,
     ) -> None:
         self.adapters = tuple(adapters)
         self.prices = prices
@@ -83,13 +89,14 @@ class Chain:
         self.retry = retry or RetryPolicy()
         self.patience = patience
         self.scripted: Answerer = scripted or MockModel(clock)
+        self.limiter = limiter
         self._unpriced_warned: set[tuple[str, str]] = set()
 
     async def answer(
-        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int, run_id: int | None = None,
     ) -> list[ModelStep]:
         if script is not None:
-            return await self.scripted.answer(request, script=script, turn=turn)
+            return await self.scripted.answer(request, script=script, turn=turn, run_id=run_id)
         tried = [(a, m) for a in self.adapters if (m := model_for(request.model, a.name, a.default_model))]
         if not tried:
             log.error("no provider has a model for this bot (model: %r; providers: %s)",
@@ -98,22 +105,41 @@ class Chain:
         steps: list[ModelStep] = []
         started = self.clock.monotonic()
         retries = [self.retry.retries] * len(tried)
+        tokens = request_tokens(request) + request.max_tokens  # what a provider counts a call for, up front
         n = 0
         while True:
             adapter, model = tried[n]
             left = self.patience - (self.clock.monotonic() - started)
+            permit = await self._permit(adapter, tokens, run_id, left)
+            if isinstance(permit, NoPermit):
+                left = self.patience - (self.clock.monotonic() - started)
+                moving_on = n + 1 < len(tried) and left >= MIN_ATTEMPT
+                steps.append(self._not_called(adapter, model, n, permit, gave_up=not moving_on))
+                if not moving_on:
+                    return steps
+                n += 1
+                continue
+            left = self.patience - (self.clock.monotonic() - started)
+            reply: Reply | None = None
+            failure: ProviderError | None = None
             try:
                 reply = await adapter.complete(model, request, timeout=left)
-            except RequestFault as exc:
-                steps.append(self._failed(adapter, model, n, exc, gave_up=True))
-                return steps
             except ProviderError as exc:
+                failure = exc
+            finally:
+                # Handed back as soon as the call returns (never held across a retry's wait), with what it used.
+                if permit is not None:
+                    await self._release(permit, None if reply is None else reply.usage.tokens_in + reply.usage.output)
+            if isinstance(failure, RequestFault):
+                steps.append(self._failed(adapter, model, n, failure, gave_up=True))
+                return steps
+            if failure is not None:
                 left = self.patience - (self.clock.monotonic() - started)
-                wait = self._retry_wait(exc) if retries[n] > 0 else None
+                wait = self._retry_wait(failure) if retries[n] > 0 else None
                 if wait is not None and left - wait < MIN_ATTEMPT:
                     wait = None
                 moving_on = n + 1 < len(tried) and left >= MIN_ATTEMPT
-                steps.append(self._failed(adapter, model, n, exc, gave_up=wait is None and not moving_on))
+                steps.append(self._failed(adapter, model, n, failure, gave_up=wait is None and not moving_on))
                 if wait is not None:
                     retries[n] -= 1
                     await self.clock.sleep(wait)
@@ -122,8 +148,27 @@ class Chain:
                 else:
                     return steps
                 continue
+            assert reply is not None
             steps.append(self._answered(adapter, model, n, reply))
             return steps
+
+    async def _permit(self, adapter: Adapter, tokens: int, run_id: int | None, left: float) -> Permit | NoPermit | None:
+        """Leave to call ``adapter`` within what is ``left`` of the answer's patience (None: no limiter)."""
+        if self.limiter is None:
+            return None
+        return await self.limiter.acquire(adapter.name, tokens=tokens, run_id=run_id, lease=max(left, MIN_ATTEMPT),
+                                          within=max(0.0, left - MIN_ATTEMPT))
+
+    async def _release(self, permit: Permit, used: int | None) -> None:
+        if self.limiter is not None:
+            await self.limiter.release(permit, tokens=used)
+
+    def _not_called(self, adapter: Adapter, model: str, n: int, refused: NoPermit, *, gave_up: bool) -> ModelStep:
+        """An attempt never made: the provider's limits (this deployment's) kept it waiting too long."""
+        words = f"{adapter.name} was busy: its limits kept this call waiting {refused.seconds:.0f}s"
+        log.warning("provider %s (%s) not called: %s%s", adapter.name, model, words, " — giving up" if gave_up else "")
+        return ModelStep(provider=adapter.name, model=model, fallback=n > 0, error=words, error_class="provider",
+                         gave_up=gave_up)
 
     def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
         """The most this call may cost: the request's text as input tokens (about four characters a token)

@@ -80,7 +80,7 @@ class MockModel:
         return turns[turn].cost_usd if turn < len(turns) else 0.0
 
     async def answer(
-        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int, run_id: int | None = None,
     ) -> list[ModelStep]:
         if script is None:
             return [ModelStep(text=self._standing_in, provider=self.name, model="mock")]

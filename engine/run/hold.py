@@ -211,7 +211,7 @@ class Hold:
     async def _call_model(self, request: ModelRequest, turn: int, steps: list[Step]) -> tuple[bool, ModelStep]:
         """Call the model; record every failed attempt before the last, and return the last unrecorded (with
         the cancel flag read while recording the others)."""
-        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn)
+        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn, run_id=self.run.id)
         cancelled = False
         for attempt in earlier:
             cancelled = await self.record(steps, attempt) or cancelled

@@ -22,6 +22,7 @@ from engine.store.lines import Lines
 from engine.store.offers import Offers
 from engine.store.outbox import Outbox
 from engine.store.people import People
+from engine.store.providers import Providers
 from engine.store.queries import Queries
 from engine.store.refusals import Refusals
 from engine.store.room_actions import RoomActions
@@ -91,6 +92,10 @@ class Families:
     @cached_property
     def workers(self) -> Workers:
         return Workers(self._on, self._q)
+
+    @cached_property
+    def providers(self) -> Providers:
+        return Providers(self._on, self._q)
 
 
 class Tx(Families):
