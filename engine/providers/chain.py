@@ -107,13 +107,22 @@ class Chain:
         retries = [self.retry.retries] * len(tried)
         tokens = request_tokens(request) + request.max_tokens  # what a provider counts a call for, up front
         n = 0
+        retrying = False  # the next attempt is a same-provider retry, its wait already decided
         while True:
             adapter, model = tried[n]
             left = self.patience - (self.clock.monotonic() - started)
-            permit = await self._permit(adapter, tokens, run_id, left)
+            others = n + 1 < len(tried)
+            permit = await self._permit(adapter, tokens, run_id, left, wait_out_pause=retrying or not others)
+            retrying = False
             if isinstance(permit, NoPermit):
                 left = self.patience - (self.clock.monotonic() - started)
-                moving_on = n + 1 < len(tried) and left >= MIN_ATTEMPT
+                moving_on = others and left >= MIN_ATTEMPT
+                if permit.reason == "paused" and moving_on:
+                    # Paused for everyone (it asked us to wait): the next provider answers meanwhile.
+                    log.info("provider %s is paused for %.1fs more; asking %s meanwhile", adapter.name,
+                             permit.seconds, tried[n + 1][0].name, extra={"run": run_id})
+                    n += 1
+                    continue
                 steps.append(self._not_called(adapter, model, n, permit, gave_up=not moving_on))
                 if not moving_on:
                     return steps
@@ -126,6 +135,9 @@ class Chain:
                 reply = await adapter.complete(model, request, timeout=left)
             except ProviderError as exc:
                 failure = exc
+                if isinstance(exc, RetryableFailure) and exc.retry_after is not None and self.limiter is not None:
+                    # Recorded before the permit is handed back, so no waiting call slips through meanwhile.
+                    await self.limiter.pause(adapter.name, exc.retry_after, str(exc))
             finally:
                 # Handed back as soon as the call returns (never held across a retry's wait), with what it used.
                 if permit is not None:
@@ -135,13 +147,14 @@ class Chain:
                 return steps
             if failure is not None:
                 left = self.patience - (self.clock.monotonic() - started)
-                wait = self._retry_wait(failure) if retries[n] > 0 else None
+                moving_on = others and left >= MIN_ATTEMPT
+                wait = self._retry_wait(failure, alone=not moving_on) if retries[n] > 0 else None
                 if wait is not None and left - wait < MIN_ATTEMPT:
                     wait = None
-                moving_on = n + 1 < len(tried) and left >= MIN_ATTEMPT
                 steps.append(self._failed(adapter, model, n, failure, gave_up=wait is None and not moving_on))
                 if wait is not None:
                     retries[n] -= 1
+                    retrying = True
                     await self.clock.sleep(wait)
                 elif moving_on:
                     n += 1
@@ -152,20 +165,24 @@ class Chain:
             steps.append(self._answered(adapter, model, n, reply))
             return steps
 
-    async def _permit(self, adapter: Adapter, tokens: int, run_id: int | None, left: float) -> Permit | NoPermit | None:
+    async def _permit(self, adapter: Adapter, tokens: int, run_id: int | None, left: float, *,
+                      wait_out_pause: bool) -> Permit | NoPermit | None:
         """Leave to call ``adapter`` within what is ``left`` of the answer's patience (None: no limiter)."""
         if self.limiter is None:
             return None
         return await self.limiter.acquire(adapter.name, tokens=tokens, run_id=run_id, lease=max(left, MIN_ATTEMPT),
-                                          within=max(0.0, left - MIN_ATTEMPT))
+                                          within=max(0.0, left - MIN_ATTEMPT), wait_out_pause=wait_out_pause)
 
     async def _release(self, permit: Permit, used: int | None) -> None:
         if self.limiter is not None:
             await self.limiter.release(permit, tokens=used)
 
     def _not_called(self, adapter: Adapter, model: str, n: int, refused: NoPermit, *, gave_up: bool) -> ModelStep:
-        """An attempt never made: the provider's limits (this deployment's) kept it waiting too long."""
-        words = f"{adapter.name} was busy: its limits kept this call waiting {refused.seconds:.0f}s"
+        """An attempt never made: the provider's limits (this deployment's) kept it waiting too long, or it
+        asked everyone to wait longer than this answer may."""
+        words = (f"{adapter.name} was busy: its limits kept this call waiting {refused.seconds:.0f}s"
+                 if refused.reason == "busy" else
+                 f"{adapter.name} asked to be left alone for {refused.seconds:.0f}s more (rate limited)")
         log.warning("provider %s (%s) not called: %s%s", adapter.name, model, words, " — giving up" if gave_up else "")
         return ModelStep(provider=adapter.name, model=model, fallback=n > 0, error=words, error_class="provider",
                          gave_up=gave_up)
@@ -181,11 +198,16 @@ class Chain:
                  for a in self.adapters if (m := model_for(request.model, a.name, a.default_model))]
         return max((c for c in costs if c is not None), default=0.0)
 
-    def _retry_wait(self, exc: ProviderError) -> float | None:
+    def _retry_wait(self, exc: ProviderError, *, alone: bool) -> float | None:
+        """How long to wait before asking the same provider again (None: do not). A longer retry-after than
+        the policy's moves on — unless there is nobody else to ask and its wait is shared (a limiter): then
+        the call waits for the provider, within the answer's patience."""
         if not isinstance(exc, RetryableFailure):
             return None
         wait = self.retry.wait if exc.retry_after is None else exc.retry_after
-        return wait if wait <= self.retry.longest else None
+        if wait <= self.retry.longest or (alone and self.limiter is not None and exc.retry_after is not None):
+            return wait
+        return None
 
     def _failed(self, adapter: Adapter, model: str, n: int, exc: ProviderError, *, gave_up: bool) -> ModelStep:
         fault: Fault = "request" if isinstance(exc, RequestFault) else "provider"

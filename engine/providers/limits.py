@@ -12,6 +12,11 @@ take, and handed back when it returns. Why a leased-permit table, and not adviso
   than the limit in any minute — a bucket refilled by the second lets twice its size through in one), and who
   waits in what order (nobody overtakes; "3 questions ahead" is read off them).
 
+A provider that answers 429 (or 503, 529) with ``retry-after`` is paused for every worker until then, recorded
+on its row (before the failed call's permit is handed back, so no waiting call slips through meanwhile): a
+call that can go to another provider meanwhile does; one that cannot waits the pause out, if it may wait that
+long. A pause is capped at ``LONGEST_PAUSE``.
+
 Waiting: a call that cannot go at once leaves a waiting permit in line. One task per provider in this process
 (not one per waiting call) looks at the line when a permit is handed back anywhere (``NOTIFY summon_permits``)
 or when the verdict says room will be made (a minute's oldest request leaving it), grants this process's
@@ -44,6 +49,8 @@ LINE_LOOK = 500
 PRUNE_EVERY = 30.0
 # A handed-back permit is kept this long past its window (for ``summon status``: the last minute's calls).
 KEEP_PAST_WINDOW = 60.0
+# The longest a provider's retry-after pauses it for (one asking for a day is asked again within the hour).
+LONGEST_PAUSE = 3600.0
 
 
 @dataclass(frozen=True)
@@ -117,16 +124,27 @@ class Limiter:
 
     # --- one call ---------------------------------------------------------------------------------------
 
-    async def acquire(self, provider: str, *, tokens: int, run_id: int | None, lease: float,
-                      within: float) -> Permit | NoPermit:
+    async def acquire(self, provider: str, *, tokens: int, run_id: int | None, lease: float, within: float,
+                      wait_out_pause: bool = True) -> Permit | NoPermit:
         """Leave to call ``provider`` with a call of about ``tokens`` tokens that may take ``lease`` seconds,
-        waiting at most ``within`` seconds for it."""
+        waiting at most ``within`` seconds for it. A paused provider: ``NoPermit("paused")`` at once unless
+        ``wait_out_pause`` (there is nobody else to ask) and the pause ends within ``within``."""
         limits = self.limits_of(provider)
         if not limits.limited:
+            paused_for = await self.store.providers.paused_for(provider)
+            if paused_for is None:
+                return Permit(provider, None)
+            if not wait_out_pause or paused_for > within:
+                return NoPermit(provider, "paused", paused_for)
+            log.info("a call to %s waits %.1fs for the provider's pause to end", provider, paused_for,
+                     extra={"run": run_id, "provider": provider})
+            await self.clock.sleep(paused_for)
             return Permit(provider, None)
         lease = min(lease, limits.call_seconds) + LEASE_MARGIN
         async with self.store.transaction("take_permit") as tx:
             locked = await tx.providers.lock(provider)
+            if locked.paused_for is not None and (not wait_out_pause or locked.paused_for > within):
+                return NoPermit(provider, "paused", locked.paused_for)
             # Nobody overtakes: with calls already waiting, this one waits behind them.
             ahead = await tx.providers.waiting(provider, 1)
             granted = False
@@ -140,6 +158,16 @@ class Limiter:
         log.info("a call to %s waits for a permit (its limits: %s)", provider, limits_said(limits),
                  extra={"run": run_id, "provider": provider})
         return await self._wait(provider, permit, within, run_id)
+
+    async def pause(self, provider: str, seconds: float, reason: str) -> None:
+        """The provider asked everyone to wait ``seconds`` (a retry-after): no worker calls it before then."""
+        seconds = min(seconds, LONGEST_PAUSE)
+        log.warning("provider %s asked to wait %.1fs: paused for every worker (%s)", provider, seconds, reason,
+                    extra={"provider": provider})
+        try:
+            await self.store.providers.pause(provider, seconds, reason)
+        except StoreError:
+            log.warning("could not record the pause of %s; other workers will learn it for themselves", provider)
 
     async def release(self, permit: Permit, *, tokens: int | None = None) -> None:
         """The call returned: hand its permit back (with the tokens it used, when known)."""

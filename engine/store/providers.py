@@ -79,6 +79,15 @@ class Providers(Family):
         """Forget permits no window counts any more; how many."""
         return await self._run("prune_provider_permits", keep_seconds)
 
+    async def pause(self, gate: str, seconds: float, reason: str) -> None:
+        """No call to ``gate`` from any worker for ``seconds`` (a longer pause already recorded stands)."""
+        await self._run("pause_provider", gate, seconds, reason)
+
+    async def paused_for(self, gate: str) -> float | None:
+        """How long ``gate``'s pause still runs (None: not paused)."""
+        seconds = await self._value("provider_paused_for", gate)
+        return None if seconds is None else float(seconds)
+
     async def forget(self, worker: str) -> None:
         """``worker`` stops: its calls are handed back, and it waits for nothing."""
         await self._run("forget_provider_permits", worker)

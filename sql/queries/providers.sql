@@ -98,3 +98,20 @@ WITH waiting AS (
     RETURNING gate
 )
 SELECT pg_notify('summon_permits', g) FROM (SELECT DISTINCT gate AS g FROM released) d;
+
+-- name: pause_provider
+-- Provider $1 asked everyone to wait $2 seconds (a 429 with retry-after): no call to it before then, from any
+-- worker ($3: its own sentence). A longer pause already recorded stands.
+INSERT INTO provider_gates (gate, paused_until, paused_reason, updated_at)
+VALUES ($1, clock_timestamp() + make_interval(secs => $2::float8), $3, clock_timestamp())
+ON CONFLICT (gate) DO UPDATE
+   SET paused_until = greatest(provider_gates.paused_until, EXCLUDED.paused_until),
+       paused_reason = CASE WHEN provider_gates.paused_until > EXCLUDED.paused_until
+                            THEN provider_gates.paused_reason ELSE EXCLUDED.paused_reason END,
+       updated_at = clock_timestamp();
+
+-- name: provider_paused_for
+-- How long provider $1's pause still runs, in seconds (no row: not paused).
+SELECT extract(epoch FROM paused_until - clock_timestamp())::float8 AS paused_for
+  FROM provider_gates
+ WHERE gate = $1 AND paused_until > clock_timestamp();

@@ -20,7 +20,7 @@ from engine.providers.config import choose_answerer
 from engine.providers.limits import Limiter, NoPermit, Permit
 from tests.db.runs import insert_run
 from tests.faults.support import Processes, wait_for
-from tests.providers.fake_provider import FakeProvider, openai_text
+from tests.providers.fake_provider import Canned, FakeProvider, openai_error, openai_text
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db
@@ -192,3 +192,91 @@ async def test_tokens_per_minute_hold_a_call_until_the_window_makes_room(db: Tes
     assert all(s[-1].text == "ok" for s in steps)
     first, second, third = fake.arrivals
     assert second - first < 1.0 and third - first >= 2.0, fake.arrivals
+
+
+# --- a provider's own "wait": a 429 with retry-after ------------------------------------------------------
+
+
+def rate_limited(seconds: int) -> Canned:
+    return openai_error(429, "Rate limit reached for gpt-test in organization org-abc on requests per min (RPM).",
+                        type="requests", code="rate_limit_exceeded", headers={"retry-after": str(seconds)})
+
+
+async def test_a_429_with_retry_after_pauses_every_worker_until_then(
+    db: TestStore, dsn: str, published: Registry, fake: FakeProvider, tmp_path: Path,
+) -> None:
+    # One call at a time, so the 429 is the only call in flight when it comes back: none may follow it for 3 s,
+    # whichever of the three workers makes it — and the run it came back to waits it out (nobody else to ask).
+    fake.queue("openai", replace(openai_text("ok"), delay=0.3), rate_limited(3))
+    fake.otherwise["openai"] = replace(openai_text("ok"), delay=0.3)
+    processes = Processes(tmp_path, env=buying(fake, max_in_flight=1))
+    try:
+        ids = [await insert_run(db, script=None) for _ in range(6)]
+        config = processes.worker_config(dsn, slots=8, poll_seconds=0.2)
+        for _ in range(3):
+            processes.worker(config)
+        await wait_for(lambda: all_done(db, ids), timeout=90, what="every run answered")
+    finally:
+        processes.close()
+    assert len(fake.arrivals) == 7  # six answers and the 429
+    arrivals = sorted(fake.arrivals)
+    assert arrivals[2] - arrivals[1] >= 3 - 0.3, arrivals  # the 429 was the second call
+    reason = await db.pool.fetchval("SELECT paused_reason FROM provider_gates WHERE gate = 'fake'")
+    assert "Rate limit reached" in reason
+
+
+@pytest.fixture
+async def fake2() -> AsyncIterator[FakeProvider]:
+    server = FakeProvider()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["no_limits", "max_in_flight"])
+async def test_while_a_provider_is_paused_every_worker_asks_the_next_one(
+    db: TestStore, fake: FakeProvider, fake2: FakeProvider, limited: bool,
+) -> None:
+    env = {"SUMMON_PROVIDERS": "first,second", "AGENTS_LIVE": "1",
+           "SUMMON_PROVIDER_FIRST_URL": fake.openai_url, "SUMMON_PROVIDER_FIRST_KEY": "sk-1",
+           "SUMMON_PROVIDER_FIRST_MODEL": "gpt-test", "SUMMON_PROVIDER_SECOND_URL": fake2.openai_url,
+           "SUMMON_PROVIDER_SECOND_KEY": "sk-2", "SUMMON_PROVIDER_SECOND_MODEL": "gpt-other"}
+    if limited:
+        env["SUMMON_PROVIDER_FIRST_MAX_IN_FLIGHT"] = "5"
+    clock = SystemClock()
+    a = choose_answerer(env, clock, store=db, worker_id="worker-a")
+    b = choose_answerer(env, clock, store=db, worker_id="worker-b")
+    fake.queue("openai", rate_limited(30))
+    fake.otherwise["openai"] = openai_text("from first")
+    fake2.otherwise["openai"] = openai_text("from second")
+    request = ModelRequest(system="", messages=(Message("user", "hi"),))
+    try:
+        first = await a.answer(request, script=None, turn=0)
+        later = [await x.answer(request, script=None, turn=0) for x in (b, a, b)]
+    finally:
+        await a.aclose()
+        await b.aclose()
+    # Worker a met the 429 (30 s: longer than a retry is worth) and moved on; it paused `first` for everyone.
+    assert [(s.provider, s.error is None, s.gave_up) for s in first] == [("first", False, False), ("second", True, False)]
+    # Meanwhile every worker asks `second` straight away: `first` is not called again.
+    for steps in later:
+        assert [(s.provider, s.text, s.fallback) for s in steps] == [("second", "from second", True)]
+    assert len(fake.received()) == 1 and len(fake2.received()) == 4
+    left = await db.pool.fetchval(
+        "SELECT extract(epoch FROM paused_until - now()) FROM provider_gates WHERE gate = 'first'")
+    assert 25 < left <= 30
+
+
+async def test_a_pause_longer_than_the_answer_may_wait_gives_up_in_words(db: TestStore, fake: FakeProvider) -> None:
+    env = {k: v for k, v in buying(fake).items() if v is not None}
+    answering = choose_answerer(env, SystemClock(), store=db, worker_id="w-pause", patience=5.0)
+    await db.providers.pause("fake", 120, "Rate limit reached")
+    try:
+        [step] = await answering.answer(ModelRequest(system="", messages=(Message("user", "hi"),)), script=None,
+                                        turn=0)
+    finally:
+        await answering.aclose()
+    assert step.gave_up and step.provider == "fake" and "rate limited" in (step.error or "")
+    assert fake.received() == []
