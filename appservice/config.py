@@ -82,9 +82,13 @@ class Limits(_Strict):
     daily_spend: float | None = Field(default=None, ge=0)
     # How many runs one person may have waiting or running at once; more are refused in words.
     live_runs_per_person: int = Field(default=3, ge=1, le=1000)
+    # How many summonses may wait for one bot (for a worker's slot or a provider's permit); past it, new ones
+    # are refused in words ("busy, try again in a minute") rather than queued for ten minutes.
+    waiting_per_bot: int = Field(default=100, ge=1, le=100_000)
 
     def caps(self) -> Caps:
-        return Caps(daily_spend=self.daily_spend, live_runs_per_person=self.live_runs_per_person)
+        return Caps(daily_spend=self.daily_spend, live_runs_per_person=self.live_runs_per_person,
+                    waiting_per_bot=self.waiting_per_bot)
 
 
 class Database(_Strict):

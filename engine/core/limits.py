@@ -29,10 +29,12 @@ DEFAULT_LIMITS = Limits(steps=12, spend=0.50, minutes=10.0)
 @dataclass(frozen=True)
 class Caps:
     """The deployment's own caps (``limits:`` in summon.yaml): what it may spend in any 24 hours (None: no
-    cap), and how many runs one person may have waiting or running at once."""
+    cap), how many runs one person may have waiting or running at once, and how many summonses may wait for
+    one bot (for a worker's slot or a provider's permit) before new ones are refused."""
 
     daily_spend: float | None = None
     live_runs_per_person: int = 3
+    waiting_per_bot: int = 100
 
 
 DEFAULT_CAPS = Caps()

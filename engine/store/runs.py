@@ -134,6 +134,10 @@ class Runs(Family):
         """How many runs ``asked_by`` asked for are waiting or running."""
         return int(await self._value("live_runs_of", asked_by))
 
+    async def waiting_for(self, bot: str) -> int:
+        """How many runs of ``bot`` wait: queued for a worker, or waiting for a provider's permit."""
+        return int(await self._value("bot_waiting", bot))
+
     async def get(self, run_id: int) -> Run | None:
         return maybe(Run, await self._one("get_run", run_id))
 

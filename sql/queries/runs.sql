@@ -16,6 +16,12 @@ SELECT count(*) AS live
   FROM spend_ledger l JOIN agent_runs r ON r.id = l.run_id
  WHERE l.who = $1 AND l.reserved AND r.asked_by = $1 AND r.status IN ('queued', 'running');
 
+-- name: bot_waiting
+-- How many runs of bot $1 wait: queued for a worker, or held and waiting for a provider's permit.
+SELECT (SELECT count(*) FROM agent_runs WHERE status = 'queued' AND bot = $1)
+     + (SELECT count(*) FROM provider_permits p JOIN agent_runs r ON r.id = p.run_id
+         WHERE p.granted_at IS NULL AND p.expires_at > clock_timestamp() AND r.bot = $1) AS waiting;
+
 -- name: get_run
 -- One run.
 SELECT * FROM agent_runs WHERE id = $1;
