@@ -47,6 +47,7 @@ from appservice.matrix.staff import tell_staff
 from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
+from appservice.matrix.waiting import WaitingLines
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
 from engine.content import files as contentfiles
@@ -183,6 +184,9 @@ class Service:
         await self.rooms.register_puppets()
         self.tasks.spawn(self.surface.published(self.registry()), name="command-state")
         self.tasks.spawn(self.rooms.resume(self.stop_event), name="room-actions")
+        # A run that waits (for a slot or a provider's permit) says so on its progress line.
+        self.waiting_lines = WaitingLines(self.store, self.registry, self.clock)
+        self.tasks.spawn(self.waiting_lines.run(self.stop_event), name="waiting-lines")
         app = web.Application(client_max_size=c.appservice.max_body_size)
         TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
         EventHooks(self.store, self.registry, c.hooks.keys, self.clock, self.surface).routes(app)

@@ -28,6 +28,23 @@ class Locked:
     paused_for: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderState:
+    """One provider as every worker together uses it (``summon status``, ``/metrics``): calls in flight, calls
+    waiting for a permit (and the oldest's wait, seconds), requests and tokens granted in the last minute, and
+    its pause (seconds still to run and the provider's sentence; None: not paused). Only providers kept to
+    limits take permits; a provider without limits shows only its pauses."""
+
+    provider: str
+    in_flight: int
+    waiting: int
+    oldest_waiting: float | None
+    requests_last_minute: int
+    tokens_last_minute: int
+    paused_for: float | None
+    paused_reason: str | None
+
+
 class Providers(Family):
     __slots__ = ()
 
@@ -87,6 +104,10 @@ class Providers(Family):
         """How long ``gate``'s pause still runs (None: not paused)."""
         seconds = await self._value("provider_paused_for", gate)
         return None if seconds is None else float(seconds)
+
+    async def status(self) -> list[ProviderState]:
+        """Every provider anybody asked a permit of (or paused), as every worker together uses it."""
+        return rows(ProviderState, await self._all("provider_gates_status"))
 
     async def forget(self, worker: str) -> None:
         """``worker`` stops: its calls are handed back, and it waits for nothing."""

@@ -115,3 +115,24 @@ ON CONFLICT (gate) DO UPDATE
 SELECT extract(epoch FROM paused_until - clock_timestamp())::float8 AS paused_for
   FROM provider_gates
  WHERE gate = $1 AND paused_until > clock_timestamp();
+
+-- name: provider_gates_status
+-- Every provider anybody asked a permit of: calls in flight, calls waiting and the oldest's wait, requests and
+-- tokens granted in the last minute, and how long its pause still runs (for `summon status` and `/metrics`).
+SELECT g.gate AS provider,
+       (SELECT count(*) FROM provider_permits p WHERE p.gate = g.gate AND p.granted_at IS NOT NULL
+           AND p.released_at IS NULL AND p.expires_at > clock_timestamp())::integer AS in_flight,
+       (SELECT count(*) FROM provider_permits p WHERE p.gate = g.gate AND p.granted_at IS NULL
+           AND p.expires_at > clock_timestamp())::integer AS waiting,
+       (SELECT extract(epoch FROM clock_timestamp() - min(p.asked_at))::float8 FROM provider_permits p
+         WHERE p.gate = g.gate AND p.granted_at IS NULL AND p.expires_at > clock_timestamp()) AS oldest_waiting,
+       (SELECT count(*) FROM provider_permits p WHERE p.gate = g.gate
+           AND p.granted_at > clock_timestamp() - interval '1 minute')::integer AS requests_last_minute,
+       (SELECT coalesce(sum(p.tokens), 0) FROM provider_permits p WHERE p.gate = g.gate
+           AND p.granted_at > clock_timestamp() - interval '1 minute')::bigint AS tokens_last_minute,
+       CASE WHEN pg.paused_until > clock_timestamp()
+            THEN extract(epoch FROM pg.paused_until - clock_timestamp())::float8 END AS paused_for,
+       CASE WHEN pg.paused_until > clock_timestamp() THEN pg.paused_reason END AS paused_reason
+  FROM (SELECT gate FROM provider_gates UNION SELECT gate FROM provider_permits) g
+  LEFT JOIN provider_gates pg ON pg.gate = g.gate
+ ORDER BY g.gate;
