@@ -34,7 +34,7 @@ from tests.store import TestStore
 
 ROOMS, PER_ROOM, LATENCY = 50, 4, 2
 bench.RUN = bench.REPO / ".dev" / "bench-many-run"
-PORTS = "55465,8035,29365"
+PORTS = "55467,8047,29367"  # ports of its own (tests.bench.slots: 55465, tests.bench.permits: 55466)
 
 
 class SleepingEcho(EchoAS):
