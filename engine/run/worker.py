@@ -1,4 +1,4 @@
-"""The worker: ``slots`` runs at a time, each claimed with one short autocommit statement and then held by
+"""The worker: ``slots`` runs at a time, claimed by short autocommit statements and each then held by
 id (``engine/run/hold.py``) until it is done or its wall-clock budget is spent; woken by NOTIFY; beating
 every few seconds to say whether it can answer model calls; and sweeping up the runs of workers that died.
 Handing a run back releases the lease; the status change NOTIFYs, so the next worker starts at once.
@@ -6,7 +6,7 @@ Handing a run back releases the lease; the status change NOTIFYs, so the next wo
 Slots are cheap: a held run holds no database connection while it awaits a model or a tool, only while it
 writes a step. So the default is sized for model calls that take seconds (``DEFAULT_SLOTS``, measured with
 ``python -m tests.bench.slots``), and one claimer takes runs while a slot is free — a NOTIFY costs one claim,
-not one per idle slot.
+not one per idle slot, and a burst of runs is taken up to ``CLAIM_BATCH`` to a statement, not one by one.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from engine.tools.base import ContentTools, ToolFn
 from engine.tools.runner import SiteClasses, ToolRunner
 
 log = logging.getLogger(__name__)
+
+CLAIM_BATCH = 32  # runs one claim takes at most: a burst is taken in a few statements, and one worker
+# still leaves the rest of a long queue to the others
 
 
 @dataclass(frozen=True)
@@ -122,19 +125,26 @@ class Worker:
         free = asyncio.Semaphore(self.settings.slots)
         while not stop.is_set():
             await free.acquire()
+            # As many free slots as there are (up to CLAIM_BATCH), taken without waiting: a burst of summonses
+            # is claimed in a few statements rather than one round trip per run, which under load was the queue.
+            taken = 1
+            while taken < CLAIM_BATCH and not free.locked():
+                await free.acquire()
+                taken += 1
             seen = self._generation
             try:
-                claim = await self.claim()
+                claims = await self.claim_up_to(taken)
             except StoreError:
-                free.release()
+                for _ in range(taken):
+                    free.release()
                 log.warning("worker: the database is unavailable; claiming again in 1s")
                 await self.clock.sleep(1)
                 continue
-            if claim is not None:
+            for claim in claims:
                 group.spawn(self._held(claim, free), name=f"worker-run-{claim.run.id}")
-                continue
-            free.release()
-            if stop.is_set() or self._generation != seen:
+            for _ in range(taken - len(claims)):
+                free.release()
+            if claims or stop.is_set() or self._generation != seen:
                 continue
             self._wake.clear()
             await self.clock.wait(self._wake, self.settings.poll_seconds)
@@ -164,6 +174,10 @@ class Worker:
     async def claim(self) -> Claim | None:
         """Claim the next run (one short autocommit statement); None when nothing is claimable."""
         return await self.store.runs.claim(self.id, self.settings.lease_seconds)
+
+    async def claim_up_to(self, most: int) -> list[Claim]:
+        """Claim up to ``most`` runs, the ones due first (one short autocommit statement)."""
+        return await self.store.runs.claim_up_to(self.id, self.settings.lease_seconds, most)
 
     async def work_once(self) -> bool:
         """Claim one run and hold it. False when nothing was claimable."""

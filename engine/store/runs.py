@@ -195,8 +195,12 @@ class Runs(Family):
     # --- held ----------------------------------------------------------------------------------------
 
     async def claim(self, owner: str, lease_seconds: float) -> Claim | None:
-        record = await self._one("claim_run", owner, lease_seconds)
-        return None if record is None else Claim(row(Run, record), record["now"])
+        claims = await self.claim_up_to(owner, lease_seconds, 1)
+        return claims[0] if claims else None
+
+    async def claim_up_to(self, owner: str, lease_seconds: float, most: int) -> list[Claim]:
+        """Up to ``most`` runs in one statement: the ones due first (they start together, in no order)."""
+        return [Claim(row(Run, r), r["now"]) for r in await self._all("claim_runs", owner, lease_seconds, most)]
 
     async def fence(self, run_id: int, owner: str, lease_seconds: float) -> Fence:
         """Extend the lease while ``owner`` holds it; raises ``LeaseLost`` when it does not any more."""

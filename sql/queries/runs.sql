@@ -72,15 +72,15 @@ SELECT b.bot, coalesce(q.n, 0)::integer AS queued, q.oldest AS oldest_queued,
 -- One run.
 SELECT * FROM agent_runs WHERE id = $1;
 
--- name: claim_run
--- Claim a queued run for worker $1 with a lease of $2 seconds, with the database's time (the one clock):
--- the lowest turn first (a person's 10th waiting run never before another's 1st), then the oldest. Short
--- and autocommit: the worker then holds the run by id and never asks the claim again.
+-- name: claim_runs
+-- Claim up to $3 queued runs for worker $1 with a lease of $2 seconds, with the database's time (the one
+-- clock): the lowest turn first (a person's 10th waiting run never before another's 1st), then the oldest.
+-- Short and autocommit: the worker then holds each run by id and never asks the claim again.
 WITH c AS (
     SELECT id FROM agent_runs
      WHERE status = 'queued'
      ORDER BY turn, created_at, id
-     LIMIT 1
+     LIMIT $3
        FOR UPDATE SKIP LOCKED
 )
 UPDATE agent_runs r

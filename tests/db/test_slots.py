@@ -12,7 +12,7 @@ from engine.clock import SystemClock
 from engine.content import Registry
 from engine.core.limits import DEFAULT_SLOTS
 from engine.providers.mock import MockModel
-from engine.run.worker import Worker, WorkerSettings
+from engine.run.worker import CLAIM_BATCH, Worker, WorkerSettings
 from engine.store.runs import Claim
 from tests.db.runs import insert_run
 from tests.db.test_worker import RecordingSurface
@@ -27,10 +27,13 @@ QUIET = {"heartbeat_seconds": 600.0, "sweep_seconds": 600.0, "poll_seconds": 600
 
 class CountingWorker(Worker):
     claims = 0
+    taken: list[int]
 
-    async def claim(self) -> Claim | None:
+    async def claim_up_to(self, most: int) -> list[Claim]:
         self.claims += 1
-        return await super().claim()
+        got = await super().claim_up_to(most)
+        self.taken = [*getattr(self, "taken", []), len(got)]
+        return got
 
 
 def worker(db: TestStore, registry: Registry, **settings: Any) -> CountingWorker:
@@ -93,3 +96,23 @@ async def test_a_notify_costs_one_claim_not_one_per_idle_slot(db: TestStore, pub
     finally:
         stop.set()
         await task
+
+
+async def test_a_burst_is_claimed_a_few_dozen_runs_to_a_statement(db: TestStore, published: Registry) -> None:
+    """Twenty people at once, or two hundred: one claim per run was one round trip per run through a busy pool,
+    and under load the runs queued behind the claimer (seconds, with 256 slots free). Up to CLAIM_BATCH runs
+    are taken to a statement, the ones due first; the first claim finds the whole burst."""
+    ids = [await insert_run(db, script=[{"text": f"answer {n}", "delay": 3}]) for n in range(100)]
+    w = worker(db, published)
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(w.run(stop))
+    try:
+        await eventually(lambda: _count(db, "SELECT count(*) FROM agent_runs WHERE status = 'running'", 100))
+        assert w.taken[:4] == [CLAIM_BATCH, CLAIM_BATCH, CLAIM_BATCH, 100 - 3 * CLAIM_BATCH]
+        assert w.claims <= 6  # and one or two finding nothing left
+        await eventually(lambda: _count(db, "SELECT count(*) FROM agent_runs WHERE status = 'done'", 100),
+                         timeout=30)
+    finally:
+        stop.set()
+        await task
+    assert sorted(rid for rid, _ in w.surfaces["rooms"].delivered) == ids  # type: ignore[attr-defined]
