@@ -183,9 +183,10 @@ async def test_tokens_per_minute_hold_a_call_until_the_window_makes_room(db: Tes
     fake.otherwise["openai"] = openai_text("ok", prompt=100, completion=10)
     stop = asyncio.Event()
     running = asyncio.ensure_future(answering.limiter.run(stop))
-    # 200 a window; each call counts its prompt and max_tokens (about 66) until it returns, then what it used
-    # (110): two go at once, and the third waits for the window to let the first two out.
-    request = ModelRequest(system="", messages=(Message("user", "hi"),), max_tokens=64)
+    # 200 a window; each call counts its prompt and max_tokens (91) until it returns, then what it used (110):
+    # two go at once, and the third waits for the window to let the first two out — whether or not they have
+    # returned when it asks (at 65 a call, three fitted in the window while none had, and the test raced them).
+    request = ModelRequest(system="", messages=(Message("user", "hi"),), max_tokens=90)
     try:
         steps = await asyncio.gather(*(answering.answer(request, script=None, turn=0) for _ in range(3)))
     finally:
