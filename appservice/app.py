@@ -55,6 +55,7 @@ from appservice.matrix.staff import tell_staff
 from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
+from appservice.matrix.waiting import WaitingLines
 from appservice.metrics import Metrics
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
@@ -67,7 +68,7 @@ from engine.providers.config import choose_answerer
 from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
-from engine.run.worker import Worker, WorkerSettings
+from engine.run.worker import Worker, WorkerSettings, new_worker_id
 from engine.store import Store, Tx
 from engine.surface import Surface, SurfaceFacts
 from engine.tasks import TaskGroup
@@ -174,8 +175,11 @@ class Service:
         self.store = await open_store(c.database, clock=self.clock)
         await self._keep_puppet_prefix()
         # What answers model calls, chosen first: with buying on, a bot whose model has no price is refused
-        # like any content error (no spend limit could hold against it).
-        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, c.worker.lease_seconds * 2 / 3))
+        # like any content error (no spend limit could hold against it). A chain of providers must answer well
+        # inside the lease, which no step renews meanwhile; its limits are kept with every other worker.
+        worker_id = new_worker_id()
+        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, c.worker.lease_seconds * 2 / 3),
+                                        store=self.store, worker_id=worker_id)
         self._registry = compile_content(c, await self.store.rooms.encrypted())
         unpriced = self.answerer.unpriced(self._registry.bots.values())
         if unpriced:
@@ -205,6 +209,9 @@ class Service:
         if self.desk is not None:
             surfaces[self.desk.surface.name] = self.desk.surface
         w = c.worker
+        if self.answerer.limiter is not None:
+            # Provider limits kept with every other worker: hear permits handed back anywhere.
+            self.tasks.spawn(self.answerer.limiter.run(self.stop_event), name="provider-limits")
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
                                     CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
         # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
@@ -216,7 +223,7 @@ class Service:
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
-            status=self.answerer.status(), meter=self.metrics,
+            status=self.answerer.status(), meter=self.metrics, worker_id=worker_id,
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         if c.metrics.listen is not None:
@@ -235,6 +242,9 @@ class Service:
         await self.avatars.set_all()
         self.tasks.spawn(self.surface.published(self.registry()), name="command-state")
         self.tasks.spawn(self.rooms.resume(self.stop_event), name="room-actions")
+        # A run that waits (for a slot or a provider's permit) says so on its progress line.
+        self.waiting_lines = WaitingLines(self.store, self.registry, self.clock)
+        self.tasks.spawn(self.waiting_lines.run(self.stop_event), name="waiting-lines")
         app = web.Application(client_max_size=c.appservice.max_body_size)
         TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
         EventHooks(self.store, self.registry, c.hooks.keys, self.clock, self.surface).routes(app)

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from engine.content.bots import check_avatar
-from engine.core.limits import Caps
+from engine.core.limits import DEFAULT_SLOTS, Caps
 from engine.errors import ConfigError
 from engine.tools.code import CodeLimits, Sandbox
 from engine.tools.fetch import FetchSettings, make_fetch
@@ -110,9 +110,13 @@ class Limits(_Strict):
     daily_spend: float | None = Field(default=None, ge=0)
     # How many runs one person may have waiting or running at once; more are refused in words.
     live_runs_per_person: int = Field(default=3, ge=1, le=1000)
+    # How many summonses may wait for one bot (for a worker's slot or a provider's permit); past it, new ones
+    # are refused in words ("busy, try again in a minute") rather than queued for ten minutes.
+    waiting_per_bot: int = Field(default=100, ge=1, le=100_000)
 
     def caps(self) -> Caps:
-        return Caps(daily_spend=self.daily_spend, live_runs_per_person=self.live_runs_per_person)
+        return Caps(daily_spend=self.daily_spend, live_runs_per_person=self.live_runs_per_person,
+                    waiting_per_bot=self.waiting_per_bot)
 
 
 class Database(_Strict):
@@ -130,7 +134,9 @@ class Database(_Strict):
 
 
 class Worker(_Strict):
-    slots: int = Field(default=2, ge=0)
+    # Runs this process works on at once. A slot holds no database connection while it awaits a model, so
+    # slots are cheap: the default is sized for model calls that take seconds (engine/run/worker.py).
+    slots: int = Field(default=DEFAULT_SLOTS, ge=0, le=10_000)
     budget_seconds: float = Field(default=60.0, gt=0)
     lease_seconds: float = Field(default=90.0, gt=0)
     sweep_seconds: float = Field(default=10.0, gt=0)

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 SURFACE = "rooms"
 # The refusals a person is told about (``### refusals`` in strings), at most once a minute each.
-TOLD = frozenset({"ceiling", "too_many", "budget"})
+TOLD = frozenset({"ceiling", "too_many", "budget", "queue_full"})
 TELL_EVERY_SECONDS = 60.0
 
 
@@ -98,6 +98,8 @@ class Asking:
             return
         if refused.reason == "too_many":
             text = words.format(bot=bot.name, live=refused.live)
+        elif refused.reason == "queue_full":
+            text = words.format(bot=bot.name, waiting=refused.waiting)
         else:
             over = refused.breach
             if over is None or over.frees_at is None:

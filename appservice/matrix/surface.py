@@ -263,6 +263,10 @@ class MatrixSurface:
             queued = await self.store.outbox.enqueue_progress(
                 txn_id=first if n == 0 else f"{first}.{n}", run_id=run.id, room_id=run.room_id, sender=bot.user_id,
                 content=content, of_txn=None if n == 0 else first)
+            if not queued and n == 0 and await self.store.outbox.sent_as(first) is not None:
+                # The line is there already: it said the run was waiting (appservice.matrix.waiting, which puts
+                # it back to "working" when the wait is over); it is kept up to date from here.
+                queued = True
             if not queued or not still:
                 return
             await self.clock.sleep(self.progress_every)

@@ -47,11 +47,15 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "later": (),
         "incomplete": (),
     },
-    # The progress line of a long run, edited in place.
-    "progress": {"working": ("bot",), "still_working": ("bot", "minutes"), "cancel_hint": ()},
+    # The progress line of a long run, edited in place; while the run waits (for a worker's slot or a
+    # provider's permit) it says so, with how many questions are ahead of it.
+    "progress": {"working": ("bot",), "still_working": ("bot", "minutes"), "cancel_hint": (),
+                 "waiting": ("bot", "ahead"), "waiting_next": ("bot",)},
     # What a person is told when a summons is refused for a reason they can act on: a spend ceiling, too
-    # many runs of theirs at once ({live} waiting or running), the deployment's daily spend cap.
-    "refusals": {"ceiling": ("bot", "window", "when"), "too_many": ("bot", "live"), "budget": ("bot", "when")},
+    # many runs of theirs at once ({live} waiting or running), the deployment's daily spend cap, too many
+    # summonses waiting for the bot ({waiting}).
+    "refusals": {"ceiling": ("bot", "window", "when"), "too_many": ("bot", "live"), "budget": ("bot", "when"),
+                 "queue_full": ("bot", "waiting")},
     # `!bots …` to the service (appservice.matrix.admin): every reply shows a setting's current value and
     # the allowed ones; a bad field names what it takes; a non-admin is told the power level it needs.
     "admin": {

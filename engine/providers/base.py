@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
+from engine.core.permits import NO_LIMITS, ProviderLimits
 from engine.errors import NotAnAnswer, ProviderError, ProviderFailure
 from engine.providers.classify import unreachable, wire_fault
 from engine.providers.translate import Reply
@@ -35,10 +36,11 @@ class Answerer(Protocol):
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-        allowance: float | None = None,
+        allowance: float | None = None, run_id: int | None = None,
     ) -> list[ModelStep]:
         """``allowance``: what is left of the run's budget (USD); no attempt may cost more at worst (each is
-        sent with ``max_tokens`` lowered to fit). None: no limit."""
+        sent with ``max_tokens`` lowered to fit). None: no limit. ``run_id``: the run the call is for (a call
+        waiting for a provider's permit says whose it is)."""
         ...
 
     def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
@@ -66,6 +68,7 @@ class ProviderConfig:
     key: str | None = field(default=None, repr=False)
     model: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    limits: ProviderLimits = NO_LIMITS  # kept by every worker together (engine/providers/limits.py)
 
 
 class SdkAdapter(ABC):

@@ -14,6 +14,10 @@ answer (timed out, cut off) may have been billed regardless: the attempts after 
 worst case is counted, so even then the call's attempts together cannot cost more than the allowance.
 
 A request that carries a script is never bought: it goes to the scripted mock, whatever keys exist.
+
+With a ``Limiter`` (``engine/providers/limits.py``), every attempt first takes a permit to its provider, so
+every worker together keeps the provider's limits; waiting for one counts against the answer's patience, and a
+call that could wait no longer moves on to the next provider (or gives up, saying why).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from engine.core.messages import ModelRequest, ModelStep
 from engine.errors import ProviderError, RequestFault, RetryableFailure
 from engine.providers.base import Answerer
 from engine.providers.classify import Fault
+from engine.providers.limits import Limiter, NoPermit, Permit
 from engine.providers.mock import MockModel
 from engine.providers.prices import PriceTable
 from engine.providers.translate import Reply, anthropic_request, openai_request
@@ -44,6 +49,9 @@ NO_PRICE = "no price is known for this bot's model, so no spend limit could hold
 PATIENCE = 60.0
 # No attempt is started with less time than this left.
 MIN_ATTEMPT = 1.0
+# About how many characters a token is, for what a provider's tokens-per-minute window counts a call for up
+# front (settled to the tokens really used when its permit is handed back). An estimate, not the spend bound.
+CHARS_PER_TOKEN = 4
 
 
 class Adapter(Protocol):
@@ -105,6 +113,7 @@ class Chain:
         retry: RetryPolicy | None = None,
         scripted: Answerer | None = None,
         patience: float = PATIENCE,
+        limiter: Limiter | None = None,
     ) -> None:
         self.adapters = tuple(adapters)
         self.prices = prices
@@ -112,6 +121,7 @@ class Chain:
         self.retry = retry or RetryPolicy()
         self.patience = patience
         self.scripted: Answerer = scripted or MockModel(clock)
+        self.limiter = limiter
         self._unpriced_warned: set[tuple[str, str]] = set()
 
     def plan(self, request: ModelRequest, allowance: float | None) -> list[Attempt]:
@@ -149,10 +159,10 @@ class Chain:
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-        allowance: float | None = None,
+        allowance: float | None = None, run_id: int | None = None,
     ) -> list[ModelStep]:
         if script is not None:
-            return await self.scripted.answer(request, script=script, turn=turn, allowance=allowance)
+            return await self.scripted.answer(request, script=script, turn=turn, allowance=allowance, run_id=run_id)
         if not any(model_for(request.model, a.name, a.default_model) for a in self.adapters):
             log.error("no provider has a model for this bot (model: %r; providers: %s)",
                       request.model, ", ".join(a.name for a in self.adapters))
@@ -166,16 +176,47 @@ class Chain:
         started = self.clock.monotonic()
         retries = [self.retry.retries] * len(tried)
         n = 0
+        retrying = False  # the next attempt is a same-provider retry, its wait already decided
         while True:
             adapter, model, sent = tried[n].adapter, tried[n].model, tried[n].request
             left = self.patience - (self.clock.monotonic() - started)
+            others = n + 1 < len(tried)
+            permit = await self._permit(adapter, counted_tokens(sent), run_id, left,
+                                        wait_out_pause=retrying or not others)
+            retrying = False
+            if isinstance(permit, NoPermit):
+                left = self.patience - (self.clock.monotonic() - started)
+                moving_on = others and left >= MIN_ATTEMPT
+                if permit.reason == "paused" and moving_on:
+                    # Paused for everyone (it asked us to wait): the next provider answers meanwhile.
+                    log.info("provider %s is paused for %.1fs more; asking %s meanwhile", adapter.name,
+                             permit.seconds, tried[n + 1].adapter.name, extra={"run": run_id})
+                    n += 1
+                    continue
+                steps.append(self._not_called(adapter, model, n, permit, gave_up=not moving_on))
+                if not moving_on:
+                    return steps
+                n += 1
+                continue
+            left = self.patience - (self.clock.monotonic() - started)
+            reply: Reply | None = None
+            failure: ProviderError | None = None
             try:
                 reply = await adapter.complete(model, sent, timeout=left)
-            except RequestFault as exc:
-                steps.append(self._failed(adapter, model, n, exc, gave_up=True))
-                return steps
             except ProviderError as exc:
-                if exc.status is None and allowance is not None and n + 1 < len(tried):
+                failure = exc
+                if isinstance(exc, RetryableFailure) and exc.retry_after is not None and self.limiter is not None:
+                    # Recorded before the permit is handed back, so no waiting call slips through meanwhile.
+                    await self.limiter.pause(adapter.name, exc.retry_after, str(exc))
+            finally:
+                # Handed back as soon as the call returns (never held across a retry's wait), with what it used.
+                if permit is not None:
+                    await self._release(permit, None if reply is None else reply.usage.tokens_in + reply.usage.output)
+            if isinstance(failure, RequestFault):
+                steps.append(self._failed(adapter, model, n, failure, gave_up=True))
+                return steps
+            if failure is not None:
+                if failure.status is None and allowance is not None and n + 1 < len(tried):
                     # No HTTP answer at all (timed out, cut off): it may have been generated and billed all the
                     # same, so the providers after it get what is left once its worst case is counted.
                     allowance = max(0.0, allowance - tried[n].worst_usd)
@@ -183,21 +224,45 @@ class Chain:
                     tried = tried[:n + 1] + [a for a in self.plan(request, allowance) if id(a.adapter) in later]
                     retries = retries[:n + 1] + [self.retry.retries] * (len(tried) - n - 1)
                 left = self.patience - (self.clock.monotonic() - started)
-                wait = self._retry_wait(exc) if retries[n] > 0 else None
+                moving_on = n + 1 < len(tried) and left >= MIN_ATTEMPT
+                wait = self._retry_wait(failure, alone=not moving_on) if retries[n] > 0 else None
                 if wait is not None and left - wait < MIN_ATTEMPT:
                     wait = None
-                moving_on = n + 1 < len(tried) and left >= MIN_ATTEMPT
-                steps.append(self._failed(adapter, model, n, exc, gave_up=wait is None and not moving_on))
+                steps.append(self._failed(adapter, model, n, failure, gave_up=wait is None and not moving_on))
                 if wait is not None:
                     retries[n] -= 1
+                    retrying = True
                     await self.clock.sleep(wait)
                 elif moving_on:
                     n += 1
                 else:
                     return steps
                 continue
+            assert reply is not None
             steps.append(self._answered(adapter, model, n, reply))
             return steps
+
+    async def _permit(self, adapter: Adapter, tokens: int, run_id: int | None, left: float, *,
+                      wait_out_pause: bool) -> Permit | NoPermit | None:
+        """Leave to call ``adapter`` within what is ``left`` of the answer's patience (None: no limiter)."""
+        if self.limiter is None:
+            return None
+        return await self.limiter.acquire(adapter.name, tokens=tokens, run_id=run_id, lease=max(left, MIN_ATTEMPT),
+                                          within=max(0.0, left - MIN_ATTEMPT), wait_out_pause=wait_out_pause)
+
+    async def _release(self, permit: Permit, used: int | None) -> None:
+        if self.limiter is not None:
+            await self.limiter.release(permit, tokens=used)
+
+    def _not_called(self, adapter: Adapter, model: str, n: int, refused: NoPermit, *, gave_up: bool) -> ModelStep:
+        """An attempt never made: the provider's limits (this deployment's) kept it waiting too long, or it
+        asked everyone to wait longer than this answer may."""
+        words = (f"{adapter.name} was busy: its limits kept this call waiting {refused.seconds:.0f}s"
+                 if refused.reason == "busy" else
+                 f"{adapter.name} asked to be left alone for {refused.seconds:.0f}s more (rate limited)")
+        log.warning("provider %s (%s) not called: %s%s", adapter.name, model, words, " — giving up" if gave_up else "")
+        return ModelStep(provider=adapter.name, model=model, fallback=n > 0, error=words, error_class="provider",
+                         gave_up=gave_up)
 
     def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
                  allowance: float | None = None) -> float | None:
@@ -241,11 +306,16 @@ class Chain:
                         "no spend limit can hold against them; add it to the price table (SUMMON_PRICES)",
                         model, adapter.name)
 
-    def _retry_wait(self, exc: ProviderError) -> float | None:
+    def _retry_wait(self, exc: ProviderError, *, alone: bool) -> float | None:
+        """How long to wait before asking the same provider again (None: do not). A longer retry-after than
+        the policy's moves on — unless there is nobody else to ask and its wait is shared (a limiter): then
+        the call waits for the provider, within the answer's patience."""
         if not isinstance(exc, RetryableFailure):
             return None
         wait = self.retry.wait if exc.retry_after is None else exc.retry_after
-        return wait if wait <= self.retry.longest else None
+        if wait <= self.retry.longest or (alone and self.limiter is not None and exc.retry_after is not None):
+            return wait
+        return None
 
     def _failed(self, adapter: Adapter, model: str, n: int, exc: ProviderError, *, gave_up: bool) -> ModelStep:
         fault: Fault = "request" if isinstance(exc, RequestFault) else "provider"
@@ -269,3 +339,13 @@ class Chain:
     async def aclose(self) -> None:
         for adapter in self.adapters:
             await adapter.aclose()
+
+
+def counted_tokens(request: ModelRequest) -> int:
+    """Roughly how many tokens a provider counts ``request`` for up front (its prompt at about four characters a
+    token, plus ``max_tokens``): what a call holds of a shared tokens-per-minute window until it is settled."""
+    chars = len(request.system)
+    for message in request.messages:
+        chars += len(message.text) + sum(len(c.name) + len(str(c.arguments)) for c in message.tool_calls)
+    chars += sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
+    return chars // CHARS_PER_TOKEN + 1 + request.max_tokens

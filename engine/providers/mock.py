@@ -83,7 +83,7 @@ class MockModel:
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-        allowance: float | None = None,
+        allowance: float | None = None, run_id: int | None = None,
     ) -> list[ModelStep]:
         if script is None:
             return [ModelStep(text=self._standing_in, provider=self.name, model="mock")]

@@ -236,7 +236,8 @@ class Hold:
                           allowance: float) -> tuple[bool, ModelStep]:
         """Call the model, every attempt within ``allowance`` USD; record every failed attempt before the last,
         and return the last unrecorded (with the cancel flag read while recording the others)."""
-        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn, allowance=allowance)
+        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn, allowance=allowance,
+                                                    run_id=self.run.id)
         cancelled = False
         for attempt in earlier:
             cancelled = await self.record(steps, attempt) or cancelled

@@ -47,7 +47,8 @@ class Outbox(Family):
 
     async def enqueue_progress(self, *, txn_id: str, run_id: int, room_id: str, sender: str,
                                content: dict[str, Any], of_txn: str | None) -> bool:
-        """Queue a run's progress line (or an edit of it) only while the run is running; False otherwise."""
+        """Queue a run's progress line (or an edit of it) only while the run waits or runs; False otherwise (or
+        when ``txn_id`` was queued before)."""
         return await self._value("enqueue_progress", txn_id, run_id, room_id, sender, content, of_txn) is not None
 
     async def claim(self, batch: int, hide_seconds: float) -> list[Outgoing]:

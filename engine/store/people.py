@@ -59,7 +59,7 @@ class People(Family):
         return row(Caps, await self._one("deployment_caps"))
 
     async def set_caps(self, caps: Caps) -> None:
-        await self._run("set_deployment_caps", caps.daily_spend, caps.live_runs_per_person)
+        await self._run("set_deployment_caps", caps.daily_spend, caps.live_runs_per_person, caps.waiting_per_bot)
 
     async def lock_deployment(self) -> datetime:
         """Take the deployment's caps row for the rest of the transaction; the database's now."""

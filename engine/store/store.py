@@ -28,6 +28,7 @@ from engine.store.offers import Offers
 from engine.store.outbox import Outbox
 from engine.store.people import People
 from engine.store.profiles import Profiles
+from engine.store.providers import Providers
 from engine.store.queries import Queries
 from engine.store.refusals import Refusals
 from engine.store.room_actions import RoomActions
@@ -121,6 +122,10 @@ class Families:
     @cached_property
     def profiles(self) -> Profiles:
         return Profiles(self._on, self._q)
+
+    @cached_property
+    def providers(self) -> Providers:
+        return Providers(self._on, self._q)
 
 
 class Tx(Families):

@@ -16,10 +16,11 @@ RETURNING id;
 
 -- name: enqueue_progress
 -- Queue a run's progress line (or an edit of it, $7 = the line's txn id) only while the run is still
--- running; the run's row is locked so a finish that races it either sees this row or makes it a no-op.
+-- waiting or running; the run's row is locked so a finish that races it either sees this row or makes it a
+-- no-op.
 INSERT INTO outbox (txn_id, run_id, room_id, sender, event_type, content, of_txn)
 SELECT $1, r.id, $3, $4, 'm.room.message', $5, $6
-  FROM agent_runs r WHERE r.id = $2 AND r.status = 'running'
+  FROM agent_runs r WHERE r.id = $2 AND r.status IN ('queued', 'running')
    FOR UPDATE
 ON CONFLICT (txn_id) DO NOTHING
 RETURNING id;

@@ -22,13 +22,13 @@ SELECT at, usd::float8 AS usd FROM spend_ledger
 INSERT INTO spend_ledger (who, bot, run_id, usd) VALUES ($1, $2, $3, $4);
 
 -- name: deployment_caps
--- The deployment's caps: USD it may spend in any 24 hours (NULL: no cap), and how many runs one person may
--- have waiting or running.
-SELECT daily_spend::float8 AS daily_spend, live_runs_per_person FROM deployment_caps;
+-- The deployment's caps: USD it may spend in any 24 hours (NULL: no cap), how many runs one person may
+-- have waiting or running, and how many summonses may wait for one bot.
+SELECT daily_spend::float8 AS daily_spend, live_runs_per_person, waiting_per_bot FROM deployment_caps;
 
 -- name: set_deployment_caps
 -- The caps as summon.yaml says, written by a process that starts.
-UPDATE deployment_caps SET daily_spend = $1, live_runs_per_person = $2, updated_at = now();
+UPDATE deployment_caps SET daily_spend = $1, live_runs_per_person = $2, waiting_per_bot = $3, updated_at = now();
 
 -- name: lock_deployment_spend
 -- Lock the deployment's caps row for the rest of the transaction: summonses under a daily cap are checked one

@@ -20,6 +20,7 @@ from engine.clock import SystemClock
 from engine.content import Registry
 from engine.surface import Answered, RunInfo
 from engine.tasks import TaskGroup
+from tests.db.runs import insert_run
 from tests.store import TestStore
 from tests.support import eventually
 
@@ -31,6 +32,9 @@ class FakeHomeserver:
         self.answers = list(answers)
         self.requests: list[dict[str, Any]] = []
         self.looked = 0
+        self.delay = 0.0  # seconds each send takes (a busy homeserver)
+        self.in_flight = 0
+        self.most_in_flight = 0
 
     async def messages(self, request: web.Request) -> web.Response:
         """Before a retry the sender looks for its own earlier message: none landed here."""
@@ -43,6 +47,11 @@ class FakeHomeserver:
             "auth": request.headers.get("Authorization"), "body": await request.json(),
             "at": asyncio.get_running_loop().time(),
         })
+        if self.delay:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            await asyncio.sleep(self.delay)
+            self.in_flight -= 1
         status, body = self.answers.pop(0) if self.answers else (200, {"event_id": "$sent"})
         return web.json_response(body, status=status)
 
@@ -62,10 +71,11 @@ async def homeserver() -> AsyncIterator[tuple[FakeHomeserver, str]]:
     await runner.cleanup()
 
 
-async def enqueue(db: TestStore, txn: str) -> None:
+async def enqueue(db: TestStore, txn: str, run_id: int | None = None) -> None:
     async with db.transaction("test_enqueue") as tx:
         await tx.outbox.enqueue(txn_id=txn, room_id="!r:localhost", sender="@bot_helper:localhost",
-                                event_type="m.room.message", content={"msgtype": "m.notice", "body": "hi"})
+                                event_type="m.room.message", content={"msgtype": "m.notice", "body": "hi"},
+                                run_id=run_id)
 
 
 async def drain(outbox: Outbox, db: TestStore, *, until: float) -> None:
@@ -233,3 +243,27 @@ async def enqueue_in(db: TestStore, room: str, txn: str) -> None:
     async with db.transaction("test_enqueue") as tx:
         await tx.outbox.enqueue(txn_id=txn, room_id=room, sender="@bot_helper:localhost",
                                 event_type="m.room.message", content={"msgtype": "m.notice", "body": "earlier"})
+async def test_answers_to_many_people_in_one_room_go_out_together_each_runs_in_order(
+    db: TestStore, published: Registry, homeserver: tuple[FakeHomeserver, str],
+) -> None:
+    """Twenty people answered at once in one busy room (issue 18): different runs' messages are sent at the
+    same time — one after another, the last answer would wait for nineteen sends first — while each run's own
+    messages, and a room's messages that belong to no run, keep their order."""
+    fake, url = homeserver
+    fake.delay = 0.3
+    runs = [await insert_run(db, script=None, room_id="!r:localhost") for _ in range(8)]
+    for run_id in runs:
+        await enqueue(db, f"t-{run_id}-a", run_id)
+        await enqueue(db, f"t-{run_id}-b", run_id)
+    await enqueue(db, "t-none-a")
+    await enqueue(db, "t-none-b")
+    async with aiohttp.ClientSession() as session:
+        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
+        assert await outbox.send_due() == 18
+    assert await db.pool.fetchval("SELECT count(*) FROM outbox WHERE status = 'sent'") == 18
+    assert fake.most_in_flight == 9  # eight runs and the room's own messages, each at once
+    order = [r["body"]["org.summon.txn"] for r in fake.requests]
+    for first, second in [*((f"t-{r}-a", f"t-{r}-b") for r in runs), ("t-none-a", "t-none-b")]:
+        assert order.index(first) < order.index(second)
+        sent = {r["body"]["org.summon.txn"]: r["at"] for r in fake.requests}
+        assert sent[second] - sent[first] >= 0.29  # the second waited for the first's send to return

@@ -54,9 +54,9 @@ class RecordingModel(MockModel):
         self.requests: list[ModelRequest] = []
 
     async def answer(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-                     allowance: float | None = None) -> list[ModelStep]:
+                     allowance: float | None = None, run_id: int | None = None) -> list[ModelStep]:
         self.requests.append(request)
-        return await super().answer(request, script=script, turn=turn, allowance=allowance)
+        return await super().answer(request, script=script, turn=turn, allowance=allowance, run_id=run_id)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ should, and the database's figures (the queue, the outbox, the workers) are ther
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 import asyncpg
@@ -58,7 +59,7 @@ async def test_a_mention_moves_the_counters_and_histograms(people: People, servi
            "SUMMON_PROVIDER_FIRST_URL": fake.openai_url, "SUMMON_PROVIDER_FIRST_KEY": "sk-first",
            "SUMMON_PROVIDER_FIRST_MODEL": "gpt-test", "SUMMON_PROVIDER_ANTHROPIC_URL": fake.anthropic_url,
            "SUMMON_PROVIDER_ANTHROPIC_KEY": "sk-ant", "SUMMON_PROVIDER_ANTHROPIC_MODEL": "claude-3-5-haiku-latest",
-           "AGENTS_LIVE": "1"}
+           "AGENTS_LIVE": "1", "SUMMON_PRICES": str(Path(__file__).parents[1] / "providers" / "free_prices.yaml")}
     # The first provider is out of quota (a fallback, class no_credit); the second answers, at a price.
     fake.queue("openai", OPENAI_INSUFFICIENT_QUOTA)
     fake.queue("anthropic", anthropic_text("Counted.", input=1000, output=100))

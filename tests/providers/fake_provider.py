@@ -3,8 +3,12 @@ chat-completions and Anthropic Messages wire formats — their success bodies, t
 and their real error bodies and status codes — and records every request it got.
 
 Answers are queued per route (``openai`` = ``POST /v1/chat/completions``, ``anthropic`` =
-``POST /v1/messages``); a request with nothing queued gets a 500 that says so, and is recorded, so a
-test that did not expect it fails on its assertions.
+``POST /v1/messages``); a request with nothing queued gets ``otherwise`` when one is set, else a 500 that
+says so, and is recorded, so a test that did not expect it fails on its assertions.
+
+It counts what a provider's own limits would: requests being answered at once (``in_flight``, the most
+ever in ``most_in_flight``) and when each arrived (``arrivals``, ``time.monotonic``), so a test can check
+that every worker together kept its limits.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -47,9 +52,22 @@ class FakeProvider:
     def __init__(self) -> None:
         self.requests: list[Received] = []
         self._queued: dict[Route, deque[Canned]] = {"openai": deque(), "anthropic": deque()}
-        self._always: dict[Route, Canned] = {}
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.otherwise: dict[Route, Canned] = {}  # the answer when nothing is queued on a route
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.arrivals: list[float] = []
+
+    def most_within(self, seconds: float) -> int:
+        """The most requests that arrived within any ``seconds`` (a sliding window over ``arrivals``)."""
+        times = sorted(self.arrivals)
+        most, first = 0, 0
+        for last, at in enumerate(times):
+            while at - times[first] >= seconds:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
 
     @property
     def openai_url(self) -> str:
@@ -64,7 +82,7 @@ class FakeProvider:
 
     def always(self, route: Route, answer: Canned) -> None:
         """Answer every request on ``route`` with ``answer`` once the queue is empty."""
-        self._always[route] = answer
+        self.otherwise[route] = answer
 
     def received(self, route: Route | None = None) -> list[Received]:
         return [r for r in self.requests if route is None or r.route == route]
@@ -89,13 +107,22 @@ class FakeProvider:
             self._runner = None
 
     async def _handle(self, request: web.Request) -> web.Response:
+        self.arrivals.append(time.monotonic())
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.Response:
         route = PATHS[request.path]
         headers = {k.lower(): v for k, v in request.headers.items()}
         body = await request.json()
         self.requests.append(Received(route, request.path, headers, body))
-        if not self._queued[route] and route not in self._always:
+        if not self._queued[route] and route not in self.otherwise:
             return web.json_response({"error": {"message": "fake server: nothing queued"}}, status=500)
-        canned = self._queued[route].popleft() if self._queued[route] else self._always[route]
+        canned = self._queued[route].popleft() if self._queued[route] else self.otherwise[route]
         if canned.fill:
             canned = filled(route, canned, body)
         if canned.delay:
