@@ -8,6 +8,7 @@ import io
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,8 @@ async def test_json_logs_carry_the_run_and_never_a_secret(people: People, servic
     await fake.start()
     env = {"SUMMON_PROVIDERS": "first", "SUMMON_PROVIDER_FIRST_KIND": "openai",
            "SUMMON_PROVIDER_FIRST_URL": fake.openai_url, "SUMMON_PROVIDER_FIRST_KEY": PROVIDER_KEY,
-           "SUMMON_PROVIDER_FIRST_MODEL": "gpt-test", "AGENTS_LIVE": "1"}
+           "SUMMON_PROVIDER_FIRST_MODEL": "gpt-test", "AGENTS_LIVE": "1",
+           "SUMMON_PRICES": str(Path(__file__).parents[1] / "providers" / "free_prices.yaml")}  # free, priced
     fake.queue("openai", openai_text("Logged and answered."))
     secrets = secrets_of(service.config, env)
     assert PROVIDER_KEY in secrets and service.config.appservice.as_token in secrets
