@@ -63,10 +63,12 @@ async def test_json_logs_carry_the_run_and_never_a_secret(people: People, servic
     for secret in secrets:
         assert secret not in text, f"a secret was logged: {secret[:6]}…"
     finished = [line for line in lines if line["message"].startswith("run ") and "finished" in line["message"]]
-    assert finished, "the run's end was logged"
-    assert finished[-1]["bot"] == "helper" and finished[-1]["room"] == room and isinstance(finished[-1]["run"], int)
+    # The shared service may finish another test's run while this one is captured: find this room's.
+    ours = [line for line in finished if line.get("room") == room]
+    assert ours, f"the run's end was logged with its room: {finished}"
+    assert ours[-1]["bot"] == "helper" and isinstance(ours[-1]["run"], int)
     # Lines logged while the run was held, that did not name it themselves, carry it too.
-    run_id = finished[-1]["run"]
+    run_id = ours[-1]["run"]
     about_it = [line for line in lines if line.get("run") == run_id]
     assert {"engine.run.hold", "engine.run.worker"} & {line["logger"] for line in about_it}
     assert all(line.get("room") == room and line.get("bot") == "helper" for line in about_it
