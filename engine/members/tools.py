@@ -6,7 +6,6 @@ network), both under the charter's ``max_tool_calls``. An adapter: they read the
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Any
 
 from engine.core.messages import load_step
@@ -14,9 +13,9 @@ from engine.errors import CharterUnreadable, ToolError
 from engine.members.book import Book, Kept
 from engine.members.card import read_card
 from engine.members.edition import calls_of, card_arguments, tool_calls
+from engine.members.feeds import Feeds
 from engine.store import Store
 from engine.tools.base import RunRef, ToolFn
-from engine.tools.fetch import FetchSettings, Resolve, make_fetch, system_resolve
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +66,9 @@ def make_card(store: Store, book: Book) -> ToolFn:
     return card
 
 
-def make_charter_fetch(store: Store, book: Book, settings: FetchSettings, *,
-                       resolve: Resolve = system_resolve) -> ToolFn:
-    """``fetch`` for a member bot: the guarded client, given the charter's prefixes (and no others)."""
+def make_charter_fetch(store: Store, book: Book, feeds: Feeds) -> ToolFn:
+    """``fetch`` for a member bot: the guarded client, given the charter's prefixes (and no others); a feed
+    comes back as its entries."""
 
     async def fetch(run: RunRef, arguments: dict[str, Any]) -> str:
         kept = await charter_of(store, book, run)
@@ -77,7 +76,14 @@ def make_charter_fetch(store: Store, book: Book, settings: FetchSettings, *,
         allow = kept.charter.fetches
         if not allow:
             raise ToolError("This bot reads nothing from the web (it has no sources).")
-        return await make_fetch(replace(settings, allow=allow), resolve=resolve)(run, arguments)
+        url = arguments.get("url")
+        if not isinstance(url, str) or not url.strip():
+            raise ToolError('fetch needs {"url": "https://…"}, one of: ' + ", ".join(allow))
+        try:
+            return await feeds.read(url, allow)
+        except ToolError as exc:
+            log.info("member fetch failed: %s", exc, extra={"run": run.id, "charter": kept.id})
+            raise
 
     return fetch
 

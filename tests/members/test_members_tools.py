@@ -11,7 +11,8 @@ import pytest
 from engine.core.messages import ToolCall, ToolCallStep, ToolResultStep, dump_step
 from engine.errors import ToolError
 from engine.members.book import Book
-from engine.members.charter import read_charter
+from engine.members.charter import CharterRules, read_charter
+from engine.members.feeds import Feeds
 from engine.members.seal import Keyring, new_key
 from engine.members.tools import make_card, make_charter_fetch
 from engine.tools.base import RunRef
@@ -73,7 +74,7 @@ async def test_the_tools_keep_to_max_tool_calls(db: TestStore) -> None:
     await record(db, run, *(ToolCallStep(ToolCall(f"f{n}", "fetch", {"url": "https://www.rte.ie/feeds/"}))
                             for n in range(3)))
     with pytest.raises(ToolError, match="used its 2 tool calls"):
-        await make_charter_fetch(db, book, FetchSettings())(run, {"url": "https://www.rte.ie/feeds/"})
+        await make_charter_fetch(db, book, Feeds(FetchSettings(), CharterRules()))(run, {"url": "https://www.rte.ie/feeds/"})
     with pytest.raises(ToolError, match="used its 2 tool calls"):
         await make_card(db, book)(run, {"card": CARD})
 
@@ -81,14 +82,14 @@ async def test_the_tools_keep_to_max_tool_calls(db: TestStore) -> None:
 async def test_no_allow_list_no_network(db: TestStore) -> None:
     book, run = await charter_run(db, allow=[], tools=["fetch", "card"])
     with pytest.raises(ToolError, match="reads nothing from the web"):
-        await make_charter_fetch(db, book, FetchSettings())(run, {"url": "https://www.rte.ie/"})
+        await make_charter_fetch(db, book, Feeds(FetchSettings(), CharterRules()))(run, {"url": "https://www.rte.ie/"})
     book, run = await charter_run(db, tools=["card"])
     with pytest.raises(ToolError, match="reads nothing from the web"):
-        await make_charter_fetch(db, book, FetchSettings())(run, {"url": "https://www.rte.ie/feeds/"})
+        await make_charter_fetch(db, book, Feeds(FetchSettings(), CharterRules()))(run, {"url": "https://www.rte.ie/feeds/"})
 
 
 async def test_a_fetch_off_the_charter_list_is_refused(db: TestStore) -> None:
     book, run = await charter_run(db)
     with pytest.raises(ToolError, match="not on the list this bot may fetch"):
-        await make_charter_fetch(db, book, FetchSettings(allow=("https://www.theguardian.com/",)))(
+        await make_charter_fetch(db, book, Feeds(FetchSettings(allow=("https://www.theguardian.com/",)), CharterRules()))(
             run, {"url": "https://www.theguardian.com/uk"})
