@@ -1,4 +1,4 @@
-"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, say, grant."""
+"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, say, grant, keys."""
 
 from __future__ import annotations
 

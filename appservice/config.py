@@ -293,6 +293,13 @@ class Members(_Strict):
     admins: list[str] = Field(default_factory=list)
     # How many member bots one person may keep.
     max_per_person: int = Field(default=10, ge=1, le=100)
+    # The bot that builds and hosts member bots (a site's bot extending the kit's `builder`), by slug.
+    builder: str = Field(default="builder", min_length=1)
+    # How often the member bots' clock is looked at, in seconds.
+    tick_seconds: float = Field(default=60.0, gt=0)
+    # How long a new bot's dry run may take before nothing is made. A dry run is a run of its own: the
+    # builder's run waits for it, so give the workers at least two slots.
+    dry_run_seconds: float = Field(default=180.0, gt=0)
     # Tests only: a member bot may read feeds over plain http on 127.0.0.1 / ::1. Never in production.
     loopback_feeds_for_tests: bool = False
 

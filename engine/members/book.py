@@ -7,10 +7,13 @@ A charter that does not unseal or no longer reads fails closed for that charter 
 
 from __future__ import annotations
 
+import base64
 import logging
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from engine.errors import CharterRefused, CharterUnreadable
 from engine.members.charter import (
@@ -26,6 +29,7 @@ from engine.store import Families, Store
 from engine.store.members import SealedCharter
 
 log = logging.getLogger(__name__)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -66,12 +70,30 @@ class Book:
             raise CharterUnreadable(f"charter {row.id} names another owner or author than its row")
         return Kept(row.id, charter, row.failures, row.created_at, row.updated_at)
 
-    async def create(self, db: Families, charter: Charter, *, by: str, clock_at: datetime, host: str) -> str:
-        """Store a new charter (with its clock on ``host``, started at ``clock_at``); its id. Raises ``CharterRefused``
-        when ``by`` makes it for somebody else."""
+    def seal_pending(self, charter: Charter) -> tuple[str, dict[str, Any]]:
+        """A charter not yet stored (its dry run is still to be judged), sealed for the dry run's context: the
+        id it will be stored under, and the sealed form (no plaintext of it rides on the run)."""
+        charter_id = new_charter_id()
+        key_id, sealed, size = self._seal(charter_id, charter)
+        return charter_id, {"key_id": key_id, "sealed": base64.b64encode(sealed).decode(), "size": size,
+                            "owner": charter.owner, "author": charter.author}
+
+    def open_pending(self, charter_id: str, pending: Mapping[str, Any]) -> Kept:
+        """A dry run's pending charter; raises ``CharterUnreadable``."""
+        try:
+            row = SealedCharter(charter_id, str(pending["author"]), str(pending["owner"]), str(pending["key_id"]),
+                                base64.b64decode(str(pending["sealed"])), int(pending["size"]), 0, _EPOCH, _EPOCH)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise CharterUnreadable(f"charter {charter_id}: its dry run carries no readable charter ({exc})") from None
+        return self.unseal(row)
+
+    async def create(self, db: Families, charter: Charter, *, by: str, clock_at: datetime, host: str,
+                     charter_id: str | None = None) -> str:
+        """Store a new charter (with its clock on ``host``, started at ``clock_at``); its id (``charter_id``: the
+        one its dry run ran under). Raises ``CharterRefused`` when ``by`` makes it for somebody else."""
         if not may_make_for(by, charter.owner) or charter.author != by:
             raise CharterRefused("a bot is made for the person who asks for it; I cannot make one for somebody else")
-        charter_id = new_charter_id()
+        charter_id = charter_id or new_charter_id()
         key_id, sealed, size = self._seal(charter_id, charter)
         await db.members.insert(charter_id, author=charter.author, owner=charter.owner, key_id=key_id,
                                 sealed=sealed, size=size, clock_at=clock_at, host=host)

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from engine.tools.addresses import address_allowed, plain_loopback
 
@@ -143,6 +152,20 @@ def _is_plain_loopback(host: str) -> bool:
     return host == "localhost" or plain_loopback(host)
 
 
+def _schedule_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return "at" if "at" in value else "every" if "every" in value else None
+    return "at" if isinstance(value, AtSchedule) else "every" if isinstance(value, EverySchedule) else None
+
+
+ScheduleField = Annotated[
+    Annotated[AtSchedule, Tag("at")] | Annotated[EverySchedule, Tag("every")],
+    Discriminator(_schedule_kind, custom_error_type="schedule",
+                  custom_error_message='say when it posts: {"at": "08:00", "tz": "Europe/Dublin"} or '
+                                       '{"every": "2 hours"}'),
+]
+
+
 class Charter(_Strict):
     """What a member bot is. ``owner`` is whom it is for, ``author`` who wrote it; ``room_id`` is its own
     room (set when it is born)."""
@@ -150,7 +173,7 @@ class Charter(_Strict):
     v: Literal[1] = 1
     name: Annotated[str, Field(min_length=1, max_length=64)]
     glyph: Annotated[str, Field(min_length=1, max_length=8)] = "🤖"
-    schedule: AtSchedule | EverySchedule
+    schedule: ScheduleField
     prompt: Annotated[str, Field(min_length=1, max_length=4000)]
     tools: tuple[Literal["fetch", "card"], ...] = ("fetch", "card")
     allow: tuple[str, ...] = ()
@@ -223,8 +246,10 @@ def charter_errors(errors: Iterable[Any]) -> str:
     """Pydantic's errors as lines a person (and the builder) can act on: ``schedule.every: …``."""
     lines: list[str] = []
     for error in errors:
-        where = ".".join(str(part) for part in error.get("loc", ()) if part not in ("AtSchedule", "EverySchedule")
-                         and not str(part).startswith("function-"))
+        loc = list(error.get("loc", ()))
+        if len(loc) > 2 and loc[0] == "schedule" and loc[1] in ("at", "every"):
+            del loc[1]  # the discriminator's tag: "schedule.every", not "schedule.every.every"
+        where = ".".join(str(part) for part in loc)
         message = str(error.get("msg", "")).removeprefix("Value error, ")
         if error.get("type") == "extra_forbidden":
             message = "is not part of a charter"

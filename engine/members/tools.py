@@ -29,7 +29,8 @@ async def charter_of(store: Store, book: Book, run: RunRef) -> Kept:
     if not isinstance(charter_id, str):
         raise ToolError(NO_CHARTER)
     try:
-        kept = await book.read(store, charter_id)
+        pending = context.get("dry_run")
+        kept = book.open_pending(charter_id, pending) if isinstance(pending, dict) else await book.read(store, charter_id)
     except CharterUnreadable as exc:
         log.error("run %s: %s", run.id, exc, extra={"run": run.id, "charter": charter_id})
         raise ToolError(NO_CHARTER) from None

@@ -64,3 +64,7 @@ class Members(Family):
     async def succeeded(self, charter_id: str) -> int:
         """An edition went out: clear the outage; how many failures in a row it ended."""
         return int(await self._value("member_bot_succeeded", charter_id) or 0)
+
+    async def cancel_run(self, run_id: int) -> bool:
+        """Ask a member bot's unfinished run to stop (a dry run that took too long)."""
+        return await self._value("cancel_member_run", run_id) is not None

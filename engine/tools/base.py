@@ -94,9 +94,10 @@ BUILTIN_SPECS: Mapping[str, ToolSpec] = MappingProxyType({
     "create_bot": ToolSpec(
         "create_bot",
         "Make (or change, with bot_id) a bot that posts to the person you are talking with on a schedule: a "
-        "news digest every morning, a round-up every few hours. Name the sites or publications they gave "
-        "(rte.ie, the Guardian) as sources; never invent addresses. It finds their feeds, runs the task once "
-        "now, and only if that works makes the bot its own room with that first edition. Relay what it says.",
+        "news digest every morning, a round-up every few hours. Give the sites or publications they named "
+        "as site addresses (rte.ie, theguardian.com); never invent feed addresses. A new bot needs name, "
+        "schedule and prompt; a change needs bot_id and only what changes. It finds the feeds, runs the task "
+        "once now, and only if that works makes the bot its own room with that first edition. Relay what it says.",
         {"type": "object", "properties": {
             "bot_id": {"type": "string", "description": "Only to change an existing bot: its id."},
             "name": {"type": "string", "description": "The bot's name, e.g. Morning News."},
@@ -107,7 +108,7 @@ BUILTIN_SPECS: Mapping[str, ToolSpec] = MappingProxyType({
             "sources": {"type": "array", "items": {"type": "string"},
                         "description": "Sites or publications to read, as the person named them."},
             "card": {"type": "boolean", "description": "Post a card with each edition (default true)."},
-        }, "required": ["name", "schedule", "prompt"], "additionalProperties": False},
+        }, "additionalProperties": False},
     ),
     "remove_bot": ToolSpec(
         "remove_bot",

@@ -56,3 +56,9 @@ UPDATE member_bots SET failures = failures + 1 WHERE id = $1 RETURNING failures;
 -- name: member_bot_succeeded
 -- An edition of charter $1 went out: its outage (if any) is over. How many failures it cleared.
 UPDATE member_bots m SET failures = 0 FROM member_bots o WHERE m.id = $1 AND o.id = m.id RETURNING o.failures;
+
+-- name: cancel_member_run
+-- Ask member-bot run $1 (a dry run that took too long) to stop, when it is unfinished.
+UPDATE agent_runs SET cancel_requested = true, updated_at = now()
+ WHERE id = $1 AND surface = 'members' AND status IN ('queued', 'running') AND NOT cancel_requested
+RETURNING id;

@@ -41,8 +41,10 @@ PRETENDING = """<!doctype html><html><head><title>Not a feed</title></head><body
 class FeedSite:
     base: str
     hits: dict[str, int] = field(default_factory=dict)
-    # What /rss answers right now: 200 (the feed) or an error status (an outage).
+    # What /rss answers right now: 200 (the feed) or an error status.
     rss_status: int = 200
+    # Non-zero: every page answers this status (an outage of the whole site).
+    down: int = 0
 
     def url(self, path: str) -> str:
         return f"{self.base}{path}"
@@ -102,11 +104,25 @@ async def feed_site(*, slow_seconds: float = 30.0) -> AsyncIterator[FeedSite]:
             pass  # the reader stopped at its cap, as it should
         return response
 
+    async def flaky(request: web.Request) -> web.Response:
+        # Reads once (for discovery: a page with no feed), then refuses every reader after.
+        counted("/flaky/")
+        if site.hits["/flaky/"] > 1:
+            return web.Response(status=403, text="Forbidden")
+        return web.Response(text=NO_FEED, content_type="text/html")
+
     async def away(request: web.Request) -> web.Response:
         counted("/away/")
         raise web.HTTPFound("http://localhost:9/elsewhere")
 
-    app = web.Application()
+    @web.middleware
+    async def outage(request: web.Request, handler: web.RequestHandler) -> web.StreamResponse:
+        if site.down:
+            counted("down")
+            return web.Response(status=site.down, text="down for maintenance")
+        return await handler(request)
+
+    app = web.Application(middlewares=[outage])
     app.router.add_get("/rss", rss)
     app.router.add_get("/atom", atom)
     app.router.add_get("/journal/", linking)
@@ -117,6 +133,7 @@ async def feed_site(*, slow_seconds: float = 30.0) -> AsyncIterator[FeedSite]:
     app.router.add_get("/fake/", pretending)
     app.router.add_get("/huge/", huge)
     app.router.add_get("/away/", away)
+    app.router.add_get("/flaky/", flaky)
     runner = web.AppRunner(app, shutdown_timeout=0.5)
     await runner.setup()
     tcp = web.TCPSite(runner, "127.0.0.1", 0)
