@@ -276,8 +276,8 @@ class Builder:
                     await tx.outbox.enqueue(
                         txn_id=f"summon.member.{bot_id}.removed", room_id=kept.charter.room_id, sender=self._puppet(),
                         event_type="m.room.message",
-                        content=notice(f"{kept.charter.glyph} {kept.charter.name} was removed: it posts no more. "
-                                       "This room and its history stay."))
+                        content=notice((self._registry().strings.get("members", "removed") or "{name}").format(
+                            name=f"{kept.charter.glyph} {kept.charter.name}")))
         except CharterRefused as exc:
             raise ToolError(f"Nothing was removed: {exc}.") from None
         if not gone:

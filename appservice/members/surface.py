@@ -30,8 +30,6 @@ from engine.surface import Answered, Ended, Outcome, RunInfo
 
 log = logging.getLogger(__name__)
 
-OUTAGE = ("⚠️ {name} could not make this edition: {why}.\n\nI'll keep trying on its schedule ({when}) and post "
-          "again as soon as it works; until then you won't hear from it.")
 
 
 def edition_txn(run_id: int) -> str:
@@ -90,7 +88,7 @@ class MembersSurface:
         log.warning("member bot %s: failed edition (%d in a row): %s", charter_id, failures, verdict.why,
                     extra={"charter": charter_id, "run": run.id})
         if failures == 1:
-            words = OUTAGE.format(name=f"{charter.glyph} {charter.name}", why=verdict.why,
-                                  when=schedule_words(charter))
+            words = (self._registry().strings.get("members", "outage") or "{name}: {why}").format(
+                name=f"{charter.glyph} {charter.name}", why=verdict.why, when=schedule_words(charter))
             await tx.outbox.enqueue(txn_id=edition_txn(run.id), room_id=room_id, sender=bot.user_id,
                                     event_type="m.room.message", content=notice(words), run_id=run.id)

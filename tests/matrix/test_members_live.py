@@ -171,7 +171,9 @@ async def test_a_member_bot_is_made_by_asking_and_lives_in_its_own_room(
     assert await charters(service, alice.user_id) == []
     assert await sql.fetchval("SELECT count(*) FROM bot_clock WHERE trigger = $1", f"member:{kept.id}") == 0
     assert alice.user_id in await alice.members(room)
-    assert len(await editions(alice, room)) >= 4
+    last = await eventually(lambda: _last_says(alice, room, "was removed"), timeout=15)
+    assert "This room and its history stay" in last
+    assert len(await editions(alice, room)) >= 5
 
 
 async def test_all_sources_refusing_makes_nothing_and_says_why(
@@ -237,3 +239,9 @@ async def _room_name(person: Person, room: str) -> str | None:
 
 async def _named(person: Person, room: str, name: str) -> bool:
     return await _room_name(person, room) == name
+
+
+async def _last_says(person: Person, room: str, words: str) -> str | None:
+    found = await editions(person, room)
+    body = str(found[-1]["content"]["body"]) if found else ""
+    return body if words in body else None
