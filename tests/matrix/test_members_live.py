@@ -171,8 +171,8 @@ async def test_a_member_bot_is_made_by_asking_and_lives_in_its_own_room(
     assert await charters(service, alice.user_id) == []
     assert await sql.fetchval("SELECT count(*) FROM bot_clock WHERE trigger = $1", f"member:{kept.id}") == 0
     assert alice.user_id in await alice.members(room)
-    last = await eventually(lambda: _last_says(alice, room, "was removed"), timeout=15)
-    assert "This room and its history stay" in last
+    gone = await eventually(lambda: _says(alice, room, "was removed"), timeout=15)
+    assert gone.startswith("📰 Night Post was removed") and "This room and its history stay" in gone
     assert len(await editions(alice, room)) >= 5
 
 
@@ -241,7 +241,7 @@ async def _named(person: Person, room: str, name: str) -> bool:
     return await _room_name(person, room) == name
 
 
-async def _last_says(person: Person, room: str, words: str) -> str | None:
-    found = await editions(person, room)
-    body = str(found[-1]["content"]["body"]) if found else ""
-    return body if words in body else None
+async def _says(person: Person, room: str, words: str) -> str | None:
+    """A notice of the builder's in ``room`` that says ``words`` (its answers are notices there too)."""
+    return next((str(e["content"]["body"]) for e in await editions(person, room) if words in e["content"]["body"]),
+                None)
