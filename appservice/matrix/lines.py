@@ -99,6 +99,8 @@ class LineHandler:
             return
         if await self.commands.heard(tx, line, event):
             return
+        if await self.commands.typo(tx, line, event):
+            return
         if self.own_rooms is not None and await self.own_rooms.line(tx, line, event):
             return
         await self._mention(tx, line, event)

@@ -12,7 +12,7 @@ from appservice.config import Members
 from appservice.matrix.asking import Asking
 from appservice.matrix.commands import Scripts
 from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.ours import Ours
+from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.members.building import Builder, BuildSettings
 from appservice.members.rooms import MemberRooms
 from appservice.members.script import stand_in_builder, stand_in_edition
@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 class MemberBots:
     def __init__(self, config: Members, store: Store, registry: Callable[[], Registry], homeserver: Homeserver,
                  clock: Clock, *, server_name: str, service_user: str, scripts: Scripts | None = None,
-                 edition_script: MemberScript | None = None) -> None:
+                 edition_script: MemberScript | None = None, puppet_prefix: str = PUPPET_PREFIX) -> None:
         self.config = config
+        self.puppet_prefix = puppet_prefix
         self.store = store
         self._registry = registry
         self.clock = clock
@@ -73,7 +74,8 @@ class MemberBots:
         }
 
     def own_rooms(self, asking: Asking) -> MemberRooms:
-        ours = Ours(self._registry, server_name=self.server_name, service_user=self.service_user)
+        ours = Ours(self._registry, server_name=self.server_name, service_user=self.service_user,
+                    puppet_prefix=self.puppet_prefix)
         return MemberRooms(asking, self.book, self._registry, ours, host=self.config.builder,
                            server_name=self.server_name, service_user=self.service_user, scripts=self.scripts,
                            demo=lambda text, bot_id: self.demo_builder(text, bot_id) if self.demo_builder else None)
