@@ -22,7 +22,7 @@ from appservice.members.content import edition_content, notice
 from engine.clock import Clock
 from engine.content import Registry
 from engine.core.messages import load_step
-from engine.errors import CharterError, CharterRefused, MatrixError, ToolError
+from engine.errors import CharterError, CharterRefused, CharterUnreadable, MatrixError, StoreError, ToolError
 from engine.members.book import Book, Kept
 from engine.members.charter import Charter, CharterRules, read_charter
 from engine.members.edition import accepted_card, judge
@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 NOT_HERE = "I can only make or change bots for the person I'm talking with, in a direct message with them."
 FINISHED = ("done", "failed", "cancelled")
 FIELDS = ("name", "glyph", "schedule", "prompt", "sources", "card")
+# How long a persona name put back in a bot's room is taken as on its way (its event not yet seen) before it is
+# asked for again.
+RENAMED_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class Builder:
         self.clock = clock
         self.settings = settings
         self.script = script
+        # The persona names keep_faces asked for, by room, and when (this process's monotonic clock).
+        self._named: dict[str, tuple[str, float]] = {}
 
     def tools(self) -> dict[str, ToolFn]:
         return {"create_bot": self.create_bot, "remove_bot": self.remove_bot}
@@ -284,3 +289,50 @@ class Builder:
             raise ToolError(f"There is no bot {bot_id}.")
         name = f"{kept.charter.glyph} {kept.charter.name}" if kept is not None else bot_id
         return f"Removed {name}: it posts no more; its room and history stay."
+
+    # --- the persona in each bot's room ------------------------------------------------------------------
+
+    async def keep_faces(self) -> int:
+        """Give the builder's puppet its persona's name again in every member bot's room where the homeserver
+        took it away; how many it renamed.
+
+        A change to the puppet's own profile (its avatar set or redrawn, its name) is carried by the homeserver
+        into every room it is in, some time later, as a fresh membership with the global name — which would
+        leave each bot's room showing "Builder". The name each room last showed is what the dispatcher recorded
+        from those very events, so each tick compares it with the persona and puts back what was stomped. One
+        room that fails is logged and the others go on."""
+        bot = self._registry().get(self.settings.host)
+        if bot is None:
+            return 0
+        puppet = bot.user_id
+        fixed = 0
+        try:
+            ids = await self.store.members.ids()
+        except StoreError as exc:
+            log.warning("could not read the member bots to name the builder in their rooms: %s", exc)
+            return 0
+        now = self.clock.monotonic()
+        for charter_id in ids:
+            try:
+                row = await self.store.members.get(charter_id)
+                charter = self.book.unseal(row).charter if row is not None else None
+                if charter is None or charter.room_id is None:
+                    continue
+                member = await self.store.rooms.member(charter.room_id, puppet)
+                if member is None or member.membership != "join" or member.display_name == charter.name:
+                    continue  # left (or removed from) the room, or named as it should be
+                if self._named.get(charter.room_id, ("", -RENAMED_SECONDS))[0] == charter.name and \
+                        now - self._named[charter.room_id][1] < RENAMED_SECONDS:
+                    continue  # asked for just now: its event is on its way
+                await self.homeserver.set_state_event(puppet, charter.room_id, "m.room.member", puppet,
+                                                      {"membership": "join", "displayname": charter.name})
+                self._named[charter.room_id] = (charter.name, now)
+                fixed += 1
+            except CharterUnreadable as exc:
+                log.error("member bot skipped: %s", exc, extra={"charter": charter_id})
+            except (MatrixError, StoreError) as exc:
+                log.warning("member bot %s: could not give the builder its name in its room: %s", charter_id, exc,
+                            extra={"charter": charter_id})
+        if fixed:
+            log.info("the builder's puppet is named after its bot again in %d member bot room(s)", fixed)
+        return fixed

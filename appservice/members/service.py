@@ -85,10 +85,12 @@ class MemberBots:
                                  script=self.edition_script)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Tick every ``tick_seconds`` until ``stop``."""
+        """Tick every ``tick_seconds`` until ``stop`` (``summon serve`` only); each tick also gives the builder
+        back its persona's name in any bot's room where a change to its own profile took it away."""
         while not stop.is_set():
             try:
                 await self.tick()
             except StoreError:
                 log.exception("member bots' tick failed; will try again")
+            await self.builder.keep_faces()
             await self.clock.wait(stop, self.config.tick_seconds)

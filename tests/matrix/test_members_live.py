@@ -219,6 +219,56 @@ async def test_a_schedule_faster_than_the_floor_is_refused_in_a_sentence(
     assert await charters(service, carol.user_id) == []
 
 
+async def test_the_builder_keeps_each_bots_name_in_its_room_when_its_own_profile_changes(
+        service: Service, people: People, sql: asyncpg.Pool, site: FeedSite, content_dir: Path) -> None:
+    # The homeserver carries a change to the builder's own avatar or name into every room it is in, some time
+    # later, as a fresh membership with its global name: each member bot's room is given its persona back.
+    frank = await people("frank")
+    dm = await frank.room_with("builder")
+    line = await frank.say(dm, "a digest every hour from the RSS", script=create(
+        name="Frank's Paper", schedule={"every": "1 hour"}, prompt="Digest.", sources=[site.url("/rss")]))
+    said = await tool_result(sql, line)
+    assert said.startswith("Made"), said
+    [kept] = await charters(service, frank.user_id)
+    room = kept.charter.room_id
+    assert room is not None and await _joined(frank, room)
+    puppet = frank.puppet("builder")
+    assert (await frank.membership(room, puppet) or {}).get("displayname") == "Frank's Paper"
+    path = content_dir / "bots" / "builder.md"
+    original = path.read_text()
+    try:
+        # Its avatar set: the homeserver's fresh membership says "Builder", with the new avatar.
+        path.write_text("---\nname: Builder\nextends: builder\navatar: mxc://localhost/keepfaces\n---\n")
+        await eventually(lambda: _stomped(frank, room, puppet, "Builder", "mxc://localhost/keepfaces"), timeout=20)
+        await eventually(lambda: _member_name(frank, room, puppet, "Frank's Paper"), timeout=15)
+        member = await frank.membership(room, puppet) or {}
+        assert member.get("avatar_url") == "mxc://localhost/keepfaces"  # its new face, the bot's name
+        # Its name changed: "Maker" everywhere, but the bot's room shows the bot.
+        path.write_text("---\nname: Maker\nextends: builder\navatar: mxc://localhost/keepfaces\n---\n")
+        await eventually(lambda: _stomped(frank, room, puppet, "Maker"), timeout=20)
+        await eventually(lambda: _member_name(frank, room, puppet, "Frank's Paper"), timeout=15)
+    finally:
+        path.write_text(original)
+        await eventually(lambda: _global_name(frank, puppet, "Builder"), timeout=15)
+
+
+async def _stomped(person: Person, room: str, user_id: str, name: str, avatar: str | None = None) -> bool:
+    """The homeserver's own membership for ``user_id`` with its global ``name`` (and ``avatar``) is in the room's
+    timeline."""
+    return any(e.get("type") == "m.room.member" and e.get("state_key") == user_id
+               and e.get("content", {}).get("displayname") == name and e.get("content", {}).get("membership") == "join"
+               and (avatar is None or e.get("content", {}).get("avatar_url") == avatar)
+               for e in await person.events(room))
+
+
+async def _member_name(person: Person, room: str, user_id: str, name: str) -> bool:
+    return (await person.membership(room, user_id) or {}).get("displayname") == name
+
+
+async def _global_name(person: Person, user_id: str, name: str) -> bool:
+    return getattr(await person.client.get_displayname(user_id), "displayname", None) == name
+
+
 async def _count(person: Person, room: str, n: int) -> bool:
     return len(await editions(person, room)) >= n
 
