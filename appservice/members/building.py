@@ -319,10 +319,13 @@ class Builder:
                 if charter is None or charter.room_id is None:
                     continue
                 member = await self.store.rooms.member(charter.room_id, puppet)
-                if member is None or member.membership != "join" or member.display_name == charter.name:
-                    continue  # left (or removed from) the room, or named as it should be
-                if self._named.get(charter.room_id, ("", -RENAMED_SECONDS))[0] == charter.name and \
-                        now - self._named[charter.room_id][1] < RENAMED_SECONDS:
+                if member is not None and member.display_name == charter.name:
+                    self._named.pop(charter.room_id, None)  # named as it should be (what was asked has arrived)
+                    continue
+                if member is None or member.membership != "join":
+                    continue  # left (or was removed from) the room: nothing to name there
+                asked = self._named.get(charter.room_id)
+                if asked is not None and asked[0] == charter.name and now - asked[1] < RENAMED_SECONDS:
                     continue  # asked for just now: its event is on its way
                 await self.homeserver.set_state_event(puppet, charter.room_id, "m.room.member", puppet,
                                                       {"membership": "join", "displayname": charter.name})
