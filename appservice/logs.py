@@ -107,7 +107,7 @@ def configure(fmt: Format = "text", *, verbose: bool = False, secrets: Iterable[
 
 def secrets_of(config: Any, env: Mapping[str, str]) -> list[str]:
     """Every secret this deployment holds: the appservice tokens, the database's password, the webhook
-    keys' secrets, the providers' keys and the OpenAPI tools' header values."""
+    keys' secrets, the providers' keys, the OpenAPI tools' header values and the member bots' keys."""
     found = [config.appservice.as_token, config.appservice.hs_token]
     for dsn in (config.database.dsn, config.database.direct_dsn):
         password = urlsplit(dsn).password if dsn else None
@@ -117,4 +117,7 @@ def secrets_of(config: Any, env: Mapping[str, str]) -> list[str]:
     found += [v for k, v in env.items() if v and re.fullmatch(r"SUMMON_PROVIDER_[A-Z0-9_]+_KEY", k)]
     found += [env[var] for headers in config.tools.openapi_headers.values() for var in headers.values()
               if env.get(var)]
+    if getattr(config, "members", None) is not None:
+        # Member bots' instance keys ("<id>:<key>"): the key itself is the secret.
+        found += [entry.partition(":")[2] or entry for entry in config.members.keys]
     return found

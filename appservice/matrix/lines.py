@@ -35,10 +35,17 @@ class RoomWork(Protocol):
     async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any], ours: Callable[[str], bool]) -> bool: ...
 
 
+class OwnRooms(Protocol):
+    """Rooms where a bot is talked to without a mention (a member bot's own room, a DM with its builder): it
+    sees a line no command or press took, and says whether it asked a bot for it (True)."""
+
+    async def line(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool: ...
+
+
 class LineHandler:
     def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
                  admin: RoomAdmin, presses: Presses, commands: Commands, scripts: Scripts | None = None,
-                 elsewhere: RoomWork | None = None) -> None:
+                 elsewhere: RoomWork | None = None, own_rooms: OwnRooms | None = None) -> None:
         self._registry = registry
         self.ours = ours
         self.asking = asking
@@ -49,6 +56,7 @@ class LineHandler:
         # A trusted caller's reader of a line's scripted model turns (tests and the demo); None serving for real.
         self.scripts = scripts
         self.elsewhere = elsewhere
+        self.own_rooms = own_rooms
 
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup], *,
                    backfill: bool = False) -> None:
@@ -92,6 +100,8 @@ class LineHandler:
         if await self.commands.heard(tx, line, event):
             return
         if await self.commands.typo(tx, line, event):
+            return
+        if self.own_rooms is not None and await self.own_rooms.line(tx, line, event):
             return
         await self._mention(tx, line, event)
 

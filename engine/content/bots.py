@@ -27,8 +27,8 @@ from engine.content.hears import Hears
 from engine.core.limits import DEFAULT_LIMITS
 from engine.core.messages import ENDINGS, Ending
 
-Surface = Literal["rooms", "desk", "voice"]
-SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice")
+Surface = Literal["rooms", "desk", "voice", "members"]
+SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice", "members")
 # SPEC §11 names four; only the one the runtime builds compiles, so a bot never claims a memory it lacks.
 MEMORIES = ("none", "thread", "person", "person+recall")
 BUILT_MEMORIES = ("thread",)

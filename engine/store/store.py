@@ -24,6 +24,7 @@ from engine.store.door import Door
 from engine.store.health import Health
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
+from engine.store.members import Members
 from engine.store.offers import Offers
 from engine.store.outbox import Outbox
 from engine.store.people import People
@@ -126,6 +127,10 @@ class Families:
     @cached_property
     def providers(self) -> Providers:
         return Providers(self._on, self._q)
+
+    @cached_property
+    def members(self) -> Members:
+        return Members(self._on, self._q)
 
 
 class Tx(Families):

@@ -66,3 +66,15 @@ def test_the_deployments_secrets_are_the_tokens_password_hook_secrets_and_keys()
     found = secrets_of(config, {"SUMMON_PROVIDER_OPENAI_KEY": "sk-1234567", "SUMMON_PROVIDERS": "openai"})
     assert set(found) == {config.appservice.as_token, config.appservice.hs_token, "pg-pass-123",
                           "hook-secret-0123456789", "sk-1234567"}
+
+
+def test_member_bots_keys_are_secrets_whichever_way_they_are_given() -> None:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["members"] = {"keys": ["k1:vCI0oiG1jquvdXKDqzKntMy34ekGKiBQeQbFE8rwJBs="]}
+    config = parse_config(raw, {})
+    assert "vCI0oiG1jquvdXKDqzKntMy34ekGKiBQeQbFE8rwJBs=" in secrets_of(config, {})
+    from_env = parse_config(raw, {"SUMMON_MEMBER_KEYS": "k2:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="})
+    assert "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=" in secrets_of(from_env, {})
+    out = logged("text", secrets_of(config, {}), lambda log: log.info(
+        "could not open with %s", "vCI0oiG1jquvdXKDqzKntMy34ekGKiBQeQbFE8rwJBs="))
+    assert "vCI0oiG1" not in out and "***" in out
