@@ -163,8 +163,8 @@ class Outbox:
         """The fast path: messages just committed (an answer) are sent at once, without waiting for this
         sender's loop to hear of them and find them. The row stays the durable record and its transaction id
         the stable one: taken by the same claim (so the loop cannot send it too), sent and marked the same
-        way, retried by the loop if this send fails. A message with an earlier one unsent in its room is
-        left to the loop, which keeps the room's order."""
+        way, retried by the loop if this send fails. A message with an earlier one of its run unsent is left
+        to the loop, which keeps each run's order; other runs' messages in the room do not hold it back."""
         try:
             rows = await self.store.outbox.claim_these(txn_ids, HIDE_SECONDS)
         except StoreError as exc:

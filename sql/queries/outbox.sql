@@ -27,11 +27,16 @@ RETURNING id;
 
 -- name: claim_outbox
 -- Take up to $1 due messages, oldest first, hiding them for $2 seconds (a sender that dies mid-send
--- leaves them to be retried under the same transaction id).
+-- leaves them to be retried under the same transaction id). A run's messages keep their order (and so do a
+-- room's messages that belong to no run): one whose run has an earlier message in flight or backing off
+-- waits for it.
 WITH due AS (
-    SELECT id FROM outbox
-     WHERE status = 'pending' AND next_attempt_at <= clock_timestamp()
-     ORDER BY id
+    SELECT o.id FROM outbox o
+     WHERE o.status = 'pending' AND o.next_attempt_at <= clock_timestamp()
+       AND NOT EXISTS (SELECT 1 FROM outbox e
+                        WHERE e.status = 'pending' AND e.room_id = o.room_id AND e.run_id IS NOT DISTINCT FROM o.run_id
+                          AND e.id < o.id AND e.next_attempt_at > clock_timestamp())
+     ORDER BY o.id
      LIMIT $1
        FOR UPDATE SKIP LOCKED
 )
@@ -67,13 +72,17 @@ SELECT event_id, status FROM outbox WHERE txn_id = $1;
 
 -- name: claim_outbox_these
 -- A freshly committed answer handed to the sender at once: take the messages queued under the transaction ids
--- $1 that are due and come first among their room's pending messages (the room's order holds: anything
--- earlier is left to the sender's loop, and so is this), hiding them for $2 seconds like any claim.
+-- $1 that are due and come first among their run's pending messages (the order the loop keeps: one with an
+-- earlier message of its run unsent is left to the loop, with it), hiding them for $2 seconds like any claim.
+-- Other runs' messages in the room do not hold it back: twenty people answered at once in one busy room are
+-- each sent at once.
 WITH due AS (
     SELECT o.id FROM outbox o
      WHERE o.txn_id = ANY($1::text[]) AND o.status = 'pending' AND o.next_attempt_at <= clock_timestamp()
        AND o.of_txn IS NULL
-       AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.status = 'pending' AND e.room_id = o.room_id AND e.id < o.id)
+       AND NOT EXISTS (SELECT 1 FROM outbox e
+                        WHERE e.status = 'pending' AND e.room_id = o.room_id AND e.run_id IS NOT DISTINCT FROM o.run_id
+                          AND e.id < o.id)
      ORDER BY o.id
        FOR UPDATE SKIP LOCKED
 )

@@ -218,19 +218,37 @@ async def test_a_freshly_committed_answer_is_sent_at_once_under_its_stable_txn_i
         assert (row["status"], row["event_id"], row["attempts"]) == ("sent", "$sent", 1)
         assert [r["path"].rsplit("/", 1)[1] for r in fake.requests] == [f"summon.run{run.id}.answer"]
 
-        # An earlier message still unsent in the same room keeps its place: the fresh one waits for the loop.
-        second = await held_run(db, "!order:localhost")
-        await enqueue_in(db, "!order:localhost", "t-earlier")
+        # Another run's message (or one of no run) still unsent in the room does not hold a fresh answer back:
+        # twenty people answered at once in one room are each sent at once.
+        second = await held_run(db, "!busy:localhost")
+        await enqueue_in(db, "!busy:localhost", "t-other")
         await surface.working(second, True)
         async with db.transaction("finish_run") as tx:
-            await surface.deliver(tx, second, Answered("after the earlier one"))
+            await surface.deliver(tx, second, Answered("not behind the other one"))
         await surface.working(second, False)
+
+        async def second_sent() -> Any:
+            return await db.pool.fetchrow("SELECT status, event_id, attempts FROM outbox WHERE txn_id = $1",
+                                          f"summon.run{second.id}.answer")
+
+        row = await eventually(lambda: _sent_row(second_sent), timeout=5)
+        assert row["status"] == "sent"
+        assert await db.pool.fetchval("SELECT status FROM outbox WHERE txn_id = 't-other'") == "pending"
+
+        # An earlier message of its own run still unsent keeps its place: the fresh one waits for the loop.
+        third = await held_run(db, "!order:localhost")
+        await enqueue_in(db, "!order:localhost", "t-earlier", run_id=third.id)
+        await surface.working(third, True)
+        async with db.transaction("finish_run") as tx:
+            await surface.deliver(tx, third, Answered("after the earlier one"))
+        await surface.working(third, False)
         await asyncio.sleep(0.3)
         rows = await db.pool.fetch("SELECT txn_id, status FROM outbox WHERE room_id = '!order:localhost' ORDER BY id")
         assert [(r["txn_id"], r["status"]) for r in rows] == [("t-earlier", "pending"),
-                                                              (f"summon.run{second.id}.answer", "pending")]
-        assert await outbox.send_due() == 2
-        assert [r["path"].rsplit("/", 1)[1] for r in fake.requests][1:] == ["t-earlier", f"summon.run{second.id}.answer"]
+                                                              (f"summon.run{third.id}.answer", "pending")]
+        assert await outbox.send_due() == 3  # and t-other
+        paths = [r["path"].rsplit("/", 1)[1] for r in fake.requests]
+        assert paths.index("t-earlier") < paths.index(f"summon.run{third.id}.answer")
     await tasks.close(grace=1.0)
 
 
@@ -239,10 +257,13 @@ async def _sent_row(fetch: Any) -> Any:
     return row if row is not None and row["status"] == "sent" else None
 
 
-async def enqueue_in(db: TestStore, room: str, txn: str) -> None:
+async def enqueue_in(db: TestStore, room: str, txn: str, run_id: int | None = None) -> None:
     async with db.transaction("test_enqueue") as tx:
         await tx.outbox.enqueue(txn_id=txn, room_id=room, sender="@bot_helper:localhost",
-                                event_type="m.room.message", content={"msgtype": "m.notice", "body": "earlier"})
+                                event_type="m.room.message", content={"msgtype": "m.notice", "body": "earlier"},
+                                run_id=run_id)
+
+
 async def test_answers_to_many_people_in_one_room_go_out_together_each_runs_in_order(
     db: TestStore, published: Registry, homeserver: tuple[FakeHomeserver, str],
 ) -> None:
@@ -267,3 +288,26 @@ async def test_answers_to_many_people_in_one_room_go_out_together_each_runs_in_o
         assert order.index(first) < order.index(second)
         sent = {r["body"]["org.summon.txn"]: r["at"] for r in fake.requests}
         assert sent[second] - sent[first] >= 0.29  # the second waited for the first's send to return
+
+
+async def test_a_runs_message_waits_while_an_earlier_one_of_its_run_backs_off(
+    db: TestStore, published: Registry, homeserver: tuple[FakeHomeserver, str],
+) -> None:
+    """The loop keeps a run's order through a retry: while the run's first message backs off after a failed
+    send, its second (due) is not sent past it; another run's message in the room goes out meanwhile."""
+    fake, url = homeserver
+    backing = await insert_run(db, script=None, room_id="!r:localhost")
+    other = await insert_run(db, script=None, room_id="!r:localhost")
+    await enqueue(db, "t-first", backing)
+    await enqueue(db, "t-second", backing)
+    await enqueue(db, "t-elsewhere", other)
+    await db.pool.execute("UPDATE outbox SET attempts = 1, next_attempt_at = clock_timestamp() + interval '1 hour' "
+                          "WHERE txn_id = 't-first'")
+    async with aiohttp.ClientSession() as session:
+        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
+        assert await outbox.send_due() == 1
+        assert [r["body"]["org.summon.txn"] for r in fake.requests] == ["t-elsewhere"]
+        await db.pool.execute("UPDATE outbox SET next_attempt_at = clock_timestamp() WHERE txn_id = 't-first'")
+        assert await outbox.send_due() == 2
+    order = [r["body"]["org.summon.txn"] for r in fake.requests]
+    assert order.index("t-first") < order.index("t-second")
