@@ -44,6 +44,8 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "joined": ("name",),
         "left": ("name",),
         "not_transcribed": (),
+        # What a bot remembers of the person (memory: person, person+recall), above the conversation.
+        "earlier": (), "answered": (), "recalled": (),
         "later": (),
         "incomplete": (),
     },

@@ -38,6 +38,7 @@ from engine.core.loop import (
     Say,
     decide,
 )
+from engine.core.memory import with_memory
 from engine.core.messages import (
     AnswerStep,
     EndingStep,
@@ -55,6 +56,7 @@ from engine.core.messages import (
 )
 from engine.core.prompt import capped, later_of, opening, said_since
 from engine.errors import LeaseLost, StoreError
+from engine.memory.recall import Remembered, remembered
 from engine.providers.base import Answerer
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
@@ -92,11 +94,14 @@ class Hold:
         # database's time then, with this process's monotonic clock at that moment.
         self.joined = len(later_of(claim.run.context))
         self._seen = (claim.now, clock.monotonic())
+        self.remembered = Remembered()  # what the bot remembers of the run's person (read once, on taking it)
 
     async def __call__(self) -> None:
         run = self.run
         started = self.clock.monotonic()
         steps = await self.steps()
+        bot = self._registry().get(run.bot)
+        self.remembered = await remembered(self.store, self.surface, self.row, bot.memory if bot else "thread")
         facts = await self.toolbox.asker(self.row)
         log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.owner})
         if self.surface is not None:
@@ -200,9 +205,11 @@ class Hold:
         skills = offer.skills_section(registry.strings.get("skills", "header") or "")
         if skills:
             system = f"{system}\n\n{skills}" if system else skills
+        memory = with_memory(context, bot.memory if bot is not None else "thread", earlier=self.remembered.earlier,
+                             recalled=self.remembered.recalled, words=registry.strings.section("context"))
         request = ModelRequest(
             system=system,
-            messages=conversation(opening(context, self._asked(registry, context)), steps),
+            messages=conversation(opening(memory, self._asked(registry, context)), steps),
             model=bot.model if bot is not None else None,
             tools=offer.tools,
         )

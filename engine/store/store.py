@@ -23,6 +23,7 @@ from engine.store.desk_webhooks import DeskWebhooks
 from engine.store.door import Door
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
+from engine.store.memories import Memories
 from engine.store.offers import Offers
 from engine.store.outbox import Outbox
 from engine.store.people import People
@@ -111,6 +112,10 @@ class Families:
     @cached_property
     def desk_staff(self) -> DeskStaff:
         return DeskStaff(self._on, self._q)
+
+    @cached_property
+    def memories(self) -> Memories:
+        return Memories(self._on, self._q)
 
 
 class Tx(Families):
