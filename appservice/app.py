@@ -52,6 +52,7 @@ from appservice.matrix.staff import tell_staff
 from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
+from appservice.matrix.voice import Hearing, Speaking
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
 from engine.content import files as contentfiles
@@ -63,6 +64,7 @@ from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings
+from engine.speech.endpoints import Speech, speech_from_env
 from engine.store import Store, Tx, migrate
 from engine.surface import Surface, SurfaceFacts
 from engine.tasks import TaskGroup
@@ -128,8 +130,9 @@ class Service:
     demo), never by ``summon serve``, so a room event cannot script a run while serving for real."""
 
     def __init__(self, config: Config, *, http: bool = True, clock: Clock | None = None,
-                 scripts: Scripts | None = None) -> None:
+                 scripts: Scripts | None = None, env: Mapping[str, str] | None = None) -> None:
         self.config = config
+        self.env = os.environ if env is None else env  # the speech endpoints' settings (SUMMON_STT_*, SUMMON_TTS_*)
         self.http = http
         self.clock = clock or SystemClock()
         self.scripts = scripts
@@ -245,6 +248,16 @@ class Service:
                            on_done=self._room_action_done)
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
                              self.clock)
+        # Voice notes heard and answers said (SPEC §12): one Speech per process, so a fallen endpoint stays fallen.
+        self.speech = Speech(speech_from_env(self.env), self.clock, timeout_seconds=c.speech.timeout_seconds,
+                             fallen_seconds=c.speech.fallen_seconds)
+        self.surface.speaks = self.speech.settings.speaks
+        hearing = Hearing(self.store, self.homeserver, self.registry, ours, self.dispatcher.lines.asking, self.speech,
+                          max_bytes=int(c.speech.max_mib * 1024 * 1024), max_seconds=c.speech.max_seconds,
+                          scripts=self.scripts)
+        self.dispatcher.lines.voice = hearing
+        self.rooms.voice = hearing
+        self.outbox.speaking = Speaking(self.store, self.homeserver, self.speech)
 
     def _http(self) -> aiohttp.ClientSession:
         assert self._session is not None

@@ -280,6 +280,19 @@ class Desk(_Strict):
         return self
 
 
+class Speech(_Strict):
+    """Voice notes heard and answers said (SPEC §12). The endpoints and their keys are the environment's
+    (SUMMON_STT_URL/_KEY/_MODEL, SUMMON_TTS_URL/_KEY/_MODEL/_VOICE); called only when buying is on (AGENTS_LIVE=1)."""
+
+    # A voice note larger than this (MiB) or longer than this (seconds) is answered in words, not heard.
+    max_mib: float = Field(default=20.0, gt=0, le=200)
+    max_seconds: float = Field(default=600.0, gt=0, le=7200)
+    # How long one transcription or speech call may take.
+    timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+    # After the speech endpoint fails, answers go out as text only for this long (then it is tried again).
+    fallen_seconds: float = Field(default=600.0, ge=0, le=86400)
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -291,6 +304,7 @@ class Config(_Strict):
     limits: Limits = Limits()
     door: Door | None = None
     desk: Desk | None = None  # off unless configured
+    speech: Speech = Field(default_factory=lambda: Speech())
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

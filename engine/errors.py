@@ -23,6 +23,7 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     │   └── NotAnAnswer      a 2xx body that carries an error, or no answer at all
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
     ├── GrantRefused         a door grant that does not verify (why is for the log; the caller hears one answer)
+    ├── SpeechFailed         a speech endpoint (transcription, speech) failed, or was given what it cannot take
     └── SurfaceError         a surface could not deliver or read
         ├── MatrixError      the homeserver refused or could not be reached (its status and errcode)
         │   └── NotLeft      some of our users are still in a room they must leave
@@ -111,6 +112,16 @@ class NotAnAnswer(ProviderError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class SpeechFailed(SummonError):
+    """A speech endpoint failed (down, refused, an answer that is not one), or the audio is not what it takes
+    (too large, too long, not audio). ``why`` is a short key for the person's words: ``too_large``,
+    ``too_long``, ``not_audio``, ``download`` or ``endpoint``."""
+
+    def __init__(self, message: str, *, why: str = "endpoint") -> None:
+        super().__init__(message)
+        self.why = why
 
 
 class ToolError(SummonError):

@@ -35,10 +35,16 @@ class RoomWork(Protocol):
     async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any], ours: Callable[[str], bool]) -> bool: ...
 
 
+class VoiceNotes(Protocol):
+    """Voice notes that summon a bot (``voice.Hearing``): True when this one does (its hearing is remembered)."""
+
+    async def heard(self, tx: Tx, line: Line, followups: list[Followup]) -> bool: ...
+
+
 class LineHandler:
     def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
                  admin: RoomAdmin, presses: Presses, commands: Commands, scripts: Scripts | None = None,
-                 elsewhere: RoomWork | None = None) -> None:
+                 elsewhere: RoomWork | None = None, voice: VoiceNotes | None = None) -> None:
         self._registry = registry
         self.ours = ours
         self.asking = asking
@@ -49,6 +55,7 @@ class LineHandler:
         # A trusted caller's reader of a line's scripted model turns (tests and the demo); None serving for real.
         self.scripts = scripts
         self.elsewhere = elsewhere
+        self.voice = voice
 
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup], *,
                    backfill: bool = False) -> None:
@@ -91,6 +98,8 @@ class LineHandler:
             return
         if await self.commands.heard(tx, line, event):
             return
+        if line.is_voice and self.voice is not None and await self.voice.heard(tx, line, followups):
+            return  # asked once its words are heard
         await self._mention(tx, line, event)
 
     async def _mention(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> None:

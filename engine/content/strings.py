@@ -97,6 +97,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # The door (a spoken conversation): the header over its earlier turns ({name}: the person), where it is —
     # ``in_room`` once a room the person named was verified, ``no_room`` otherwise — and what a response says
     # when the work outlives its turn: where the answer will be posted once it is ready.
+    # A voice note a bot could not hear, answered in words: over the size cap ({mib}), over the length cap
+    # ({minutes}), not audio, or the download or the transcription failed; ``no_words``: it heard nothing.
+    "voice": {"too_large": ("mib",), "too_long": ("minutes",), "not_audio": (), "not_heard": (), "no_words": ()},
     "door": {"header": ("name",), "in_room": ("room",), "no_room": (), "later_room": ("room",), "later_dm": (),
              "later_nowhere": ()},
     # The desk's own words: the framing of a desk run's transcript ({inbox}: the inbox's title; ``contact`` is

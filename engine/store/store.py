@@ -34,6 +34,7 @@ from engine.store.rooms import Rooms
 from engine.store.runs import Runs
 from engine.store.schedules import Schedules
 from engine.store.search import Search
+from engine.store.voice import Voice
 from engine.store.workers import Workers
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,10 @@ class Families:
     @cached_property
     def memories(self) -> Memories:
         return Memories(self._on, self._q)
+
+    @cached_property
+    def voice(self) -> Voice:
+        return Voice(self._on, self._q)
 
 
 class Tx(Families):

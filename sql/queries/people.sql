@@ -45,9 +45,10 @@ SELECT coalesce(sum(usd), 0)::float8 AS usd FROM spend_ledger WHERE at > now() -
 SELECT at, usd::float8 AS usd FROM spend_ledger WHERE at > now() - interval '1 day' ORDER BY at;
 
 -- name: settle_spend
--- A run ended: its reservation becomes what it really cost.
+-- A run ended: its reservation becomes what it really cost (its model calls and its speech calls).
 UPDATE spend_ledger
-   SET usd = (SELECT coalesce(sum(cost_usd), 0) FROM agent_steps WHERE run_id = $1), reserved = false
+   SET usd = (SELECT coalesce(sum(cost_usd), 0) FROM agent_steps WHERE run_id = $1)
+           + (SELECT coalesce(sum(cost_usd), 0) FROM speech_calls WHERE run_id = $1), reserved = false
  WHERE run_id = $1;
 
 -- name: personal_as_tools
