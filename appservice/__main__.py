@@ -67,6 +67,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from appservice.app import compile_content
+    from engine.memory.ready import recallable
     from engine.run.publish import publish
     from engine.store import Store, migrate
 
@@ -76,7 +77,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
         await migrate(config.database.dsn)
         store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
         try:
-            registry = compile_content(config, await store.rooms.encrypted())
+            registry, refused = await recallable(store, compile_content(config, await store.rooms.encrypted()))
+            for line in refused:
+                print(line, file=sys.stderr)
             slugs = await publish(store, registry)
         finally:
             await store.close()

@@ -44,6 +44,7 @@ from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.lines import LineHandler, RoomWork
+from appservice.matrix.memories import MemoryCommands
 from appservice.matrix.ours import Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.presses import Presses
@@ -59,6 +60,9 @@ from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
 from engine.errors import ContentError, MatrixError, StoreError
+from engine.memory.embedder import Embedder
+from engine.memory.ready import recallable
+from engine.memory.recall import Recall, RecallSettings
 from engine.providers.config import choose_answerer
 from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
@@ -154,7 +158,7 @@ class Service:
         await migrate(c.database.dsn)
         self.store = await Store.connect(c.database.dsn, min_size=c.database.pool_min, max_size=c.database.pool_max,
                                          clock=self.clock)
-        self._registry = compile_content(c, await self.store.rooms.encrypted())
+        self._registry, _ = await recallable(self.store, compile_content(c, await self.store.rooms.encrypted()))
         await publish(self.store, self._registry)
         if self.http:
             # The deployment's caps, read by every summons (only a process that takes summonses writes them).
@@ -194,6 +198,8 @@ class Service:
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
             status=self.answerer.status(),
+            recall=Recall(Embedder(threads=c.memory.embed_threads),
+                          RecallSettings(floor=c.memory.recall_floor, count=c.memory.recall_count)),
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
@@ -256,6 +262,8 @@ class Service:
                           max_bytes=int(c.speech.max_mib * 1024 * 1024), max_seconds=c.speech.max_seconds,
                           scripts=self.scripts)
         self.dispatcher.lines.voice = hearing
+        self.dispatcher.lines.memories = MemoryCommands(self.registry, ours, server_name=server,
+                                                        service_user=self.service_user)
         self.rooms.voice = hearing
         self.outbox.speaking = Speaking(self.store, self.homeserver, self.speech)
 
@@ -302,6 +310,7 @@ class Service:
     async def republish(self, registry: Registry) -> None:
         """A changed content file that compiles goes live: published, swapped in, puppets renamed. An
         edit that does not compile never gets here; the last good registry stays live."""
+        registry, _ = await recallable(self.store, registry)
         if self.http:
             await publish(self.store, registry)
         self._registry = registry

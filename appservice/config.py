@@ -293,6 +293,17 @@ class Speech(_Strict):
     fallen_seconds: float = Field(default=600.0, ge=0, le=86400)
 
 
+class Memory(_Strict):
+    """memory: person+recall (SPEC §11). The defaults are chosen on tests/memory/recall_pairs.yaml (docs/content.md)."""
+
+    # A memory further than this (cosine distance) from what is asked is not recalled: nothing beats the unrelated.
+    recall_floor: float = Field(default=0.215, gt=0, le=2)
+    # At most this many memories are recalled for a run.
+    recall_count: int = Field(default=5, ge=1, le=50)
+    # Threads the embedding model uses (it runs off the event loop, in a thread of its own).
+    embed_threads: int = Field(default=1, ge=1, le=16)
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -305,6 +316,7 @@ class Config(_Strict):
     door: Door | None = None
     desk: Desk | None = None  # off unless configured
     speech: Speech = Field(default_factory=lambda: Speech())
+    memory: Memory = Field(default_factory=lambda: Memory())
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

@@ -24,6 +24,7 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
     ├── GrantRefused         a door grant that does not verify (why is for the log; the caller hears one answer)
     ├── SpeechFailed         a speech endpoint (transcription, speech) failed, or was given what it cannot take
+    ├── MemoryUnavailable    memories (person+recall) cannot be kept here: no pgvector, or no embedding model
     └── SurfaceError         a surface could not deliver or read
         ├── MatrixError      the homeserver refused or could not be reached (its status and errcode)
         │   └── NotLeft      some of our users are still in a room they must leave
@@ -122,6 +123,11 @@ class SpeechFailed(SummonError):
     def __init__(self, message: str, *, why: str = "endpoint") -> None:
         super().__init__(message)
         self.why = why
+
+
+class MemoryUnavailable(SummonError):
+    """Memories (``person+recall``) cannot be kept here: the database has no pgvector, or the embedding model's
+    package is not installed. Its message is one line saying which."""
 
 
 class ToolError(SummonError):

@@ -41,6 +41,12 @@ class VoiceNotes(Protocol):
     async def heard(self, tx: Tx, line: Line, followups: list[Followup]) -> bool: ...
 
 
+class OwnMemories(Protocol):
+    """A person's ``!memories`` / ``!forget`` (``memories.MemoryCommands``): True when the line was one."""
+
+    async def heard(self, tx: Tx, line: Line) -> bool: ...
+
+
 class LineHandler:
     def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
                  admin: RoomAdmin, presses: Presses, commands: Commands, scripts: Scripts | None = None,
@@ -56,6 +62,7 @@ class LineHandler:
         self.scripts = scripts
         self.elsewhere = elsewhere
         self.voice = voice
+        self.memories: OwnMemories | None = None
 
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup], *,
                    backfill: bool = False) -> None:
@@ -95,6 +102,8 @@ class LineHandler:
         if await self.admin.heard(tx, line, followups):
             return
         if await self.presses.line(tx, line):
+            return
+        if self.memories is not None and await self.memories.heard(tx, line):
             return
         if await self.commands.heard(tx, line, event):
             return

@@ -99,6 +99,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # when the work outlives its turn: where the answer will be posted once it is ready.
     # A voice note a bot could not hear, answered in words: over the size cap ({mib}), over the length cap
     # ({minutes}), not audio, or the download or the transcription failed; ``no_words``: it heard nothing.
+    # A person's own memories of a person+recall bot (``!memories``, ``!forget <n>``, ``!forget all``).
+    "memories": {"list": ("bot",), "none": ("bot",), "forgot": ("bot", "said"), "forgot_all": ("bot", "count"),
+                 "no_such": ("n",), "not_here": (), "which": ("bots",)},
     "voice": {"too_large": ("mib",), "too_long": ("minutes",), "not_audio": (), "not_heard": (), "no_words": ()},
     "door": {"header": ("name",), "in_room": ("room",), "no_room": (), "later_room": ("room",), "later_dm": (),
              "later_nowhere": ()},
