@@ -287,8 +287,9 @@ class Speech(_Strict):
     # A voice note larger than this (MiB) or longer than this (seconds) is answered in words, not heard.
     max_mib: float = Field(default=20.0, gt=0, le=200)
     max_seconds: float = Field(default=600.0, gt=0, le=7200)
-    # How long one transcription or speech call may take.
-    timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+    # How long one transcription or speech call may take (hearing a voice note is a room action, given up and
+    # tried again after 45 s: the fetch and the call must fit in that).
+    timeout_seconds: float = Field(default=30.0, gt=0, le=40)
     # After the speech endpoint fails, answers go out as text only for this long (then it is tried again).
     fallen_seconds: float = Field(default=600.0, ge=0, le=86400)
 

@@ -100,7 +100,7 @@ class Spoken:
 class Speech:
     """Both endpoints, with the speaker's fallen state (one per process)."""
 
-    def __init__(self, settings: SpeechSettings, clock: Clock, *, timeout_seconds: float = 60.0,
+    def __init__(self, settings: SpeechSettings, clock: Clock, *, timeout_seconds: float = 30.0,
                  fallen_seconds: float = 600.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.settings = settings
         self.clock = clock
