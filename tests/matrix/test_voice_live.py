@@ -86,7 +86,8 @@ async def test_a_voice_note_in_a_shared_room_that_names_no_bot_is_not_heard(
 
 
 @pytest.mark.parametrize(("how", "words"), [
-    ("too_large", "too large"), ("not_audio", "not audio"), ("download", "could not listen to that voice message"),
+    ("too_large", "too large"), ("too_long", "too long"), ("not_audio", "not audio"),
+    ("download", "could not listen to that voice message"),
 ])
 async def test_bad_voice_notes_are_answered_in_words(people: Any, service: Service, fake_speech: FakeSpeech,
                                                      how: str, words: str) -> None:
@@ -95,6 +96,8 @@ async def test_bad_voice_notes_are_answered_in_words(people: Any, service: Servi
     before = len(fake_speech.heard)
     if how == "too_large":
         asked = await voice_note(alice, room, tone_wav(0.2), size=21 * 1024 * 1024)
+    elif how == "too_long":
+        asked = await voice_note(alice, room, tone_wav(0.2), duration_ms=11 * 60 * 1000)
     elif how == "not_audio":
         asked = await voice_note(alice, room, b"%PDF-1.7 this is not audio at all " * 20, mimetype="audio/ogg")
     else:
