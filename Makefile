@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.load
 	$(BIN)/python -m tests.bench.untrusted
 	$(BIN)/python -m tests.bench.door
+	$(BIN)/python -m tests.bench.recall
 
 down:
 	synapse-dev/down
