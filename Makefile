@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test unit fuzz lint typecheck bench install clean down
+.PHONY: dev test unit fuzz lint typecheck bench install clean down client-check
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	scripts/bootstrap
@@ -34,14 +34,32 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Benchmarks print figures and ratios; they assert nothing about speed.
+# Benchmarks, each against a floor measured in the same run (the echo appservice, raw SQL, …): each prints
+# its figures and writes .dev/bench/<name>.json, then one table of every ratio. They assert nothing about speed.
 bench: $(STAMP)
-	$(BIN)/python -m tests.bench
-	$(BIN)/python -m tests.bench.engine
-	$(BIN)/python -m tests.bench.load
-	$(BIN)/python -m tests.bench.untrusted
-	$(BIN)/python -m tests.bench.door
-	$(BIN)/python -m tests.bench.recall
+	rm -rf .dev/bench
+	-$(BIN)/python -m tests.bench
+	-$(BIN)/python -m tests.bench.engine
+	-$(BIN)/python -m tests.bench.load
+	-$(BIN)/python -m tests.bench.ingest
+	-$(BIN)/python -m tests.bench.idle
+	-$(BIN)/python -m tests.bench.untrusted
+	-$(BIN)/python -m tests.bench.door
+	-$(BIN)/python -m tests.bench.recall
+	@echo; $(BIN)/python -m tests.bench.table
+
+# Opt-in, not part of `make test`: summon as a person sees it, in a real Matrix client (Hydrogen, from the pinned
+# hydrogen-view-sdk bundled by the pinned esbuild) in Debian's Chromium, against a running `make dev` (in another
+# terminal; SUMMON_RUN_DIR names another dev stack's run directory). Screenshots land in client-check/shots/.
+CLIENT_NPM := client-check/node_modules/.installed
+
+$(CLIENT_NPM): client-check/package.json client-check/package-lock.json
+	cd client-check && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+client-check: $(STAMP) $(CLIENT_NPM)
+	cd client-check && npm run --silent build
+	$(BIN)/python client-check/check.py
 
 down:
 	synapse-dev/down

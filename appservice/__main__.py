@@ -1,4 +1,4 @@
-"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, say, grant."""
+"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, status, say, grant."""
 
 from __future__ import annotations
 
@@ -8,27 +8,37 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
 from appservice.config import Config, load_config, registration
+from appservice.logs import configure, secrets_of
 from engine.errors import ConfigError, ContentError, StoreError, SummonError
 
 log = logging.getLogger("summon")
 
 
+def config_path(given: str | None, env: Mapping[str, str]) -> Path:
+    """The config file: ``-c``, else $SUMMON_CONFIG, else ./summon.yaml — and when there is none here, the one
+    a running ``summon dev`` wrote (so ``summon runs`` and ``summon status`` work after ``make dev``)."""
+    if given or env.get("SUMMON_CONFIG"):
+        return Path(given or env["SUMMON_CONFIG"])
+    here = Path("summon.yaml")
+    if here.exists():
+        return here
+    from appservice.dev import run_dir
+
+    demo = run_dir() / "summon.yaml"
+    return demo if demo.exists() else here
+
+
 def _config(args: argparse.Namespace) -> Config:
-    path = Path(args.config or os.environ.get("SUMMON_CONFIG") or "summon.yaml")
-    return load_config(path, os.environ)
-
-
-def _logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("mautrix").setLevel(logging.WARNING)
+    config = load_config(config_path(args.config, os.environ), os.environ)
+    # From here on the process logs as the config says, with its secrets known to the one handler.
+    configure(config.logging.format, verbose=args.verbose, secrets=secrets_of(config, os.environ))
+    return config
 
 
 async def _serve(config: Config, *, http: bool) -> None:
@@ -66,22 +76,31 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from appservice.app import compile_content
+    from appservice.app import compile_content, keep_puppet_prefix
+    from appservice.database import migrate_database, open_store
+    from engine.clock import SystemClock
     from engine.memory.ready import recallable
+    from engine.providers.config import choose_answerer
     from engine.run.publish import publish
-    from engine.store import Store, migrate
 
     config = _config(args)
 
     async def go() -> None:
-        await migrate(config.database.dsn)
-        store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
+        await migrate_database(config.database)
+        store = await open_store(config.database, min_size=1, max_size=2)
+        answering = choose_answerer(os.environ, SystemClock())
         try:
+            await keep_puppet_prefix(store, config)
             registry, refused = await recallable(store, compile_content(config, await store.rooms.encrypted()))
             for line in refused:
                 print(line, file=sys.stderr)
+            # With buying on, a model with no price is refused: no spend limit could hold against it.
+            unpriced = answering.unpriced(registry.bots.values())
+            if unpriced:
+                raise ContentError(unpriced)
             slugs = await publish(store, registry)
         finally:
+            await answering.aclose()
             await store.close()
         print(f"published {len(slugs)} bot(s): {', '.join(slugs)}")
 
@@ -90,13 +109,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from appservice.database import open_store
     from appservice.inspect import runs_report
-    from engine.store import Store
 
     config = _config(args)
 
     async def go() -> list[str]:
-        store = await Store.connect(config.database.dsn, min_size=1, max_size=2)
+        store = await open_store(config.database, min_size=1, max_size=2)
         try:
             return await runs_report(store, run_id=args.id, room=args.room, bot=args.bot, limit=args.limit)
         finally:
@@ -107,10 +126,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_migrate(args: argparse.Namespace) -> int:
-    from engine.store import migrate
+def cmd_status(args: argparse.Namespace) -> int:
+    from appservice.status import healthy, render, status
 
-    applied = asyncio.run(migrate(_config(args).database.dsn))
+    config = _config(args)
+    lines = asyncio.run(status(config))
+    print(render(lines))
+    return 0 if healthy(lines) else 1
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from appservice.database import migrate_database
+
+    applied = asyncio.run(migrate_database(_config(args).database))
     print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
     return 0
 
@@ -137,7 +165,7 @@ def write_private(path: Path, text: str) -> None:
 def cmd_dev(args: argparse.Namespace) -> int:
     from appservice.dev import dev
 
-    return asyncio.run(dev())
+    return asyncio.run(dev(verbose=args.verbose))
 
 
 def cmd_say(args: argparse.Namespace) -> int:
@@ -189,7 +217,8 @@ def cmd_grant(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="summon", description="LLM bots for Matrix, defined in markdown.")
-    parser.add_argument("-c", "--config", help="the config file (default: $SUMMON_CONFIG or ./summon.yaml)")
+    parser.add_argument("-c", "--config", help="the config file (default: $SUMMON_CONFIG, ./summon.yaml, or the running "
+                        "demo's)")
     parser.add_argument("-v", "--verbose", action="store_true")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-c", "--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -211,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bot", help="only this bot's runs")
     p.add_argument("--limit", type=int, default=20)
     p.set_defaults(fn=cmd_runs)
+    sub.add_parser("status", help="one screen of health (database, homeserver, workers, providers, queue, "
+                   "outbox); exits 1 when something is down").set_defaults(fn=cmd_status)
     p = sub.add_parser("registration", help="write the appservice registration.yaml for the homeserver")
     p.add_argument("-o", "--output", default="registration.yaml")
     p.set_defaults(fn=cmd_registration)
@@ -226,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, help="how long it lives (at most 30; default: door.minutes)")
     p.set_defaults(fn=cmd_grant)
     args = parser.parse_args(argv)
-    _logging(args.verbose)
+    configure("text", verbose=args.verbose)
     try:
         return int(args.fn(args))
     except ConfigError as exc:

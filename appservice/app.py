@@ -28,6 +28,7 @@ from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers
+from appservice.database import migrate_database, open_store
 from appservice.desk.service import DeskService
 from appservice.desk.staff_room import StaffRoom
 from appservice.door.service import DoorListener
@@ -36,6 +37,8 @@ from appservice.door.tools import make_current_room
 from appservice.hooks import EventHooks
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
+from appservice.matrix.avatar_art import EMOJI_FONT
+from appservice.matrix.avatars import Avatars, Face
 from appservice.matrix.cancels import Cancels
 from appservice.matrix.command_state import CommandState
 from appservice.matrix.commands import Commands, Scripts
@@ -45,7 +48,7 @@ from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.lines import LineHandler, RoomWork
 from appservice.matrix.memories import MemoryCommands
-from appservice.matrix.ours import Ours
+from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.presses import Presses
 from appservice.matrix.rooms import Rooms
@@ -54,22 +57,25 @@ from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
 from appservice.matrix.voice import Hearing, Speaking
+from appservice.matrix.waiting import WaitingLines
+from appservice.metrics import Metrics
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
 from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
-from engine.errors import ContentError, MatrixError, StoreError
+from engine.errors import ConfigError, ContentError, MatrixError, StoreError
 from engine.memory.embedder import Embedder
 from engine.memory.ready import recallable
 from engine.memory.recall import Recall, RecallSettings
+from engine.meter import Meter
 from engine.providers.config import choose_answerer
 from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
-from engine.run.worker import Worker, WorkerSettings
+from engine.run.worker import Worker, WorkerSettings, new_worker_id
 from engine.speech.endpoints import Speech, speech_from_env
-from engine.store import Store, Tx, migrate
+from engine.store import Store, Tx
 from engine.surface import Surface, SurfaceFacts
 from engine.tasks import TaskGroup
 from engine.tools.base import ToolFn
@@ -98,22 +104,37 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
     schedule `in:` one of ``encrypted_rooms`` is refused."""
     root = Path(config.content.dir)
     result = contentfiles.compile_content(root, server_name=config.homeserver.server_name,
-                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config))
+                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config),
+                                          puppet_prefix=config.appservice.puppet_prefix)
     if isinstance(result, list):
         raise ContentError([contentfiles.where(root, e) for e in result])
     return result
+
+
+async def keep_puppet_prefix(store: Store, config: Config) -> None:
+    """The deployment keeps the puppet prefix it started with (remembered in the database by the first start or
+    publish): rooms know its puppets by those ids, so another is refused in words, before anything is done."""
+    configured = config.appservice.puppet_prefix
+    remembered = await store.profiles.puppet_prefix(configured)
+    if remembered != configured:
+        raise ConfigError(
+            f"config: appservice.puppet_prefix: this deployment's puppets are @{remembered}<slug>, and rooms "
+            f"know them by those ids, so it cannot become {configured!r}; set it back to {remembered!r} (a "
+            "new prefix needs a new database)")
 
 
 def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
     context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
+    meter: Meter | None = None, puppet_prefix: str = PUPPET_PREFIX,
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
     its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
     ``elsewhere``: a room another surface works from, the desk's staff room)."""
-    ours = Ours(registry, server_name=server_name, service_user=service_user)
-    asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts)
+    ours = Ours(registry, server_name=server_name, service_user=service_user, puppet_prefix=puppet_prefix)
+    asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts,
+                    meter=meter)
     cancels = Cancels(ours, server_name=server_name)
     presses = Presses(registry, ours, asking)
     lines = LineHandler(
@@ -148,6 +169,8 @@ class Service:
         self.door: DoorListener | None = None
         self.desk: DeskService | None = None
         self.staff_room: StaffRoom | None = None
+        self.metrics = Metrics(slots=config.worker.slots)
+        self._metrics_runner: web.AppRunner | None = None
 
     def registry(self) -> Registry:
         assert self._registry is not None, "the service has not started"
@@ -155,10 +178,19 @@ class Service:
 
     async def start(self) -> None:
         c = self.config
-        await migrate(c.database.dsn)
-        self.store = await Store.connect(c.database.dsn, min_size=c.database.pool_min, max_size=c.database.pool_max,
-                                         clock=self.clock)
+        await migrate_database(c.database)
+        self.store = await open_store(c.database, clock=self.clock)
+        await self._keep_puppet_prefix()
+        # What answers model calls, chosen first: with buying on, a bot whose model has no price is refused
+        # like any content error (no spend limit could hold against it). A chain of providers must answer well
+        # inside the lease, which no step renews meanwhile; its limits are kept with every other worker.
+        worker_id = new_worker_id()
+        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, c.worker.lease_seconds * 2 / 3),
+                                        store=self.store, worker_id=worker_id)
         self._registry, _ = await recallable(self.store, compile_content(c, await self.store.rooms.encrypted()))
+        unpriced = self.answerer.unpriced(self._registry.bots.values())
+        if unpriced:
+            raise ContentError(unpriced)
         await publish(self.store, self._registry)
         if self.http:
             # The deployment's caps, read by every summons (only a process that takes summonses writes them).
@@ -184,34 +216,44 @@ class Service:
         if self.desk is not None:
             surfaces[self.desk.surface.name] = self.desk.surface
         w = c.worker
-        # A chain of providers must answer well inside the lease, which no step renews meanwhile.
-        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, w.lease_seconds * 2 / 3))
+        if self.answerer.limiter is not None:
+            # Provider limits kept with every other worker: hear permits handed back anywhere.
+            self.tasks.spawn(self.answerer.limiter.run(self.stop_event), name="provider-limits")
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
                                     CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
         # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
         self.door_surface = DoorSurface(self.registry, server_name=c.homeserver.server_name,
-                                        service_user=self.service_user)
+                                        service_user=self.service_user, puppet_prefix=c.appservice.puppet_prefix)
         surfaces[self.door_surface.name] = self.door_surface
         self.worker = Worker(
             self.store, self.registry, self.answerer, surfaces, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
-            status=self.answerer.status(),
+            status=self.answerer.status(), meter=self.metrics, worker_id=worker_id,
             recall=Recall(Embedder(threads=c.memory.embed_threads),
                           RecallSettings(floor=c.memory.recall_floor, count=c.memory.recall_count)),
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
+        if c.metrics.listen is not None:
+            self._metrics_runner, _ = await self.metrics.listen(self.store, c.metrics.listen.host,
+                                                                c.metrics.listen.port)
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
                                encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
-                               sandbox=code_sandbox(c)), name="content-watch")
+                               sandbox=code_sandbox(c), puppet_prefix=c.appservice.puppet_prefix),
+                         name="content-watch")
         if not self.http:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
         await self.rooms.register_puppets()
+        await self.rooms.register_service(c.appservice.display_name)
+        await self.avatars.set_all()
         self.tasks.spawn(self.surface.published(self.registry()), name="command-state")
         self.tasks.spawn(self.rooms.resume(self.stop_event), name="room-actions")
+        # A run that waits (for a slot or a provider's permit) says so on its progress line.
+        self.waiting_lines = WaitingLines(self.store, self.registry, self.clock)
+        self.tasks.spawn(self.waiting_lines.run(self.stop_event), name="waiting-lines")
         app = web.Application(client_max_size=c.appservice.max_body_size)
         TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
         EventHooks(self.store, self.registry, c.hooks.keys, self.clock, self.surface).routes(app)
@@ -236,6 +278,13 @@ class Service:
             if self.staff_room is not None:
                 self.tasks.spawn(self._desk_puppets(), name="desk-staff-room")
 
+    async def _keep_puppet_prefix(self) -> None:
+        try:
+            await keep_puppet_prefix(self.store, self.config)
+        except ConfigError:
+            await self.store.close()
+            raise
+
     def _wire_matrix(self) -> None:
         """The Matrix surface, each part handed its collaborators."""
         c = self.config
@@ -243,17 +292,25 @@ class Service:
         self.homeserver = Homeserver(self.api)
         self.command_state = CommandState(self.store, self.homeserver)
         self.surface = MatrixSurface(self.store, self.homeserver, self.registry, self.tasks, self.clock,
-                                     server_name=server, service_user=self.service_user, commands=self.command_state)
+                                     server_name=server, service_user=self.service_user, commands=self.command_state,
+                                     puppet_prefix=c.appservice.puppet_prefix)
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
-            invites=c.appservice.invites, elsewhere=self.staff_room,
+            invites=c.appservice.invites, elsewhere=self.staff_room, meter=self.metrics,
+            puppet_prefix=c.appservice.puppet_prefix,
         )
-        ours = Ours(self.registry, server_name=server, service_user=self.service_user)
+        ours = Ours(self.registry, server_name=server, service_user=self.service_user,
+                    puppet_prefix=c.appservice.puppet_prefix)
         self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
                            on_done=self._room_action_done)
+        # The emoji font where scripts/emoji-font put it, unless SUMMON_EMOJI_FONT names another (as for the script).
+        self.avatars = Avatars(self.store, self.homeserver, self.registry, Path(c.content.dir),
+                               service=Face(self.service_user, c.appservice.display_name, None, c.appservice.avatar),
+                               emoji_font=Path(os.environ.get("SUMMON_EMOJI_FONT") or EMOJI_FONT))
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
                              self.clock)
+        self.surface.hand_over = self.outbox.send_now
         # Voice notes heard and answers said (SPEC §12): one Speech per process, so a fallen endpoint stays fallen.
         self.speech = Speech(speech_from_env(self.env), self.clock, timeout_seconds=c.speech.timeout_seconds,
                              fallen_seconds=c.speech.fallen_seconds)
@@ -309,13 +366,21 @@ class Service:
 
     async def republish(self, registry: Registry) -> None:
         """A changed content file that compiles goes live: published, swapped in, puppets renamed. An
-        edit that does not compile never gets here; the last good registry stays live."""
+        edit that does not compile never gets here; the last good registry stays live — as it does when, with
+        buying on, the edit names a model with no price."""
+        unpriced = self.answerer.unpriced(registry.bots.values())
+        if unpriced:
+            for line in unpriced:
+                log.error("%s", line)
+            self.content_errors(unpriced)
+            return
         registry, _ = await recallable(self.store, registry)
         if self.http:
             await publish(self.store, registry)
         self._registry = registry
         if self.http:
             await self.rooms.register_puppets()
+            await self.avatars.set_all()  # a changed avatar file, or glyph, changes the puppet's avatar
             await self.surface.published(registry)
             if self.staff_room is not None:
                 await self._desk_puppets()
@@ -324,7 +389,9 @@ class Service:
         log.error("content has %d error(s); the last good content stays live", len(errors))
 
     async def on_transaction(self, txn_id: str, events: list[dict[str, Any]], ephemeral: list[dict[str, Any]]) -> bool:
+        started = self.clock.monotonic()
         remembered = await self.dispatcher.transaction(txn_id, events)
+        self.metrics.transaction(self.clock.monotonic() - started, len(events))
         if remembered is None:
             return False
         for action_id, f in remembered:
@@ -382,6 +449,8 @@ class Service:
             await self.door.stop()
         if self.desk is not None:
             await self.desk.close()
+        if self._metrics_runner is not None:
+            await self._metrics_runner.cleanup()
         await self.tasks.close(grace=10.0)
         if self.desk is not None:
             await self.desk.release()

@@ -23,18 +23,18 @@ from pydantic import (
     model_validator,
 )
 
-from engine.core.limits import Caps
+from engine.content.bots import check_avatar
+from engine.core.limits import DEFAULT_SLOTS, Caps
 from engine.errors import ConfigError
 from engine.tools.code import CodeLimits, Sandbox
 from engine.tools.fetch import FetchSettings, make_fetch
-
-PUPPET_PREFIX = "bot_"  # every bot's puppet is @bot_<slug>:<server> (engine.content compiles it so)
 
 # Environment variables that override a secret in the file: variable -> dotted key.
 SECRET_ENV = {
     "SUMMON_AS_TOKEN": "appservice.as_token",
     "SUMMON_HS_TOKEN": "appservice.hs_token",
     "SUMMON_DATABASE_DSN": "database.dsn",
+    "SUMMON_DATABASE_DIRECT_DSN": "database.direct_dsn",
 }
 
 
@@ -62,13 +62,33 @@ class Appservice(_Strict):
     listen: Listen = Listen()
     as_token: str = Field(min_length=16)
     hs_token: str = Field(min_length=16)
-    # The service's own user (for `!bots …`). Every bot's puppet is @bot_<slug>.
+    # The service's own user (for `!bots …`). Every bot's puppet is @<puppet_prefix><slug>.
     sender_localpart: str = "summon"
     # Synapse sends up to 100 events of up to 64 KiB each in one transaction.
     max_body_size: int = Field(default=16 * 1024 * 1024, ge=7 * 1024 * 1024)
     # Whose invites our users accept: `local` (people on our own server), `any`, or a list of servers (ours
     # is not implied). Any other invite is declined with the reason on the leave event.
     invites: Literal["local", "any"] | tuple[str, ...] = "local"
+    # The service's own user as people see it (it answers `!help`, `!cancel`, `!bots …` and typos): its display
+    # name, set at every start.
+    display_name: str = Field(default="summon", min_length=1, max_length=100)
+    # What every bot's puppet id starts with: @<puppet_prefix><slug>:<server> (the registration's user namespace
+    # follows). Pick one no other appservice on the server uses. Rooms know the ids, so a deployment keeps the
+    # prefix it started with: a start with another is refused.
+    puppet_prefix: str = Field(default="bot_", pattern=r"^[a-z0-9._=/-]{1,32}$")
+    # The service user's avatar: an mxc:// uri, or an image file under the content folder (PNG, JPEG, GIF, WebP;
+    # uploaded once). None: one is drawn from the display name's initial.
+    avatar: str | None = Field(default=None, min_length=1)
+
+    @field_validator("avatar")
+    @classmethod
+    def _avatar(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check_avatar(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("invites", mode="before")
     @classmethod
@@ -90,19 +110,33 @@ class Limits(_Strict):
     daily_spend: float | None = Field(default=None, ge=0)
     # How many runs one person may have waiting or running at once; more are refused in words.
     live_runs_per_person: int = Field(default=3, ge=1, le=1000)
+    # How many summonses may wait for one bot (for a worker's slot or a provider's permit); past it, new ones
+    # are refused in words ("busy, try again in a minute") rather than queued for ten minutes.
+    waiting_per_bot: int = Field(default=100, ge=1, le=100_000)
 
     def caps(self) -> Caps:
-        return Caps(daily_spend=self.daily_spend, live_runs_per_person=self.live_runs_per_person)
+        return Caps(daily_spend=self.daily_spend, live_runs_per_person=self.live_runs_per_person,
+                    waiting_per_bot=self.waiting_per_bot)
 
 
 class Database(_Strict):
     dsn: str = Field(pattern=r"^postgres(ql)?://")
     pool_min: int = Field(default=2, ge=1)
     pool_max: int = Field(default=10, ge=2)
+    # `dsn` goes through a pooler in transaction mode (PgBouncer): no statement is prepared by name.
+    pooled: bool = False
+    # A direct connection to PostgreSQL, not through the pooler, for what needs a session of its own: LISTEN
+    # (workers and the outbox are woken through it) and migrations (a session lock). None: `dsn`.
+    direct_dsn: str | None = Field(default=None, pattern=r"^postgres(ql)?://")
+
+    def direct(self) -> str:
+        return self.direct_dsn or self.dsn
 
 
 class Worker(_Strict):
-    slots: int = Field(default=2, ge=0)
+    # Runs this process works on at once. A slot holds no database connection while it awaits a model, so
+    # slots are cheap: the default is sized for model calls that take seconds (engine/run/worker.py).
+    slots: int = Field(default=DEFAULT_SLOTS, ge=0, le=10_000)
     budget_seconds: float = Field(default=60.0, gt=0)
     lease_seconds: float = Field(default=90.0, gt=0)
     sweep_seconds: float = Field(default=10.0, gt=0)
@@ -280,6 +314,23 @@ class Desk(_Strict):
         return self
 
 
+class Logging(_Strict):
+    # `text`: a line a person reads, what it is about (run, bot, room …) at its end; `json`: one object a
+    # line, for a log pipeline. Secrets are never written in either.
+    format: Literal["text", "json"] = "text"
+
+
+class MetricsListen(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(ge=1, le=65535)
+
+
+class Metrics(_Strict):
+    # Where /metrics (Prometheus's text format) is served, on a listener of its own; None: not served. Each
+    # process that should be scraped needs a port of its own (`summon worker` beside `summon serve`).
+    listen: MetricsListen | None = None
+
+
 class Speech(_Strict):
     """Voice notes heard and answers said (SPEC §12). The endpoints and their keys are the environment's
     (SUMMON_STT_URL/_KEY/_MODEL, SUMMON_TTS_URL/_KEY/_MODEL/_VOICE); called only when buying is on (AGENTS_LIVE=1)."""
@@ -316,6 +367,8 @@ class Config(_Strict):
     limits: Limits = Limits()
     door: Door | None = None
     desk: Desk | None = None  # off unless configured
+    logging: Logging = Logging()
+    metrics: Metrics = Metrics()
     speech: Speech = Field(default_factory=lambda: Speech())
     memory: Memory = Field(default_factory=lambda: Memory())
 
@@ -396,7 +449,7 @@ def registration(config: Config) -> dict[str, Any]:
         "sender_localpart": config.appservice.sender_localpart,
         "namespaces": {
             "users": [
-                {"exclusive": True, "regex": f"@{PUPPET_PREFIX}.*:{server}"},
+                {"exclusive": True, "regex": f"@{re.escape(config.appservice.puppet_prefix)}.*:{server}"},
                 {"exclusive": True, "regex": f"@{config.appservice.sender_localpart}:{server}"},
             ],
             "rooms": [],

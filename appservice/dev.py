@@ -17,10 +17,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
 from mautrix.api import HTTPAPI, Method
 from mautrix.api import Path as MxPath
 from mautrix.client import ClientAPI
@@ -35,12 +36,17 @@ from mautrix.types import (
 )
 
 from appservice.config import Config, Desk, Door, Listen, load_config
+from appservice.logs import configure, secrets_of
+from appservice.matrix.outbox import TXN_MARKER
 from engine.clock import SystemClock
 from engine.providers.config import providers_from_env, stand_in_reason
+from engine.providers.mock import parse_script
 
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
+TOPIC = ("Mention a bot: @Helper hello · @Helper search the docs · @Helper which should I pick? · "
+         "@Helper take it slow · !summarise")
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
 
@@ -55,6 +61,38 @@ def scripted_turns(event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     content = event.get("content")
     script = content.get(SCRIPT_KEY) if isinstance(content, Mapping) else None
     return script if isinstance(script, list) else None
+
+
+DEMO_SCRIPTS = Path(__file__).with_name("demo.yaml")
+
+
+def demo_scripts(path: Path = DEMO_SCRIPTS) -> list[dict[str, Any]]:
+    """The demo's shipped scripts, each checked as the stand-in would read it."""
+    entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for entry in entries:
+        parse_script(entry["turns"])
+    return list(entries)
+
+
+def demo_turns(entries: list[dict[str, Any]]) -> Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]:
+    """The demo's scripts, by what a line says: its own script first (a test's), then the first shipped
+    entry whose words it has; None (the stand-in's own answer) for anything else."""
+    def turns(event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        own = scripted_turns(event)
+        if own is not None:
+            return own
+        content = event.get("content")
+        body = content.get("body") if isinstance(content, Mapping) else None
+        if not isinstance(body, str):
+            return None
+        said = body.lower()
+        for entry in entries:
+            words = [str(w).lower() for w in entry["when"]]
+            if any(said.lstrip().startswith(w) if w.startswith("!") else w in said for w in words):
+                return list(entry["turns"])
+        return None
+
+    return turns
 
 
 def run_dir() -> Path:
@@ -92,7 +130,7 @@ async def register_or_login(hs_url: str, username: str, password: str) -> Client
     return ClientAPI(UserID(user_id), base_url=hs_url, token=token)
 
 
-async def dev() -> int:
+async def dev(*, verbose: bool = False) -> int:
     from appservice.app import Service
 
     up = subprocess.run([str(REPO / "synapse-dev" / "up")], capture_output=True, text=True)
@@ -106,19 +144,23 @@ async def dev() -> int:
         # no bot would answer (no provider, no bots), and the stand-in says what it is.
         os.environ["SUMMON_AGENT_MOCK"] = "1"
     config = with_door(load_config(Path(env["SUMMON_CONFIG"]), os.environ))
+    configure(config.logging.format, verbose=verbose, secrets=secrets_of(config, os.environ))
     # The demo user first: the desk's staff room is theirs, made before the service starts (it accepts the
     # invite when it comes up).
     client = await register_or_login(env["SUMMON_HS_URL"], DEMO_USER, DEMO_PASSWORD)
     config = await with_desk(config, client)
-    service = Service(config, scripts=scripted_turns)
+    # The demo shows the machine: its shipped scripts make the stand-in call a tool, offer choices, take a
+    # slow step and answer a command; `summon serve` never reads them.
+    service = Service(config, scripts=demo_turns(demo_scripts()))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, service.stop_event.set)
     try:
         await service.start()
         puppets = [UserID(b.user_id) for b in service.registry().bots.values() if "rooms" in b.surfaces]
-        room_id = await client.create_room(name="summon demo", topic="Mention a bot: @Helper hello",
-                                           invitees=puppets)
+        # The service's own user too: it answers what is no bot's (`!help`, `!cancel`, a typo, `!bots …`).
+        room_id = await client.create_room(name="summon demo", topic=TOPIC,
+                                           invitees=[*puppets, UserID(service.service_user)])
         (run_dir() / "demo.json").write_text(json.dumps({
             "hs_url": env["SUMMON_HS_URL"], "user_id": client.mxid, "token": client.api.token,
             "room_id": room_id, "door_url": door_url(config),
@@ -135,7 +177,12 @@ summon is running on {model}.
   Homeserver:  {env['SUMMON_HS_URL']}  (point any Matrix client at it)
   Log in as:   {DEMO_USER} / {DEMO_PASSWORD}
   Room:        "summon demo" ({room_id}), with {names}
-  Try:         @Helper hello      — or from a terminal:  .venv/bin/summon say "@Helper hello"
+  Try:         @Helper hello                     (the stand-in says what it is)
+               @Helper search the docs           (a tool call: search_site)
+               @Helper which should I pick?      (choices: press a keycap)
+               @Helper take it slow              (a slow step: the progress line)
+               !summarise                        (a command)
+  From a terminal:  .venv/bin/summon say "@Helper hello"    .venv/bin/summon runs    .venv/bin/summon status
   The door:    {door_url(config)}  (OpenAI-compatible; docs/door.md has a runnable example)
   Desk widget: {desk.address}/desk/widget  (its conversations are threads in the "desk staff" room;
                staff API key for /api/v1/accounts/1/…: {inbox.staff_key})
@@ -213,6 +260,8 @@ async def _answer_to(client: ClientAPI, room: RoomID, event_id: str) -> str | No
         content = raw.get("content") or {}
         rel = content.get("m.relates_to") or {}
         replied = (rel.get("m.in_reply_to") or {}).get("event_id")
-        if raw.get("type") == "m.room.message" and content.get("msgtype") == "m.notice" and replied == event_id:
+        progress = str(content.get(TXN_MARKER, "")).endswith(".progress")
+        if (raw.get("type") == "m.room.message" and content.get("msgtype") == "m.notice" and replied == event_id
+                and not progress and content.get("body")):
             return str(content.get("body", ""))
     return None

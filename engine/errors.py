@@ -81,10 +81,15 @@ class StoreRefused(StoreError):
 
 
 class ProviderError(SummonError):
-    def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
+    """``reason`` is the failure's class in ``engine/providers/classify.py`` (``no_credit``,
+    ``rate_limited``, ``unreachable``, …): what /metrics counts fallbacks by."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None,
+                 reason: str = "unknown") -> None:
         super().__init__(message)
         self.provider = provider
         self.status = status
+        self.reason = reason
 
 
 class ProviderFailure(ProviderError):
@@ -96,8 +101,8 @@ class RetryableFailure(ProviderFailure):
     ``retry_after`` is what the provider asked for, in seconds (None: it did not say)."""
 
     def __init__(self, message: str, *, provider: str = "", status: int | None = None,
-                 retry_after: float | None = None) -> None:
-        super().__init__(message, provider=provider, status=status)
+                 retry_after: float | None = None, reason: str = "unknown") -> None:
+        super().__init__(message, provider=provider, status=status, reason=reason)
         self.retry_after = retry_after
 
 

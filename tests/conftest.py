@@ -42,12 +42,17 @@ def _read_env(path: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def stack() -> Iterator[dict[str, str]]:
     """The real PostgreSQL + Synapse, up for the whole session and stopped by PID at its end."""
-    env = {**os.environ, **PORTS, "SUMMON_RUN_DIR": str(TEST_RUN)}
+    # A second deployment with a puppet prefix of its own (tests/matrix/test_prefix_live.py), registered with
+    # Synapse from its start; written beside the run dir, which `up` wipes.
+    from tests.matrix.prefixed import write_registration
+    extra, prefixed = write_registration(TEST_RUN.parent / (TEST_RUN.name + "-prefixed"), PORTS["SUMMON_HS_PORT"],
+                                         os.environ.get("SUMMON_SERVER_NAME", "localhost"))
+    env = {**os.environ, **PORTS, "SUMMON_RUN_DIR": str(TEST_RUN), "SUMMON_EXTRA_REGISTRATIONS": str(extra)}
     up = subprocess.run([str(REPO / "synapse-dev" / "up")], env=env, capture_output=True, text=True, timeout=180)
     if up.returncode != 0:
         pytest.fail(f"synapse-dev/up failed:\n{up.stderr}", pytrace=False)
     try:
-        yield _read_env(TEST_RUN / "env")
+        yield {**_read_env(TEST_RUN / "env"), **prefixed}
     finally:
         subprocess.run([str(REPO / "synapse-dev" / "down")], env=env, timeout=60, check=False)
 

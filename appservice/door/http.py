@@ -28,7 +28,7 @@ from appservice.door.issue import issue
 from appservice.door.replies import Replies
 from appservice.door.shapes import Asked, Bad, Claim, error_body, parse_completion, parse_frame
 from appservice.door.surface import SURFACE
-from appservice.matrix.ours import in_our_namespace
+from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from engine.clock import Clock
 from engine.content import Registry
 from engine.errors import GrantRefused, MatrixError
@@ -50,7 +50,8 @@ def _json(body: dict[str, Any], status: int = 200, headers: dict[str, str] | Non
 class DoorEndpoint:
     def __init__(self, config: DoorConfig, *, server_name: str, service_user: str, store: Store,
                  registry: Callable[[], Registry], clock: Clock, asking: DoorAsking, binding: Binding,
-                 replies: Replies, whoami: Callable[[str], Any] | None) -> None:
+                 replies: Replies, whoami: Callable[[str], Any] | None, puppet_prefix: str = PUPPET_PREFIX) -> None:
+        self.puppet_prefix = puppet_prefix
         self.config = config
         self.audience = config.audience_for(server_name)
         self.server_name = server_name
@@ -188,7 +189,8 @@ class DoorEndpoint:
         except MatrixError as exc:
             log.info("start refused: the homeserver did not take the access token (%s)", exc.status)
             return _json(NOT_A_SESSION, 401)
-        if in_our_namespace(person, server_name=self.server_name, service_user=self.service_user):
+        if in_our_namespace(person, server_name=self.server_name, service_user=self.service_user,
+                            puppet_prefix=self.puppet_prefix):
             return _json(error_body("A bot's session does not start a door.", type="invalid_request_error",
                                     code="not_a_person"), 403)
         bot = self._registry().get(body["bot"])

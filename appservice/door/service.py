@@ -37,7 +37,7 @@ class DoorListener:
             clock=clock, asking=DoorAsking(store, registry, surface, max_attempts=max_attempts),
             binding=Binding(store, registry, homeserver, check_seconds=config.check_seconds),
             replies=Replies(store, registry, clock, self.waiters, surface, tasks, wait_seconds=config.wait_seconds),
-            whoami=whoami,
+            whoami=whoami, puppet_prefix=surface.puppet_prefix,
         )
         self._runner: web.AppRunner | None = None
         self.port: int | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from appservice.matrix.ours import PUPPET_PREFIX
 from appservice.matrix.render import answer_content
 from appservice.matrix.surface import facts_now
 from engine.content import Registry
@@ -36,10 +37,12 @@ def answer_txn(run_id: int) -> str:
 class DoorSurface:
     name = SURFACE
 
-    def __init__(self, registry: Callable[[], Registry], *, server_name: str, service_user: str | None) -> None:
+    def __init__(self, registry: Callable[[], Registry], *, server_name: str, service_user: str | None,
+                 puppet_prefix: str = PUPPET_PREFIX) -> None:
         self._registry = registry
         self.server_name = server_name
         self.service_user = service_user
+        self.puppet_prefix = puppet_prefix
 
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
@@ -47,7 +50,7 @@ class DoorSurface:
             return AudienceFacts(user_id=user_id, local_server=self.server_name, site_classes=site_classes,
                                  private=user_id is not None)
         return await facts_now(db, room_id, user_id, server_name=self.server_name, service_user=self.service_user,
-                               site_classes=site_classes)
+                               site_classes=site_classes, puppet_prefix=self.puppet_prefix)
 
     async def working(self, run: RunInfo, on: bool) -> None:
         return None

@@ -17,6 +17,7 @@ from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
 from engine.content import Bot, Registry
 from engine.core.limits import Breach
+from engine.meter import NO_METER, Meter
 from engine.run.summon import Refused, Summoned, Summons, refusal, summon
 from engine.store import Tx
 
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 SURFACE = "rooms"
 # The refusals a person is told about (``### refusals`` in strings), at most once a minute each.
-TOLD = frozenset({"ceiling", "too_many", "budget"})
+TOLD = frozenset({"ceiling", "too_many", "budget", "queue_full"})
 TELL_EVERY_SECONDS = 60.0
 
 
@@ -35,8 +36,9 @@ def _when(over: Breach) -> str:
 
 class Asking:
     def __init__(self, registry: Callable[[], Registry], context: ContextReader, *, server_name: str,
-                 max_attempts: int = 3) -> None:
+                 max_attempts: int = 3, meter: Meter | None = None) -> None:
         self._registry = registry
+        self.meter = meter or NO_METER
         self.context = context
         self.server_name = server_name
         self.max_attempts = max_attempts
@@ -75,6 +77,7 @@ class Asking:
             encrypted=room.encrypted, later=later,
         ), max_attempts=self.max_attempts)
         if not isinstance(result, Summoned):
+            self.meter.refused(result.reason)
             log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,
                      extra={"room": line.room_id, "bot": bot.slug})
             if result.reason in TOLD:
@@ -95,6 +98,8 @@ class Asking:
             return
         if refused.reason == "too_many":
             text = words.format(bot=bot.name, live=refused.live)
+        elif refused.reason == "queue_full":
+            text = words.format(bot=bot.name, waiting=refused.waiting)
         else:
             over = refused.breach
             if over is None or over.frees_at is None:

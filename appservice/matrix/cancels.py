@@ -1,6 +1,7 @@
 """Stopping runs from a room: ``!cancel`` (or ``/cancel``) stops the sender's unfinished runs in the thread
 (or the main timeline), and 🛑 on a run's progress line (or on the line that summoned it) stops that run.
-A room moderator's stops everyone's."""
+A room moderator's stops everyone's. ``!cancel`` is answered, by whoever speaks for the service there
+(``service_voice``): how many runs were told to stop, or that nothing of theirs was running."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 from appservice.matrix.ours import Ours
 from appservice.matrix.power import facts_in_room
 from appservice.matrix.said import Line
+from appservice.matrix.service_voice import people_in, reply, speaker
+from engine.core.commands import SECTION
 from engine.store import Tx
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,12 @@ class Cancels:
         asker = None if await self._is_moderator(tx, line.room_id, line.sender) else line.sender
         ids = await tx.runs.request_cancel(line.room_id, line.thread_root, asker)
         log.info("%s asked to cancel; %d run(s) told to stop", line.sender, len(ids), extra={"room": line.room_id})
+        registry = self.ours.registry()
+        words = (registry.strings.get(SECTION, "cancelled") if ids
+                 else registry.strings.get(SECTION, "nothing_to_cancel"))
+        sender = speaker(registry, self.ours.service_user, await people_in(tx, line.room_id))
+        if words and sender is not None:
+            await reply(tx, line, sender, words.format(runs=len(ids)), kind="cancel")
 
     async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any]) -> None:
         content = event.get("content")

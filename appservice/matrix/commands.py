@@ -3,7 +3,9 @@
 - A line is a command when, past a leading address to one of our users ("Helper: !summarise"), it
   is ``!name …`` and ``name`` is a command offered on ``rooms`` whose bot is joined here — or the line
   carries an MSC4332 ``m.bot.command`` block naming one. Anything else (``!word`` that is no command)
-  is just a line: a bot it names is summoned, as for any line. A line that names another bot is
+  is just a line: a bot it names is summoned, as for any line. One that names no bot and is close to a
+  command the person may run here (``engine.core.typos``) is pointed at it ("did you mean"); anything
+  further off is another bot's (``!hookshot help``) and gets silence. A line that names another bot is
   that bot's, not the command's.
 - ``for:`` is checked against the sender by the room's power levels. A person it does not admit is
   answered as if the command did not exist — **withheld, never refused** (SPEC §3): it is absent from
@@ -32,11 +34,12 @@ from appservice.matrix.htmltext import person_link
 from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.msc4332 import COMMAND_BLOCKS, from_block
 from appservice.matrix.power import facts_in_room
-from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
+from appservice.matrix.service_voice import people_in, reply, speaker
 from engine.content import AudienceFacts, Bot, Command, Registry, admits
 from engine.core.command_words import describe_field, explain
 from engine.core.commands import SECTION, Problem, args_json, parse_args, parse_command, strip_address
+from engine.core.typos import meant
 from engine.run.summon import LIVENESS_SECONDS
 from engine.store import Tx
 from engine.store.rooms import Room
@@ -46,6 +49,7 @@ log = logging.getLogger(__name__)
 # A trusted caller's reader of a line's scripted model turns (tests and the demo; never serving for real).
 Scripts = Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]
 HELP = "help"
+CANCEL, BOTS = "cancel", "bots"  # the service's own, besides !help (cancels, admin)
 
 
 class Commands:
@@ -103,6 +107,37 @@ class Commands:
         await self.asking.ask(tx, line, bot, extra_context={"command": context}, script=script)
         return True
 
+    async def typo(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool:
+        """A ``!word`` that is no command but close to one this person may run here: pointed at it, by whoever
+        speaks for the service (True). Anything else — another bot's command (rooms have those), a command
+        withheld from them or whose bot is not here, a line naming a bot — is left alone (False)."""
+        registry = self._registry()
+        said = self._said(line, event, registry)
+        if said is None:
+            return False
+        given = said[0]
+        if given in registry.commands or named_bots(line, self._puppets(registry)):
+            return False  # withheld, not here, or a bot's to answer: never hinted at
+        room = await tx.rooms.get(line.room_id)
+        if room is None or room.encrypted:
+            return False
+        people = await self._people(tx, line.room_id)
+        names = [c.name for c in runnable(registry, self._facts(room, line.sender), people)]
+        names += [HELP, CANCEL] + ([BOTS] if self.service_user in people else [])
+        command = meant(given, names)
+        where = {"room": line.room_id, "asker": line.sender}
+        if command is None:
+            log.debug("!%s from %s is no command of ours, nor close to one; left alone", given, line.sender,
+                      extra=where)
+            return False
+        log.debug("!%s from %s is no command; close to !%s", given, line.sender, command, extra=where)
+        words = registry.strings.get(SECTION, "did_you_mean")
+        sender = self._speaker(registry, people)
+        if not words or sender is None:
+            return False
+        await self._reply(tx, line, sender, words.format(given=given, command=command))
+        return True
+
     # --- reading the line --------------------------------------------------------------------------
 
     def _said(self, line: Line, event: Mapping[str, Any],
@@ -147,22 +182,17 @@ class Commands:
         return True
 
     async def _people(self, tx: Tx, room_id: str) -> dict[str, str | None]:
-        return {r.user_id: r.display_name for r in await tx.rooms.people(room_id)}
+        return await people_in(tx, room_id)
 
     def _facts(self, room: Room, user_id: str) -> AudienceFacts:
         # The sender spoke in the room, so they are in it (as a mention reads them).
         return facts_in_room(user_id, room, self.server_name)
 
     def _speaker(self, registry: Registry, people: Mapping[str, str | None]) -> str | None:
-        """Who speaks for the service here: its own user, else the first of our bots in the room."""
-        if self.service_user in people:
-            return self.service_user
-        return next((b.user_id for b in registry.bots.values() if b.user_id in people), None)
+        return speaker(registry, self.service_user, people)
 
     async def _reply(self, tx: Tx, line: Line, sender: str, text: str) -> None:
-        content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-        await tx.outbox.enqueue(txn_id=f"summon.cmd.{line.event_id}", room_id=line.room_id, sender=sender,
-                                event_type="m.room.message", content=content)
+        await reply(tx, line, sender, text, kind="cmd")
 
     # --- !help -------------------------------------------------------------------------------------
 
@@ -188,11 +218,8 @@ def help_text(registry: Registry, facts: AudienceFacts, people: Mapping[str, str
     strings = registry.strings
     if not usable:
         return strings.get(SECTION, "help_no_provider")
-    bots = [b for b in registry.bots.values()
-            if b.user_id in people and "rooms" in b.surfaces and admits(b.audience, facts)]
-    commands = [c for c in registry.commands.values()
-                if _in_rooms(c) and admits(c.audience, facts)
-                and any(c.bot == b.slug or (c.tool is not None and c.tool in b.tools) for b in bots)]
+    bots = _askable_here(registry, facts, people)
+    commands = runnable(registry, facts, people)
     parts: list[str] = []
     heading = strings.get(SECTION, "help_commands")
     if commands and heading:
@@ -208,6 +235,20 @@ def help_text(registry: Registry, facts: AudienceFacts, people: Mapping[str, str
     if not parts:
         return strings.get(SECTION, "help_nothing")
     return "\n\n".join(parts)
+
+
+def _askable_here(registry: Registry, facts: AudienceFacts, people: Mapping[str, str | None]) -> list[Bot]:
+    return [b for b in registry.bots.values()
+            if b.user_id in people and "rooms" in b.surfaces and admits(b.audience, facts)]
+
+
+def runnable(registry: Registry, facts: AudienceFacts, people: Mapping[str, str | None]) -> list[Command]:
+    """The commands ``facts``' person may run in a room of ``people``: offered in rooms, admitted, and run by
+    a bot of theirs that is here."""
+    bots = _askable_here(registry, facts, people)
+    return [c for c in registry.commands.values()
+            if _in_rooms(c) and admits(c.audience, facts)
+            and any(c.bot == b.slug or (c.tool is not None and c.tool in b.tools) for b in bots)]
 
 
 def puppet_commands(registry: Registry, bot: Bot, facts: AudienceFacts) -> list[Command]:

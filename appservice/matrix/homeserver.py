@@ -18,7 +18,7 @@ from mautrix.api import HTTPAPI, Method, Path
 from mautrix.appservice import AppServiceAPI
 from mautrix.errors import MatrixError as MautrixError
 from mautrix.errors import MatrixRequestError
-from mautrix.types import PresenceState, RoomAlias, RoomID, UserID
+from mautrix.types import ContentURI, PresenceState, RoomAlias, RoomID, UserID
 from mautrix.util.logging import TraceLogger
 
 from engine.errors import MatrixError
@@ -54,6 +54,20 @@ class Homeserver:
             if display_name is not None and await intent.get_displayname(UserID(user_id)) != display_name:
                 await intent.set_displayname(display_name, check_current=False)
 
+    async def upload(self, user_id: str, data: bytes, content_type: str, filename: str) -> str:
+        """``data`` uploaded to the homeserver's media repository by ``user_id``; its mxc:// uri."""
+        async with _translated(f"uploading {filename}"):
+            return str(await self.api.intent(UserID(user_id)).upload_media(data, content_type, filename))
+
+    async def set_avatar(self, user_id: str, mxc: str) -> bool:
+        """Give ``user_id`` the avatar ``mxc`` unless it has it already (True when it was changed)."""
+        intent = self.api.intent(UserID(user_id))
+        async with _translated(f"setting {user_id}'s avatar"):
+            if await intent.get_avatar_url(UserID(user_id)) == mxc:
+                return False
+            await intent.set_avatar_url(ContentURI(mxc), check_current=False)
+            return True
+
     async def set_presence(self, user_id: str, online: bool, status: str | None) -> None:
         state = PresenceState.ONLINE if online else PresenceState.UNAVAILABLE
         async with _translated(f"setting {user_id}'s presence"):
@@ -78,12 +92,6 @@ class Homeserver:
                         raise MatrixError(f"downloading {mxc}: over {max_bytes} bytes", status=413,
                                           errcode="M_TOO_LARGE")
         return bytes(data)
-
-    async def upload(self, user_id: str, data: bytes, mimetype: str, filename: str) -> str:
-        """Upload a file as ``user_id``; its mxc:// uri."""
-        intent = self.api.intent(UserID(user_id))
-        async with _translated(f"uploading {filename} as {user_id}"):
-            return str(await intent.upload_media(data, mime_type=mimetype, filename=filename))
 
     # --- membership --------------------------------------------------------------------------------
 

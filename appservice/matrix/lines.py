@@ -109,6 +109,8 @@ class LineHandler:
             return
         if line.is_voice and self.voice is not None and await self.voice.heard(tx, line, followups):
             return  # asked once its words are heard
+        if await self.commands.typo(tx, line, event):
+            return
         await self._mention(tx, line, event)
 
     async def _mention(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> None:

@@ -104,6 +104,13 @@ class Rooms:
             except MatrixError as exc:
                 log.error("could not register the puppet %s: %s", bot.user_id, exc, extra={"bot": bot.slug})
 
+    async def register_service(self, display_name: str) -> None:
+        """The service's own user, with the display name the config gives it (it answers what is no bot's)."""
+        try:
+            await self.homeserver.register(self.ours.service_user, display_name)
+        except MatrixError as exc:
+            log.error("could not set the service user's profile: %s", exc)
+
     async def set_presence(self, usable: bool, mode: str | None = None) -> None:
         """Online when something can answer; otherwise unavailable, with the reason as the status (``mode``:
         what the freshest heartbeat said, e.g. that no key is configured)."""

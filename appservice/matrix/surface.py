@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +29,7 @@ from appservice.matrix.offers import (
     poll_txn,
     style_of,
 )
-from appservice.matrix.ours import in_our_namespace
+from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from appservice.matrix.power import facts_in_room
 from appservice.matrix.render import answer_content
 from appservice.matrix.said import read_event
@@ -64,7 +64,8 @@ def run_content(run: RunInfo, text: str, *, mention: bool = True) -> dict[str, A
 
 
 async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, server_name: str,
-                    service_user: str | None = None, site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+                    service_user: str | None = None, site_classes: frozenset[str] = frozenset(),
+                    puppet_prefix: str = PUPPET_PREFIX) -> AudienceFacts:
     """A person as the room knows them now: a member? a moderator or an admin, by the room's own power
     levels? Is the room theirs alone (``private``)? With no room (or nobody), just who they are."""
     room = await db.rooms.get(room_id) if room_id is not None else None
@@ -73,12 +74,14 @@ async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, s
     member = await db.rooms.member(room.room_id, user_id)
     joined = member is not None and member.membership == "join"
     facts = facts_in_room(user_id, room, server_name, is_member=joined, site_classes=site_classes)
-    if joined and await _theirs_alone(db, room, user_id, server_name=server_name, service_user=service_user):
+    if joined and await _theirs_alone(db, room, user_id, server_name=server_name, service_user=service_user,
+                                      puppet_prefix=puppet_prefix):
         facts = replace(facts, private=True)
     return facts
 
 
-async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: str, service_user: str | None) -> bool:
+async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: str, service_user: str | None,
+                        puppet_prefix: str) -> bool:
     """Whether ``user_id`` is the only human who reads what is said in ``room`` (a DM with a bot), from the
     members as stored: every other joined or invited member is one of ours (a puppet, the service user).
     Anything less than sure is not private: a room whose state we never read (no creation stored), one we
@@ -87,7 +90,8 @@ async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: 
         return False
     readers = await db.rooms.readers(room.room_id)
     people = {r.user_id for r in readers
-              if not in_our_namespace(r.user_id, server_name=server_name, service_user=service_user)}
+              if not in_our_namespace(r.user_id, server_name=server_name, service_user=service_user,
+                                      puppet_prefix=puppet_prefix)}
     return people == {user_id}
 
 
@@ -97,14 +101,16 @@ class RoomFacts:
 
     name = "rooms"
 
-    def __init__(self, server_name: str, *, service_user: str | None = None) -> None:
+    def __init__(self, server_name: str, *, service_user: str | None = None,
+                 puppet_prefix: str = PUPPET_PREFIX) -> None:
         self.server_name = server_name
         self.service_user = service_user
+        self.puppet_prefix = puppet_prefix
 
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
         return await facts_now(db, room_id, user_id, server_name=self.server_name, service_user=self.service_user,
-                               site_classes=site_classes)
+                               site_classes=site_classes, puppet_prefix=self.puppet_prefix)
 
 
 class MatrixSurface:
@@ -114,7 +120,7 @@ class MatrixSurface:
 
     def __init__(self, store: Families, homeserver: Homeserver, registry: Callable[[], Registry], tasks: TaskGroup,
                  clock: Clock, *, server_name: str, service_user: str | None = None,
-                 commands: CommandState | None = None, typing_delay: float = TYPING_DELAY,
+                 puppet_prefix: str = PUPPET_PREFIX, commands: CommandState | None = None, typing_delay: float = TYPING_DELAY,
                  progress_delay: float = PROGRESS_DELAY, progress_every: float = PROGRESS_EVERY) -> None:
         """``service_user``: the service's own user, which (like a puppet) is no reader of a room."""
         self.store = store
@@ -124,6 +130,7 @@ class MatrixSurface:
         self.clock = clock
         self.server_name = server_name
         self.service_user = service_user
+        self.puppet_prefix = puppet_prefix
         self.commands = commands
         self.typing_delay = typing_delay
         self.progress_delay = progress_delay
@@ -131,6 +138,15 @@ class MatrixSurface:
         self.speaks = False  # a speech endpoint is named and buying is on: a voice: bot may answer a voice note aloud
         self._typing: dict[int, asyncio.Task[bool]] = {}
         self._progress: dict[int, asyncio.Task[None]] = {}
+        # The outbox's fast path (``Outbox.send_now``), when this process has one: what a run's last commit
+        # queued is handed to it as soon as the run is let go (after that commit), by transaction id.
+        self.hand_over: Callable[[list[str]], Coroutine[Any, Any, None]] | None = None
+        self._fresh: dict[int, list[str]] = {}
+
+    def _queued(self, run: RunInfo, txn: str) -> None:
+        """Remember a message a held run's finishing commit queued, for the fast path."""
+        if self.hand_over is not None and run.id in self._typing:
+            self._fresh.setdefault(run.id, []).append(txn)
 
     def _puppet(self, run: RunInfo) -> str | None:
         bot = self._registry().get(run.bot)
@@ -139,7 +155,7 @@ class MatrixSurface:
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
         return await facts_now(db, room_id, user_id, server_name=self.server_name, service_user=self.service_user,
-                               site_classes=site_classes)
+                               site_classes=site_classes, puppet_prefix=self.puppet_prefix)
 
     async def published(self, registry: Registry) -> None:
         if self.commands is not None:
@@ -171,6 +187,7 @@ class MatrixSurface:
         text = f"{words}\n\n{reason}" if reason else words
         await tx.outbox.enqueue(txn_id=f"summon.run{run.id}.ending", room_id=run.room_id, sender=puppet,
                                 event_type="m.room.message", content=run_content(run, text), run_id=run.id)
+        self._queued(run, f"summon.run{run.id}.ending")
 
     async def _aloud(self, tx: Tx, run: RunInfo, puppet: str, text: str) -> None:
         """A ``voice:`` bot asked by a voice note answers aloud too: a speak row after the text, which the outbox
@@ -201,6 +218,7 @@ class MatrixSurface:
         if not cut.offers:
             await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
                                     content=run_content(run, text), run_id=run.id)
+            self._queued(run, txn)
             await self._aloud(tx, run, puppet, text)
             return
         room = await tx.rooms.get(room_id)
@@ -212,6 +230,7 @@ class MatrixSurface:
             style=style, answer_txn=txn, poll_txn=poll_txn(run.id) if style == "poll" else None)
         await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
                                 run_id=run.id, content=run_content(run, offer_markdown(cut.words, cut.choices, cut.links)))
+        self._queued(run, txn)
         await self._aloud(tx, run, puppet, cut.words)
         if style == "poll":
             await tx.outbox.enqueue(txn_id=poll_txn(run.id), room_id=room_id, sender=puppet, event_type=POLL_START,
@@ -230,6 +249,10 @@ class MatrixSurface:
             self._typing[run.id] = self._tasks.spawn(self._type_after(run), name=f"typing-{run.id}")
             self._progress[run.id] = self._tasks.spawn(self._progress_line(run), name=f"progress-{run.id}")
             return
+        fresh = self._fresh.pop(run.id, None)
+        if fresh and self.hand_over is not None:
+            # Let go after its last commit: what that commit queued goes to the sender now.
+            self._tasks.spawn(self.hand_over(fresh), name=f"send-now-{run.id}")
         progress = self._progress.pop(run.id, None)
         if progress is not None:
             progress.cancel()
@@ -259,6 +282,10 @@ class MatrixSurface:
             queued = await self.store.outbox.enqueue_progress(
                 txn_id=first if n == 0 else f"{first}.{n}", run_id=run.id, room_id=run.room_id, sender=bot.user_id,
                 content=content, of_txn=None if n == 0 else first)
+            if not queued and n == 0 and await self.store.outbox.sent_as(first) is not None:
+                # The line is there already: it said the run was waiting (appservice.matrix.waiting, which puts
+                # it back to "working" when the wait is over); it is kept up to date from here.
+                queued = True
             if not queued or not still:
                 return
             await self.clock.sleep(self.progress_every)

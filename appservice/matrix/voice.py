@@ -150,6 +150,9 @@ class Hearing:
             if isinstance(result, Summoned):
                 await tx.voice.record_call(result.run_id, "transcription", seconds or 0.0, heard.cost_usd,
                                            settled=False)
+                # Bought before the run was (its words are the question), so never drawn: counted as spent in
+                # the commit that reserves the run, beside what its model calls will draw and settle.
+                await tx.people.spend(result.run_id, heard.cost_usd)
         log.info("voice note %s heard (%d characters)", job.event_id, len(heard.text),
                  extra={"room": job.room_id, "bot": bot.slug})
 

@@ -107,10 +107,22 @@ def _memory(value: object) -> str:
     raise ValueError(f"unknown memory {value!r} (memories: {', '.join(MEMORIES)})")
 
 
-def _avatar(value: str) -> str:
-    if not _MXC.fullmatch(value.strip()):
-        raise ValueError(f"{value!r} is not an mxc:// uri (upload the image to the homeserver)")
-    return value.strip()
+# An image file under content/, named relative to it (no way up, no absolute path).
+_IMAGE = re.compile(r"(?!/)(?!.*(?:^|/)\.\.(?:/|$))[A-Za-z0-9_./-]+\.(?:png|jpe?g|gif|webp)", re.IGNORECASE)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+
+
+def is_mxc(value: str) -> bool:
+    return _MXC.fullmatch(value) is not None
+
+
+def check_avatar(value: str) -> str:
+    """An ``avatar:`` as written: an mxc:// uri, or an image file's path under content/ (else ValueError)."""
+    value = value.strip()
+    if not is_mxc(value) and not _IMAGE.fullmatch(value):
+        raise ValueError(f"{value!r} is neither an mxc:// uri nor an image file under content/ (e.g. "
+                         "avatars/helper.png: .png, .jpg, .gif or .webp)")
+    return value
 
 
 def _glyph(value: str) -> str:
@@ -147,7 +159,7 @@ class BotFile(Strict):
 
     name: Text
     glyph: Annotated[StrictStr, AfterValidator(_glyph)] | None = None
-    avatar: Annotated[StrictStr, AfterValidator(_avatar)] | None = None
+    avatar: Annotated[StrictStr, AfterValidator(check_avatar)] | None = None
     surfaces: Annotated[tuple[Surface, ...], AfterValidator(_surfaces)] = ("rooms",)
     extends: Annotated[StrictStr, AfterValidator(lambda v: v.strip())] | None = None
     audience: AudienceField | None = Field(default=None, alias="for")

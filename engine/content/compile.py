@@ -41,6 +41,7 @@ def compile_sources(
     zones: Collection[str] | None = None,
     site_events: Collection[str] | None = None,
     encrypted_rooms: Collection[str] = (),
+    puppet_prefix: str = "bot_",
 ) -> Registry | list[CompileError]:
     """Compile the site's ``{relative path: text}`` over the kit's. Returns the Registry, or every
     error found (sorted by path and line).
@@ -48,11 +49,12 @@ def compile_sources(
     ``referenced`` holds the text of every file or url a content file names (``references`` lists
     them), or an ``Unavailable`` saying why it could not be read. ``zones`` are the IANA zones a
     schedule may name (default: this Python's); ``site_events`` the ``site.<name>`` events the
-    deployment posts (default: any); ``encrypted_rooms`` the rooms a schedule may not speak in.
+    deployment posts (default: any); ``encrypted_rooms`` the rooms a schedule may not speak in;
+    ``puppet_prefix`` what every bot's user id starts with (``@<prefix><slug>:<server>``).
     """
     if not server_name:
         raise ValueError("compile_sources needs the homeserver's server_name")
-    settings = Settings(server_name, referenced or {}, zones, site_events, encrypted_rooms)
+    settings = Settings(server_name, referenced or {}, zones, site_events, encrypted_rooms, puppet_prefix)
     errors: list[CompileError] = []
     files: dict[str, dict[tuple[bool, str], File]] = {folder: {} for folder in FOLDERS}
     strings: list[Strings] = []
@@ -117,9 +119,23 @@ def references(sources: Mapping[str, str], keys: tuple[str, ...] = ("openapi", "
     return found
 
 
-def compile_bot(path: str, text: str, *, server_name: str) -> Bot | list[CompileError]:
+def avatar_files(sources: Mapping[str, str]) -> set[str]:
+    """The image files the bot files name as their ``avatar:`` (an mxc:// uri is no file), for the caller to
+    check and hand back in ``referenced`` ("" for a usable image, an ``Unavailable`` saying why not)."""
+    found: set[str] = set()
+    for path, text in sources.items():
+        if not path.startswith("bots/"):
+            continue
+        parsed = parse(text)
+        value = parsed.data.get("avatar") if isinstance(parsed, Parsed) else None
+        if isinstance(value, str) and value.strip() and not value.strip().startswith("mxc://"):
+            found.add(value.strip())
+    return found
+
+
+def compile_bot(path: str, text: str, *, server_name: str, puppet_prefix: str = "bot_") -> Bot | list[CompileError]:
     """One ``bots/<slug>.md`` on its own (no kit, no skills or tools beside it) → a Bot, or its errors."""
-    compiled = compile_sources({path: text}, server_name=server_name)
+    compiled = compile_sources({path: text}, server_name=server_name, puppet_prefix=puppet_prefix)
     if isinstance(compiled, list):
         return compiled
     return next(iter(compiled))
@@ -144,7 +160,7 @@ def _read(
                 " starting with a letter or digit",
             )
         )
-    elif model is BotFile and len(f"@bot_{stem}:{settings.server_name}".encode()) > MAX_USER_ID:
+    elif model is BotFile and len(f"@{settings.puppet_prefix}{stem}:{settings.server_name}".encode()) > MAX_USER_ID:
         errors.append(CompileError(path, 1, f"the slug '{stem}' is too long for a Matrix user id"))
 
     parsed = parse(text)

@@ -14,6 +14,7 @@ import httpx
 from engine.content import CompileError, Registry, Unavailable, compile_sources, references
 from engine.content.base import KIT
 from engine.content.code import Module, read_module
+from engine.content.compile import avatar_files
 from engine.content.registry import Doc
 from engine.errors import ContentFault
 from engine.tools.code import Sandbox, check_module
@@ -104,6 +105,47 @@ def read_referenced(root: Path, names: Collection[str], fetch_spec: FetchSpec | 
     return out
 
 
+# The first bytes of the image formats an avatar may be (what a client can draw), and the most an avatar may weigh.
+IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF87a", "image/gif"),
+               (b"GIF89a", "image/gif"), (b"RIFF", "image/webp"))
+AVATAR_MAX_BYTES = 1024 * 1024
+
+
+def image_type(data: bytes) -> str | None:
+    """The media type of an avatar's bytes (PNG, JPEG, GIF, WebP), or None when they are none of those."""
+    for magic, kind in IMAGE_MAGIC:
+        if data.startswith(magic) and (kind != "image/webp" or data[8:12] == b"WEBP"):
+            return kind
+    return None
+
+
+def check_images(root: Path, names: Collection[str]) -> dict[str, str | Unavailable]:
+    """Each avatar image file (relative to ``root``): "" when it can be used, else why not."""
+    out: dict[str, str | Unavailable] = {}
+    base = root.resolve()
+    for name in sorted(names):
+        file = (root / name).resolve()
+        if not file.is_relative_to(base):
+            out[name] = Unavailable("it is outside the content folder")
+            continue
+        try:
+            with file.open("rb") as f:
+                head = f.read(AVATAR_MAX_BYTES + 1)
+        except FileNotFoundError:
+            out[name] = Unavailable(f"there is no such file in {root.as_posix()}")
+            continue
+        except OSError as exc:
+            out[name] = Unavailable(exc.strerror or str(exc))
+            continue
+        if len(head) > AVATAR_MAX_BYTES:
+            out[name] = Unavailable(f"it is over {AVATAR_MAX_BYTES // 1024} KiB (an avatar is drawn small)")
+        elif image_type(head) is None:
+            out[name] = Unavailable("it is not a PNG, JPEG, GIF or WebP image")
+        else:
+            out[name] = ""
+    return out
+
+
 def _load_modules(root: Path, names: Collection[str], referenced: dict[str, str | Unavailable],
                   sandbox: Sandbox | None) -> None:
     """Prove each code tool's module imports (running its top level — in a process of its own, with a code
@@ -127,6 +169,7 @@ def compile_content(
     site_events: Collection[str] | None = None,
     encrypted_rooms: Collection[str] = (),
     sandbox: Sandbox | None = None,
+    puppet_prefix: str = "bot_",
 ) -> Registry | list[CompileError]:
     """Read the site's content under ``root`` and the kit's, and compile them. Every error, including
     a file that is not UTF-8, comes back as a CompileError (paths under ``root``, or ``kit/…``). A code
@@ -137,6 +180,7 @@ def compile_content(
     kit_sources, kit_unreadable = _read(kit) if kit is not None else ({}, [])
     referenced = read_referenced(root, references(sources), fetch_spec)
     _load_modules(root, references(sources, ("module",)), referenced, sandbox)
+    referenced.update(check_images(root, avatar_files(sources)))
     compiled = compile_sources(
         sources,
         server_name=server_name,
@@ -145,6 +189,7 @@ def compile_content(
         zones=zones,
         site_events=site_events,
         encrypted_rooms=encrypted_rooms,
+        puppet_prefix=puppet_prefix,
     )
     docs, docs_unreadable = read_docs(root)
     unread = [*unreadable, *docs_unreadable, *(CompileError(KIT + e.path, e.line, e.message) for e in kit_unreadable)]
@@ -164,10 +209,12 @@ def where(root: Path, error: CompileError, kit: Path = KIT_DIR) -> str:
     return f"{(root / error.path).as_posix()}:{error.line}: {error.message}"
 
 
-def check(root: Path, server_name: str, *, kit: Path = KIT_DIR, fetch_spec: FetchSpec | None = fetch_url) -> list[str]:
+def check(root: Path, server_name: str, *, kit: Path = KIT_DIR, fetch_spec: FetchSpec | None = fetch_url,
+          puppet_prefix: str = "bot_") -> list[str]:
     """Every problem with the content under ``root`` (and the kit under it), one printable
     ``path:line: message`` each. Empty means it compiles."""
-    compiled = compile_content(root, server_name=server_name, kit=kit, fetch_spec=fetch_spec)
+    compiled = compile_content(root, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
+                               puppet_prefix=puppet_prefix)
     if isinstance(compiled, Registry):
         return []
     return [where(root, error, kit) for error in compiled]

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.content.base import CompileError, Strict, listed
-from engine.content.bots import ALL, Bot, BotFile, bot_fields
+from engine.content.bots import ALL, Bot, BotFile, bot_fields, is_mxc
 from engine.content.link_tools import check_model_names, compile_tool
+from engine.content.openapi import Unavailable
 from engine.content.parts import (
     BUILTIN_TOOLS,
     COMMAND_SURFACES,
@@ -181,6 +182,12 @@ class _Bots:
                             f"skills: '{name}' is not a skill (skills: {listed(sorted(self.skills))})",
                         )
                     )
+        if front.avatar is not None and not is_mxc(front.avatar):
+            # An image file: the reader said whether it is one (none said: a compile of text alone, not checked).
+            image = self.settings.referenced.get(front.avatar)
+            if isinstance(image, Unavailable):
+                self.errors.append(CompileError(file.path, file.line("avatar"),
+                                                f"avatar: {front.avatar} cannot be used: {image.reason}"))
         body = file.parsed.body.strip()
         if parent is None:
             values = bot_fields(front)
@@ -195,7 +202,7 @@ class _Bots:
         return Bot(
             **values,
             slug=file.name,
-            user_id=f"@bot_{file.name}:{self.settings.server_name}",
+            user_id=f"@{self.settings.puppet_prefix}{file.name}:{self.settings.server_name}",
             prompt=prompt,
             source_path=file.path,
             body=body,

@@ -22,6 +22,7 @@ class Settings:
     zones: Collection[str] | None = None
     site_events: Collection[str] | None = None
     encrypted_rooms: Collection[str] = ()
+    puppet_prefix: str = "bot_"  # every bot's puppet is @<prefix><slug>:<server> (appservice.puppet_prefix)
 
 
 @dataclass(frozen=True)

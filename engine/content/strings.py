@@ -49,11 +49,15 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "later": (),
         "incomplete": (),
     },
-    # The progress line of a long run, edited in place.
-    "progress": {"working": ("bot",), "still_working": ("bot", "minutes"), "cancel_hint": ()},
+    # The progress line of a long run, edited in place; while the run waits (for a worker's slot or a
+    # provider's permit) it says so, with how many questions are ahead of it.
+    "progress": {"working": ("bot",), "still_working": ("bot", "minutes"), "cancel_hint": (),
+                 "waiting": ("bot", "ahead"), "waiting_next": ("bot",)},
     # What a person is told when a summons is refused for a reason they can act on: a spend ceiling, too
-    # many runs of theirs at once ({live} waiting or running), the deployment's daily spend cap.
-    "refusals": {"ceiling": ("bot", "window", "when"), "too_many": ("bot", "live"), "budget": ("bot", "when")},
+    # many runs of theirs at once ({live} waiting or running), the deployment's daily spend cap, too many
+    # summonses waiting for the bot ({waiting}).
+    "refusals": {"ceiling": ("bot", "window", "when"), "too_many": ("bot", "live"), "budget": ("bot", "when"),
+                 "queue_full": ("bot", "waiting")},
     # `!bots …` to the service (appservice.matrix.admin): every reply shows a setting's current value and
     # the allowed ones; a bad field names what it takes; a non-admin is told the power level it needs.
     "admin": {
@@ -83,6 +87,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "tool_no_bot": ("command", "tool"),
         "help_commands": (), "help_field": ("field", "label", "accepts"), "help_default": ("default",),
         "help_bots": ("bots",), "help_nothing": (), "help_no_provider": (),
+        # `!cancel` answered: how many runs were told to stop, or nothing was running; a `!word` close to a
+        # command the person may run here (a typo) is pointed at it.
+        "cancelled": ("runs",), "nothing_to_cancel": (), "did_you_mean": ("given", "command"),
     },
     # A bot's choices: a press on a spent offer is told it is gone ({name} took {choice}); the spent
     # set marks the one taken (numbered {number}); a poll's end says who chose what.

@@ -55,6 +55,7 @@ async def watch(
     encrypted_rooms: Callable[[], Awaitable[Collection[str]]] | None = None,
     clock: Clock | None = None,
     sandbox: Sandbox | None = None,
+    puppet_prefix: str = "bot_",
 ) -> None:
     """Run until cancelled. ``encrypted_rooms`` (read before each compile) names the rooms a schedule
     may not speak in, so an edit that aims one at an encrypted room is refused like any bad edit. The files as they are when it starts count as already published (the
@@ -81,7 +82,7 @@ async def watch(
             continue
         compiled = await asyncio.to_thread(
             compile_content, root, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
-            encrypted_rooms=sealed, sandbox=sandbox,
+            encrypted_rooms=sealed, sandbox=sandbox, puppet_prefix=puppet_prefix,
         )
         if isinstance(compiled, list):
             lines = [where(root, error, kit) if kit is not None else where(root, error) for error in compiled]

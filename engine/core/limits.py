@@ -2,8 +2,9 @@
 per-person ceilings: rolling spend windows, checked before a run exists. Pure.
 
 ``limits.per: {minute, hour, day, week, month}`` — every window given must hold. A run reserves its
-own ``limits.spend`` when it is summoned (so concurrent summons cannot all squeeze under a ceiling),
-and the reservation is settled to what the run really cost when it ends.
+own ``limits.spend`` when it is summoned (so concurrent summons cannot all squeeze under a ceiling) — the
+most it can cost, since no call is made whose worst case does not fit what is left of it
+(``engine/providers/worst.py``) — and the reservation is settled to what the run really cost when it ends.
 """
 
 from __future__ import annotations
@@ -29,13 +30,22 @@ DEFAULT_LIMITS = Limits(steps=12, spend=0.50, minutes=10.0)
 @dataclass(frozen=True)
 class Caps:
     """The deployment's own caps (``limits:`` in summon.yaml): what it may spend in any 24 hours (None: no
-    cap), and how many runs one person may have waiting or running at once."""
+    cap), how many runs one person may have waiting or running at once, and how many summonses may wait for
+    one bot (for a worker's slot or a provider's permit) before new ones are refused."""
 
     daily_spend: float | None = None
     live_runs_per_person: int = 3
+    waiting_per_bot: int = 100
 
 
 DEFAULT_CAPS = Caps()
+
+# Runs one worker process works on at once (``worker.slots``). Measured (tests/bench/slots.py, 2 cores, a pool
+# of 10, every model call 2 s): 256 slots answer 110 runs/s at a fifth of a core, the engine alone saturates
+# near 360 runs/s (~1024 slots), and no slot holds a connection while it waits. 256 keeps a 2-core process busy
+# with real model latency (2-30 s) while leaving the cores for the rest of the service (transactions in, the
+# outbox out); provider limits, not slots, are what keep a provider's own limits.
+DEFAULT_SLOTS = 256
 
 WINDOWS: Mapping[str, timedelta] = {
     "minute": timedelta(minutes=1),

@@ -13,7 +13,9 @@ Order matters, and each rule says why:
 3. a finished model turn with text is said; one with neither text nor tool calls has nothing to add;
 4. a model call the chain gave up on fails the run, with the provider's own words;
 5. only then the limits, before anything else is bought or run: steps, money, time;
-6. a requested tool runs; otherwise the model is called.
+6. a requested tool runs; otherwise the model is called — with what is ``left`` of the budget, which its
+   worst case must fit (the worker lowers ``max_tokens`` to fit, and ends the run out of money when even the
+   call's input does not: ``engine/providers/worst.py``).
 """
 
 from __future__ import annotations
@@ -100,6 +102,12 @@ def spent(steps: list[Step]) -> float:
     """What the run's model calls cost, a call started and not (yet) reported back at its estimate."""
     started = open_call(steps)
     return sum(s.cost_usd for s in steps if isinstance(s, ModelStep)) + (started.estimate_usd if started else 0.0)
+
+
+def left(run: RunView, steps: list[Step]) -> float:
+    """What the run may still spend (USD): its budget less what its calls cost (an open one at its estimate).
+    The next call's worst case must fit in it."""
+    return max(0.0, run.limits.spend - spent(steps))
 
 
 def counted_steps(steps: list[Step]) -> int:

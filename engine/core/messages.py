@@ -49,8 +49,10 @@ class ModelStep:
     # the run fails with this step's words. A failed attempt without it was followed by another.
     gave_up: bool = False
     # True when no price was known for (provider, model): ``cost_usd`` is 0 because nobody knows the
-    # price, not because the call was free. A spend limit may one day refuse such a model outright.
+    # price, not because the call was free. Only a call with no spend limit is ever made so (issue 19).
     unpriced: bool = False
+    # The failure's class (``classify``: no_credit, rate_limited, unreachable, …), with ``error``.
+    reason: str | None = None
     # True when this closes a call that was started (``ModelStartedStep``) and never reported back — a
     # crash or a lost lease after it may have been paid: ``cost_usd`` is the estimate reserved for it.
     interrupted: bool = False
@@ -183,13 +185,3 @@ def heard(steps: list[Step]) -> int:
 
 # About four characters a token: the same rough measure the surfaces budget a context by.
 CHARS_PER_TOKEN = 4
-
-
-def request_tokens(request: ModelRequest) -> int:
-    """Roughly how many tokens ``request`` sends (its system prompt, messages, tool calls and tools' schemas),
-    at about four characters a token: enough to reserve what a call may cost before it is made."""
-    chars = len(request.system)
-    for message in request.messages:
-        chars += len(message.text) + sum(len(c.name) + len(str(c.arguments)) for c in message.tool_calls)
-    chars += sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
-    return chars // CHARS_PER_TOKEN + 1

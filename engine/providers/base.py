@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
+from engine.core.permits import NO_LIMITS, ProviderLimits
 from engine.errors import NotAnAnswer, ProviderError, ProviderFailure
 from engine.providers.classify import unreachable, wire_fault
 from engine.providers.translate import Reply
@@ -35,11 +36,18 @@ class Answerer(Protocol):
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-    ) -> list[ModelStep]: ...
+        allowance: float | None = None, run_id: int | None = None,
+    ) -> list[ModelStep]:
+        """``allowance``: what is left of the run's budget (USD); no attempt may cost more at worst (each is
+        sent with ``max_tokens`` lowered to fit). None: no limit. ``run_id``: the run the call is for (a call
+        waiting for a provider's permit says whose it is)."""
+        ...
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
-        """The most this call may cost (USD), reserved before it is made: recorded with the call's start, it is
-        what the call is counted at if its answer is never recorded."""
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+                 allowance: float | None = None) -> float | None:
+        """The most this call may cost (USD) within ``allowance``, drawn before it is made: recorded with the
+        call's start, it is what the call is counted at if its answer is never recorded. None: the call cannot
+        fit what is left (its input alone costs more) and must not be made."""
         ...
 
 
@@ -60,6 +68,7 @@ class ProviderConfig:
     key: str | None = field(default=None, repr=False)
     model: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    limits: ProviderLimits = NO_LIMITS  # kept by every worker together (engine/providers/limits.py)
 
 
 class SdkAdapter(ABC):
@@ -115,13 +124,14 @@ class SdkAdapter(ABC):
         except self.connection_error as exc:
             raise unreachable(self.name, exc, timed_out=isinstance(exc, self.timeout_error)) from exc
         except self.sdk_error as exc:
-            raise ProviderFailure(f"the provider's answer could not be read: {exc}", provider=self.name) from exc
+            raise ProviderFailure(f"the provider's answer could not be read: {exc}", provider=self.name,
+                                  reason="unreadable") from exc
         try:
             return self._reply(json.loads(content))
         except NotAnAnswer as exc:
             raise self._mapped(raw.status_code, {"message": exc.message, "code": exc.code}, raw.headers) from exc
         except ValueError as exc:
-            raise ProviderFailure("the provider's answer was not JSON", provider=self.name,
+            raise ProviderFailure("the provider's answer was not JSON", provider=self.name, reason="unreadable",
                                   status=raw.status_code) from exc
 
     def _mapped(self, status: int, body: object, headers: Mapping[str, str]) -> ProviderError:

@@ -150,16 +150,17 @@ def wire_fault(
     verdict = classify(status, error_type=error_type, code=code, message=message or "")
     sentence = message or f"the provider answered HTTP {status}"
     if verdict.fault == "request":
-        return RequestFault(sentence, provider=provider, status=status)
+        return RequestFault(sentence, provider=provider, status=status, reason=verdict.reason)
     if verdict.retry:
-        return RetryableFailure(sentence, provider=provider, status=status, retry_after=retry_after(headers, now))
-    return ProviderFailure(sentence, provider=provider, status=status)
+        return RetryableFailure(sentence, provider=provider, status=status, retry_after=retry_after(headers, now),
+                                reason=verdict.reason)
+    return ProviderFailure(sentence, provider=provider, status=status, reason=verdict.reason)
 
 
 def unreachable(provider: str, exc: BaseException, *, timed_out: bool) -> ProviderFailure:
     """No HTTP answer at all: refused, reset, unresolvable, or too slow."""
     if timed_out:
-        return ProviderFailure("the provider did not answer in time", provider=provider)
+        return ProviderFailure("the provider did not answer in time", provider=provider, reason="timeout")
     cause = exc.__cause__ or exc.__context__
     detail = str(cause) if cause is not None and str(cause) else str(exc)
-    return ProviderFailure(f"could not reach the provider ({detail})", provider=provider)
+    return ProviderFailure(f"could not reach the provider ({detail})", provider=provider, reason="unreachable")

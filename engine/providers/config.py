@@ -7,6 +7,11 @@
     SUMMON_PROVIDER_<NAME>_KEY=…                   the key; a provider without one is never called
     SUMMON_PROVIDER_<NAME>_MODEL=…                 the model for a bot that names none (optional)
     SUMMON_PROVIDER_<NAME>_TIMEOUT=120             seconds for one call (optional)
+    SUMMON_PROVIDER_<NAME>_MAX_IN_FLIGHT=20        calls to it at once, all workers together (optional)
+    SUMMON_PROVIDER_<NAME>_RPM=500                 requests per minute, all workers together (optional)
+    SUMMON_PROVIDER_<NAME>_TPM=200000              tokens per minute (prompt estimate + max_tokens), likewise
+    SUMMON_PROVIDER_<NAME>_WINDOW=60               seconds RPM and TPM are counted over, each window its share
+                                                   (a provider that enforces per-minute limits per 10 s: 10)
     SUMMON_PRICES=/path/prices.yaml                the deployment's prices, over the kit's
     AGENTS_LIVE=1                                  switch buying on
     SUMMON_AGENT_MOCK=1                            answer through the stand-in, whatever else is set
@@ -24,16 +29,21 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
+from engine.core.permits import ProviderLimits
 from engine.errors import ConfigError
 from engine.providers.base import DEFAULT_TIMEOUT, Kind, ProviderConfig, ProviderStatus
-from engine.providers.chain import PATIENCE, Adapter, Chain, RetryPolicy
+from engine.providers.chain import PATIENCE, Adapter, Chain, Priced, RetryPolicy
+from engine.providers.limits import Limiter, limits_said
 from engine.providers.mock import MockModel, StandIn
 from engine.providers.prices import PriceTable, load_prices
+from engine.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +88,31 @@ def providers_from_env(env: Mapping[str, str]) -> list[ProviderConfig]:
             name=name, kind="anthropic" if kind == "anthropic" else "openai", url=url,
             key=env.get(prefix + "KEY", "").strip() or None,
             model=env.get(prefix + "MODEL", "").strip() or None,
-            timeout=timeout,
+            timeout=timeout, limits=limits_from_env(env, prefix),
         ))
     return out
+
+
+def limits_from_env(env: Mapping[str, str], prefix: str) -> ProviderLimits:
+    """A provider's limits (every worker keeps them together); a bad one is a ``ConfigError`` naming its key."""
+
+    def count(suffix: str) -> int | None:
+        raw = env.get(prefix + suffix, "").strip()
+        if not raw:
+            return None
+        if not raw.isdecimal() or int(raw) < 1:
+            raise ConfigError(f"{prefix}{suffix}: {raw!r} is not a whole number of at least 1")
+        return int(raw)
+
+    raw_window = env.get(prefix + "WINDOW", "").strip()
+    try:
+        window = float(raw_window) if raw_window else 60.0
+    except ValueError:
+        raise ConfigError(f"{prefix}WINDOW: {raw_window!r} is not a number of seconds") from None
+    if not 1 <= window <= 60:
+        raise ConfigError(f"{prefix}WINDOW: {raw_window!r} is not between 1 and 60 seconds")
+    return ProviderLimits(max_in_flight=count("MAX_IN_FLIGHT"), requests_per_minute=count("RPM"),
+                          tokens_per_minute=count("TPM"), window_seconds=window)
 
 
 def stand_in_reason(env: Mapping[str, str], providers: list[ProviderConfig]) -> StandIn | None:
@@ -124,20 +156,32 @@ class Answering:
         return self.chain is not None
 
     @property
+    def limiter(self) -> Limiter | None:
+        """What keeps the providers' limits with every other worker (None: nothing is bought)."""
+        return self.chain.limiter if self.chain is not None else None
+
+    @property
     def stand_in(self) -> StandIn | None:
         return None if self.chain is not None else self.mock.reason
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+        allowance: float | None = None, run_id: int | None = None,
     ) -> list[ModelStep]:
         if script is not None or self.chain is None:
-            return await self.mock.answer(request, script=script, turn=turn)
-        return await self.chain.answer(request, script=None, turn=turn)
+            return await self.mock.answer(request, script=script, turn=turn, allowance=allowance, run_id=run_id)
+        return await self.chain.answer(request, script=None, turn=turn, allowance=allowance, run_id=run_id)
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+                 allowance: float | None = None) -> float | None:
         if script is not None or self.chain is None:
-            return self.mock.estimate(request, script=script, turn=turn)
-        return self.chain.estimate(request, script=None, turn=turn)
+            return self.mock.estimate(request, script=script, turn=turn, allowance=allowance)
+        return self.chain.estimate(request, script=None, turn=turn, allowance=allowance)
+
+    def unpriced(self, bots: Iterable[Priced]) -> list[str]:
+        """With buying on, one line per bot and model it may be bought from that has no price (``Chain.unpriced``):
+        such content is refused when published. Nothing is bought otherwise, so nothing is refused."""
+        return [] if self.chain is None else self.chain.unpriced(bots)
 
     def status(self) -> ProviderStatus:
         """What the heartbeat says: the stand-in is usable only when the operator chose it; with no key, or
@@ -155,10 +199,12 @@ class Answering:
 
 def choose_answerer(
     env: Mapping[str, str], clock: Clock, *, prices: PriceTable | None = None, retry: RetryPolicy | None = None,
-    patience: float = PATIENCE,
+    patience: float = PATIENCE, store: Store | None = None, worker_id: str | None = None,
 ) -> Answering:
     """What answers model calls in this process. Raises ``ConfigError`` for a bad setting. ``patience``
-    bounds one answer (all its attempts): keep it well inside the worker's lease."""
+    bounds one answer (all its attempts): keep it well inside the worker's lease. With a ``store``, the
+    providers' limits are kept with every other worker (``worker_id`` owns this process's permits; run the
+    answerer's ``limiter`` to hear permits handed back elsewhere)."""
     providers = providers_from_env(env)
     reason = stand_in_reason(env, providers)
     if reason == "chosen":
@@ -175,7 +221,12 @@ def choose_answerer(
             log.warning("provider %s has no key (%sKEY) and is left out", p.name, env_prefix(p.name))
     table = prices if prices is not None else load_prices(env.get("SUMMON_PRICES") or None)
     mock = MockModel(clock, reason="not_switched_on")
+    limiter = (Limiter(store, clock, worker_id or f"answerer-{uuid.uuid4().hex[:8]}",
+                       {p.name: replace(p.limits, call_seconds=p.timeout) for p in keyed}) if store is not None else None)
     chain = Chain([adapter_for(p, clock) for p in keyed], table, clock, retry=retry, scripted=mock,
-                  patience=patience)
+                  patience=patience, limiter=limiter)
     log.info("model calls are bought from %s, in that order", ", ".join(p.name for p in keyed))
+    for p in keyed:
+        if p.limits.limited:
+            log.info("provider %s is kept to %s by every worker together", p.name, limits_said(p.limits))
     return Answering(mock, chain)

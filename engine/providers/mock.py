@@ -72,8 +72,10 @@ class MockModel:
         self.reason = reason
         self._standing_in = STANDING_IN_FOR[reason] if standing_in is None else standing_in
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> float:
-        """What the scripted turn says it costs; the stand-in's own answer is free."""
+    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+                 allowance: float | None = None) -> float | None:
+        """What the scripted turn says it costs; the stand-in's own answer is free. A script is a trusted
+        test's or the demo's, never bought: it costs what it says, whatever ``allowance`` is left."""
         if script is None:
             return 0.0
         turns = parse_script(script)
@@ -81,6 +83,7 @@ class MockModel:
 
     async def answer(
         self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+        allowance: float | None = None, run_id: int | None = None,
     ) -> list[ModelStep]:
         if script is None:
             return [ModelStep(text=self._standing_in, provider=self.name, model="mock")]

@@ -3,10 +3,11 @@
 The kit ships ``prices.yaml`` next to this module; a deployment's own file (``SUMMON_PRICES``) is laid
 over it, model by model. The format is described at the top of ``prices.yaml``.
 
-A model with no price is *recorded* with cost 0 and ``unpriced`` on its step (the chain logs a warning
-once per provider and model), rather than refused: a local or self-hosted model has no price and should
-still work. A spend limit cannot hold against an unpriced model; a later rule may refuse one when a
-limit is active, and the ``unpriced`` flag is what it will read.
+A spend limit cannot hold against a model with no price, and every bot has one: with buying on, a bot that
+may be sent to an unpriced model is refused when content is published (``Chain.unpriced``), and the chain
+does not ask one for a call that has a limit. A local or self-hosted model that really is free is priced 0,
+explicitly. Only a call with no limit at all is still recorded at cost 0 with ``unpriced`` on its step.
+What a call may cost at worst, before it is made, is ``engine.providers.worst``.
 """
 
 from __future__ import annotations

@@ -7,8 +7,11 @@ back. I/O around the pure ``decide`` (``engine/core/loop.py``).
   hold stops at once.
 - A tool call is recorded before it runs, and runs only if that same commit read "not cancelled"; its result
   is capped to the context's token budget before it is recorded.
-- A model call is recorded as started, with what it may cost, before it is made (and only by a commit that
-  read "not cancelled"), so a call paid for whose answer is never recorded is still counted.
+- A model call is priced at its worst case before it is made, within what is left of the run's budget (its
+  ``max_tokens`` lowered to fit; not made at all, and the run out of money, when its input alone does not fit).
+  It is recorded as started, with that worst case drawn from the run's reservation, before it is made (and only
+  by a commit that read "not cancelled"), so a call paid for whose answer is never recorded is still counted;
+  the step that records what it cost settles the draw to the real cost in the same commit.
 - The answer (or the ending), the spend settled and its delivery to the surface are one commit.
 - ``decide`` is handed the database's time — read with the claim and with every fenced write, carried forward
   by this process's monotonic clock — never this process's wall clock: ``started_at`` is the database's too.
@@ -37,6 +40,7 @@ from engine.core.loop import (
     RunView,
     Say,
     decide,
+    left,
 )
 from engine.core.memory import with_memory
 from engine.core.messages import (
@@ -56,7 +60,9 @@ from engine.core.messages import (
 )
 from engine.core.prompt import capped, later_of, opening, said_since
 from engine.errors import LeaseLost, MemoryUnavailable, StoreError
+from engine.logfields import about_run
 from engine.memory.recall import Recall, Remembered, remembered
+from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
@@ -77,7 +83,7 @@ class Hold:
 
     def __init__(self, claim: Claim, *, store: Store, registry: Callable[[], Registry], answerer: Answerer,
                  surface: Surface | None, toolbox: ToolRunner, clock: Clock, owner: str, lease_seconds: float,
-                 budget_seconds: float, recall: Recall | None = None) -> None:
+                 budget_seconds: float, recall: Recall | None = None, meter: Meter | None = None) -> None:
         self.row = claim.run
         self.run = RunInfo.of(claim.run)
         self.store = store
@@ -97,8 +103,18 @@ class Hold:
         self.remembered = Remembered()  # what the bot remembers of the run's person (read once, on taking it)
         self.recall = recall
         self.answered = False
+        self.meter = meter or NO_METER
+        # Steps written in the transaction under way, told to the meter once it commits; and when the run's
+        # previous step was (how long a step took).
+        self._unmetered: list[Step] = []
+        self._last_step = clock.monotonic()
 
     async def __call__(self) -> None:
+        # Every line logged while this run is held (here, in a provider, in a tool) says which run it is.
+        with about_run(self.run.id, self.run.bot, self.run.room_id):
+            await self._hold()
+
+    async def _hold(self) -> None:
         run = self.run
         started = self.clock.monotonic()
         steps = await self.steps()
@@ -157,12 +173,20 @@ class Hold:
                 cancelled = bool(count) and await self.record(steps, HeardStep(text, count))
                 if not cancelled:
                     request, turn = self._request(context, steps, self.toolbox.offer(ref, steps, facts))
+                    allowance = left(self.view, steps)
+                    estimate = self.answerer.estimate(request, script=self.row.script, turn=turn, allowance=allowance)
+                    if estimate is None:
+                        # Even the call's input costs more than is left: nothing is bought.
+                        log.info("run %s: the next model call's input alone would cost more than the %.6f USD left; "
+                                 "out of money", run.id, allowance, extra={"run": run.id, "bot": run.bot})
+                        if await self._finish(steps, [], End("out_of_money")):
+                            return
+                        continue
                     # Recorded before the call is made, with what it may cost, and only in a commit that read
                     # "not cancelled": a call paid for and never recorded is still counted (``decide``).
-                    estimate = self.answerer.estimate(request, script=self.row.script, turn=turn)
                     cancelled = await self.record(steps, ModelStartedStep(estimate), unless_cancelled=True)
                 if not cancelled:
-                    cancelled, last = await self._call_model(request, turn, steps)
+                    cancelled, last = await self._call_model(request, turn, steps, allowance)
                 if not cancelled:
                     then = decide(self.view, [*steps, last], self.now())
                     if isinstance(then, Say | End):
@@ -229,10 +253,12 @@ class Hold:
         )
         return request, sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
 
-    async def _call_model(self, request: ModelRequest, turn: int, steps: list[Step]) -> tuple[bool, ModelStep]:
-        """Call the model; record every failed attempt before the last, and return the last unrecorded (with
-        the cancel flag read while recording the others)."""
-        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn)
+    async def _call_model(self, request: ModelRequest, turn: int, steps: list[Step],
+                          allowance: float) -> tuple[bool, ModelStep]:
+        """Call the model, every attempt within ``allowance`` USD; record every failed attempt before the last,
+        and return the last unrecorded (with the cancel flag read while recording the others)."""
+        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn, allowance=allowance,
+                                                    run_id=self.run.id)
         cancelled = False
         for attempt in earlier:
             cancelled = await self.record(steps, attempt) or cancelled
@@ -243,13 +269,30 @@ class Hold:
     async def record(self, steps: list[Step], step: Step, *, unless_cancelled: bool = False) -> bool:
         """Record the next step, fenced; return the cancel flag read in the same commit. With
         ``unless_cancelled``, a commit that reads "cancelled" records nothing."""
+        self._unmetered.clear()
         async with self.store.transaction("record_step") as tx:
             cancel = await self._fence(tx)
             if cancel and unless_cancelled:
                 return cancel
             await self._insert_step(tx, len(steps) + 1, step)
+        self._metered()
         steps.append(step)
         return cancel
+
+    def _metered(self) -> None:
+        """Tell the meter the steps the last commit recorded."""
+        now = self.clock.monotonic()
+        took, self._last_step = now - self._last_step, now
+        for step in self._unmetered:
+            model = step if isinstance(step, ModelStep) else None
+            self.meter.step(step.kind, model.provider or None if model else None, took)
+            took = 0.0  # the commit's first step took the time; the rest came with it
+            if model is not None:
+                if model.cost_usd:
+                    self.meter.spent(self.run.bot, model.cost_usd)
+                if model.error is not None and not model.gave_up and not model.interrupted:
+                    self.meter.fallback(model.provider, model.reason or model.error_class or "unknown")
+        self._unmetered.clear()
 
     async def _fence(self, tx: Tx) -> bool:
         fence = await tx.runs.fence(self.run.id, self.owner, self.lease_seconds)
@@ -264,6 +307,7 @@ class Hold:
         return then + timedelta(seconds=max(0.0, self.clock.monotonic() - at))
 
     async def _insert_step(self, tx: Tx, seq: int, step: Step) -> None:
+        self._unmetered.append(step)
         model = step if isinstance(step, ModelStep) else None
         await tx.runs.insert_step(
             self.run.id, seq, step.kind, dump_step(step), owner=self.owner,
@@ -271,8 +315,23 @@ class Hold:
             tokens_in=model.tokens_in if model else 0, tokens_out=model.tokens_out if model else 0,
             cost_usd=model.cost_usd if model else 0,
         )
+        # The run's reservation, in the same commit as the step: a call's worst case drawn before it is made,
+        # settled to what it really cost when it is recorded.
+        if isinstance(step, ModelStartedStep):
+            await tx.people.draw(self.run.id, step.estimate_usd)
+        elif model is not None:
+            await tx.people.spend(self.run.id, model.cost_usd)
 
     async def _finish(self, steps: list[Step], pending: list[Step], action: Say | End) -> bool:
+        self._unmetered.clear()
+        done = await self._finish_in_one_commit(steps, pending, action)
+        self._metered()
+        if done:
+            last = steps[-1]
+            self.meter.run_finished(self.run.bot, last.ending if isinstance(last, EndingStep) else "answered")
+        return done
+
+    async def _finish_in_one_commit(self, steps: list[Step], pending: list[Step], action: Say | End) -> bool:
         """Record ``pending`` steps and the final one, finish the run and hand the outcome to the surface,
         in one commit. A cancel that arrived meanwhile wins over an answer: the person said stop. Words
         the asker added meanwhile (read under the fence's row lock, so a joining line either is seen here

@@ -23,7 +23,7 @@ from engine.store import Tx
 log = logging.getLogger(__name__)
 
 Refusal = Literal["not_published", "not_on_surface", "audience", "encrypted", "duplicate", "ceiling",
-                  "no_provider", "busy", "not_enabled", "quiet", "too_many", "budget"]
+                  "no_provider", "busy", "not_enabled", "quiet", "too_many", "budget", "queue_full"]
 
 # A worker beats every 10 s; three missed beats and it is taken for gone.
 LIVENESS_SECONDS = 30.0
@@ -62,6 +62,7 @@ class Refused:
     reason: Refusal
     breach: Breach | None = None  # for "ceiling" and "budget": which window, and when it frees up
     live: int | None = None  # for "too_many": how many runs the person has waiting or running
+    waiting: int | None = None  # for "queue_full": how many summonses wait for the bot
 
 
 def refusal(registry: Registry, s: Summons) -> Refusal | None:
@@ -127,6 +128,13 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
         log.info("summons refused: %d runs already waiting or running", live,
                  extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
         return await _refused(tx, s, "too_many", live=live, detail=f"{live} live runs")
+    # Backpressure, not collapse: past the configured depth, a new summons is refused in words rather than
+    # queued behind the others for minutes. (Counted without a lock: racing summonses may pass it by a few.)
+    waiting = await tx.runs.waiting_for(bot.slug)
+    if waiting >= caps.waiting_per_bot:
+        log.warning("summons refused: %d summonses already wait for %s", waiting, bot.slug,
+                    extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+        return await _refused(tx, s, "queue_full", waiting=waiting, detail=f"{waiting} waiting for the bot")
     if caps.daily_spend is not None:
         over = await _over_budget(tx, caps.daily_spend, limits.spend)
         if over is not None:
@@ -163,8 +171,8 @@ async def _over_budget(tx: Tx, daily: float, reserve: float) -> Breach | None:
 
 
 async def _refused(tx: Tx, s: Summons, why: Refusal, over: Breach | None = None, *,
-                   detail: str | None = None, live: int | None = None) -> Refused:
+                   detail: str | None = None, live: int | None = None, waiting: int | None = None) -> Refused:
     """A refusal is a matter of record (``summon runs`` shows it): nothing was bought, nothing started."""
     await tx.refusals.record(bot=s.bot, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
                              trigger_event=s.trigger_event, asked_by=s.asked_by, reason=why, detail=detail)
-    return Refused(why, over, live)
+    return Refused(why, over, live, waiting)

@@ -128,9 +128,13 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
-async def create_pool(dsn: str, *, min_size: int, max_size: int) -> asyncpg.Pool:
-    pool = await _translated(asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, init=init_connection),
-                             "connecting to the database")
+async def create_pool(dsn: str, *, min_size: int, max_size: int, pooled: bool = False) -> asyncpg.Pool:
+    """``pooled``: ``dsn`` goes through a pooler in transaction mode (PgBouncer), where one client's
+    statements may run on different server connections, so no statement is prepared by name (asyncpg's
+    cache off: each statement is parsed unnamed, in the round trip that runs it)."""
+    cache = {"statement_cache_size": 0} if pooled else {}
+    pool = await _translated(asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, init=init_connection,
+                                                 **cache), "connecting to the database")
     assert pool is not None
     return pool
 

@@ -47,11 +47,16 @@ class Outbox(Family):
 
     async def enqueue_progress(self, *, txn_id: str, run_id: int, room_id: str, sender: str,
                                content: dict[str, Any], of_txn: str | None) -> bool:
-        """Queue a run's progress line (or an edit of it) only while the run is running; False otherwise."""
+        """Queue a run's progress line (or an edit of it) only while the run waits or runs; False otherwise (or
+        when ``txn_id`` was queued before)."""
         return await self._value("enqueue_progress", txn_id, run_id, room_id, sender, content, of_txn) is not None
 
     async def claim(self, batch: int, hide_seconds: float) -> list[Outgoing]:
         return rows(Outgoing, await self._all("claim_outbox", batch, hide_seconds))
+
+    async def claim_these(self, txn_ids: list[str], hide_seconds: float) -> list[Outgoing]:
+        """Take the messages queued under ``txn_ids`` that are due and first in their room's order."""
+        return rows(Outgoing, await self._all("claim_outbox_these", txn_ids, hide_seconds))
 
     async def sent(self, outbox_id: int, event_id: str) -> None:
         await self._run("outbox_sent", outbox_id, event_id)

@@ -45,13 +45,21 @@ class People(Family):
         daily cap until the run ends and is settled."""
         await self._run("reserve_spend", who, bot, run_id, usd)
 
+    async def draw(self, run_id: int, usd: float) -> None:
+        """Run ``run_id`` is about to make a call that may cost at most ``usd``: drawn from its reservation."""
+        await self._run("draw_spend", run_id, usd)
+
+    async def spend(self, run_id: int, usd: float) -> None:
+        """Run ``run_id``'s call cost ``usd``: its draw settled to that."""
+        await self._run("spend_call", run_id, usd)
+
     # --- the deployment's caps -----------------------------------------------------------------------
 
     async def caps(self) -> Caps:
         return row(Caps, await self._one("deployment_caps"))
 
     async def set_caps(self, caps: Caps) -> None:
-        await self._run("set_deployment_caps", caps.daily_spend, caps.live_runs_per_person)
+        await self._run("set_deployment_caps", caps.daily_spend, caps.live_runs_per_person, caps.waiting_per_bot)
 
     async def lock_deployment(self) -> datetime:
         """Take the deployment's caps row for the rest of the transaction; the database's now."""

@@ -56,7 +56,7 @@ def query_files(*paths: Path) -> list[Path]:
 
 
 class Queries(Mapping[str, str]):
-    """``queries["claim_run"]`` is the statement; ``queries.describe("claim_run")`` says what it does.
+    """``queries["claim_runs"]`` is the statement; ``queries.describe("claim_runs")`` says what it does.
     Read from ``paths`` (files, or folders of ``*.sql``): by default every family under ``sql/queries/``."""
 
     def __init__(self, *paths: Path) -> None:

@@ -115,6 +115,36 @@ class InspectedStep:
     seconds: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class WaitingRun:
+    """A run that has waited a while: for a worker's slot (``provider`` None) or for a provider's permit, with
+    how many are ahead of it in that line and how long it has waited (seconds)."""
+
+    id: int
+    bot: str
+    surface: str
+    room_id: str | None
+    thread_root: str | None
+    trigger_event: str | None
+    asked_by: str | None
+    ahead: int
+    waited: float
+    provider: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BotQueue:
+    """What waits for one bot (``summon status``, ``/metrics``): runs queued for a worker's slot, runs held and
+    waiting for a provider's permit (each with the oldest's wait in seconds, None when none), runs worked on."""
+
+    bot: str
+    queued: int
+    oldest_queued: float | None
+    waiting_for_provider: int
+    oldest_waiting_for_provider: float | None
+    running: int
+
+
 class Runs(Family):
     __slots__ = ()
 
@@ -133,6 +163,18 @@ class Runs(Family):
     async def live_of(self, asked_by: str) -> int:
         """How many runs ``asked_by`` asked for are waiting or running."""
         return int(await self._value("live_runs_of", asked_by))
+
+    async def waiting_for(self, bot: str) -> int:
+        """How many runs of ``bot`` wait: queued for a worker, or waiting for a provider's permit."""
+        return int(await self._value("bot_waiting", bot))
+
+    async def waiting(self, older_than: float, surface: str, limit: int = 1000) -> list[WaitingRun]:
+        """Runs on ``surface`` that have waited at least ``older_than`` seconds for a slot or a permit."""
+        return rows(WaitingRun, await self._all("waiting_runs", older_than, surface, limit))
+
+    async def queue(self) -> list[BotQueue]:
+        """What waits, by bot (queue depth and the oldest wait, for a slot and for a provider's permit)."""
+        return rows(BotQueue, await self._all("run_queue"))
 
     async def get(self, run_id: int) -> Run | None:
         return maybe(Run, await self._one("get_run", run_id))
@@ -153,8 +195,12 @@ class Runs(Family):
     # --- held ----------------------------------------------------------------------------------------
 
     async def claim(self, owner: str, lease_seconds: float) -> Claim | None:
-        record = await self._one("claim_run", owner, lease_seconds)
-        return None if record is None else Claim(row(Run, record), record["now"])
+        claims = await self.claim_up_to(owner, lease_seconds, 1)
+        return claims[0] if claims else None
+
+    async def claim_up_to(self, owner: str, lease_seconds: float, most: int) -> list[Claim]:
+        """Up to ``most`` runs in one statement: the ones due first (they start together, in no order)."""
+        return [Claim(row(Run, r), r["now"]) for r in await self._all("claim_runs", owner, lease_seconds, most)]
 
     async def fence(self, run_id: int, owner: str, lease_seconds: float) -> Fence:
         """Extend the lease while ``owner`` holds it; raises ``LeaseLost`` when it does not any more."""

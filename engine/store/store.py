@@ -21,12 +21,15 @@ from engine.store.desk import Desk
 from engine.store.desk_staff import DeskStaff
 from engine.store.desk_webhooks import DeskWebhooks
 from engine.store.door import Door
+from engine.store.health import Health
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
 from engine.store.memories import Memories
 from engine.store.offers import Offers
 from engine.store.outbox import Outbox
 from engine.store.people import People
+from engine.store.profiles import Profiles
+from engine.store.providers import Providers
 from engine.store.queries import Queries
 from engine.store.refusals import Refusals
 from engine.store.room_actions import RoomActions
@@ -115,6 +118,18 @@ class Families:
         return DeskStaff(self._on, self._q)
 
     @cached_property
+    def health(self) -> Health:
+        return Health(self._on, self._q)
+
+    @cached_property
+    def profiles(self) -> Profiles:
+        return Profiles(self._on, self._q)
+
+    @cached_property
+    def providers(self) -> Providers:
+        return Providers(self._on, self._q)
+
+    @cached_property
     def memories(self) -> Memories:
         return Memories(self._on, self._q)
 
@@ -148,10 +163,13 @@ class Store(Families):
         self.clock = clock or SystemClock()  # how long LISTEN waits before it tries again
 
     @classmethod
-    async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10, clock: Clock | None = None) -> Store:
-        """Raises ``StoreUnavailable`` when the database cannot be reached."""
-        pool = await base.create_pool(dsn, min_size=min_size, max_size=max_size)
-        return cls(pool, Queries(), dsn, clock=clock)
+    async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10, clock: Clock | None = None,
+                      pooled: bool = False, listen_dsn: str | None = None) -> Store:
+        """Raises ``StoreUnavailable`` when the database cannot be reached. ``pooled``: ``dsn`` is a pooler's
+        in transaction mode (no named prepared statements); ``listen_dsn``: where LISTEN connects instead — a
+        LISTEN lives as long as its session, which a transaction-mode pooler does not keep."""
+        pool = await base.create_pool(dsn, min_size=min_size, max_size=max_size, pooled=pooled)
+        return cls(pool, Queries(), listen_dsn or dsn, clock=clock)
 
     async def close(self, timeout: float = 10.0) -> None:
         try:

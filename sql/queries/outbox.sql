@@ -16,10 +16,11 @@ RETURNING id;
 
 -- name: enqueue_progress
 -- Queue a run's progress line (or an edit of it, $7 = the line's txn id) only while the run is still
--- running; the run's row is locked so a finish that races it either sees this row or makes it a no-op.
+-- waiting or running; the run's row is locked so a finish that races it either sees this row or makes it a
+-- no-op.
 INSERT INTO outbox (txn_id, run_id, room_id, sender, event_type, content, of_txn)
 SELECT $1, r.id, $3, $4, 'm.room.message', $5, $6
-  FROM agent_runs r WHERE r.id = $2 AND r.status = 'running'
+  FROM agent_runs r WHERE r.id = $2 AND r.status IN ('queued', 'running')
    FOR UPDATE
 ON CONFLICT (txn_id) DO NOTHING
 RETURNING id;
@@ -63,3 +64,21 @@ SELECT CASE WHEN min(next_attempt_at) IS NULL THEN NULL
 -- name: outbox_event_for_txn
 -- The event id a queued message got, once sent.
 SELECT event_id, status FROM outbox WHERE txn_id = $1;
+
+-- name: claim_outbox_these
+-- A freshly committed answer handed to the sender at once: take the messages queued under the transaction ids
+-- $1 that are due and come first among their room's pending messages (the room's order holds: anything
+-- earlier is left to the sender's loop, and so is this), hiding them for $2 seconds like any claim.
+WITH due AS (
+    SELECT o.id FROM outbox o
+     WHERE o.txn_id = ANY($1::text[]) AND o.status = 'pending' AND o.next_attempt_at <= clock_timestamp()
+       AND o.of_txn IS NULL
+       AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.status = 'pending' AND e.room_id = o.room_id AND e.id < o.id)
+     ORDER BY o.id
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox o
+   SET attempts = o.attempts + 1, next_attempt_at = clock_timestamp() + make_interval(secs => $2)
+  FROM due
+ WHERE o.id = due.id
+RETURNING o.id, o.txn_id, o.run_id, o.room_id, o.sender, o.event_type, o.content, o.attempts, o.of_txn;

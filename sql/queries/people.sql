@@ -22,13 +22,13 @@ SELECT at, usd::float8 AS usd FROM spend_ledger
 INSERT INTO spend_ledger (who, bot, run_id, usd) VALUES ($1, $2, $3, $4);
 
 -- name: deployment_caps
--- The deployment's caps: USD it may spend in any 24 hours (NULL: no cap), and how many runs one person may
--- have waiting or running.
-SELECT daily_spend::float8 AS daily_spend, live_runs_per_person FROM deployment_caps;
+-- The deployment's caps: USD it may spend in any 24 hours (NULL: no cap), how many runs one person may
+-- have waiting or running, and how many summonses may wait for one bot.
+SELECT daily_spend::float8 AS daily_spend, live_runs_per_person, waiting_per_bot FROM deployment_caps;
 
 -- name: set_deployment_caps
 -- The caps as summon.yaml says, written by a process that starts.
-UPDATE deployment_caps SET daily_spend = $1, live_runs_per_person = $2, updated_at = now();
+UPDATE deployment_caps SET daily_spend = $1, live_runs_per_person = $2, waiting_per_bot = $3, updated_at = now();
 
 -- name: lock_deployment_spend
 -- Lock the deployment's caps row for the rest of the transaction: summonses under a daily cap are checked one
@@ -44,11 +44,21 @@ SELECT coalesce(sum(usd), 0)::float8 AS usd FROM spend_ledger WHERE at > now() -
 -- to say when it frees up).
 SELECT at, usd::float8 AS usd FROM spend_ledger WHERE at > now() - interval '1 day' ORDER BY at;
 
+-- name: draw_spend
+-- Run $1 is about to make a model call that may cost at most $2: drawn from its reservation (counted over it,
+-- should it ever be more), in the commit that records the call as started.
+UPDATE spend_ledger SET drawn = $2, usd = greatest(usd, spent + $2) WHERE run_id = $1 AND reserved;
+
+-- name: spend_call
+-- Run $1's call cost $2: the draw is settled to that, in the commit that records the call's step.
+UPDATE spend_ledger SET spent = spent + $2, drawn = 0, usd = greatest(usd, spent + $2) WHERE run_id = $1 AND reserved;
+
 -- name: settle_spend
 -- A run ended: its reservation becomes what it really cost (its model calls and its speech calls).
 UPDATE spend_ledger
-   SET usd = (SELECT coalesce(sum(cost_usd), 0) FROM agent_steps WHERE run_id = $1)
-           + (SELECT coalesce(sum(cost_usd), 0) FROM speech_calls WHERE run_id = $1), reserved = false
+   SET usd = s.cost, spent = s.cost, drawn = 0, reserved = false
+  FROM (SELECT (SELECT coalesce(sum(cost_usd), 0) FROM agent_steps WHERE run_id = $1)
+             + (SELECT coalesce(sum(cost_usd), 0) FROM speech_calls WHERE run_id = $1) AS cost) s
  WHERE run_id = $1;
 
 -- name: personal_as_tools

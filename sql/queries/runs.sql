@@ -16,19 +16,71 @@ SELECT count(*) AS live
   FROM spend_ledger l JOIN agent_runs r ON r.id = l.run_id
  WHERE l.who = $1 AND l.reserved AND r.asked_by = $1 AND r.status IN ('queued', 'running');
 
+-- name: bot_waiting
+-- How many runs of bot $1 wait: queued for a worker, or held and waiting for a provider's permit.
+SELECT (SELECT count(*) FROM agent_runs WHERE status = 'queued' AND bot = $1)
+     + (SELECT count(*) FROM provider_permits p JOIN agent_runs r ON r.id = p.run_id
+         WHERE p.granted_at IS NULL AND p.expires_at > clock_timestamp() AND r.bot = $1) AS waiting;
+
+-- name: waiting_runs
+-- Runs on surface $2 that have waited at least $1 seconds, oldest first (at most $3): queued for a worker's
+-- slot (ahead: the queued runs the claim takes first), or held and waiting in line for provider $1's permit
+-- (ahead: the calls before it in that line, whichever worker asked).
+WITH queued AS (
+    SELECT id, row_number() OVER (ORDER BY turn, created_at, id) - 1 AS ahead,
+           extract(epoch FROM clock_timestamp() - created_at)::float8 AS waited, NULL::text AS provider
+      FROM agent_runs
+     WHERE status = 'queued'
+), permits AS (
+    SELECT run_id AS id, row_number() OVER (PARTITION BY gate ORDER BY id) - 1 AS ahead,
+           extract(epoch FROM clock_timestamp() - asked_at)::float8 AS waited, gate AS provider
+      FROM provider_permits
+     WHERE granted_at IS NULL AND expires_at > clock_timestamp() AND run_id IS NOT NULL
+)
+SELECT r.id, r.bot, r.surface, r.room_id, r.thread_root, r.trigger_event, r.asked_by,
+       w.ahead::integer AS ahead, w.waited, w.provider
+  FROM (SELECT * FROM queued UNION ALL SELECT * FROM permits) w
+  JOIN agent_runs r ON r.id = w.id
+ WHERE w.waited >= $1 AND r.surface = $2 AND NOT r.cancel_requested AND r.status IN ('queued', 'running')
+ ORDER BY r.id
+ LIMIT $3;
+
+-- name: run_queue
+-- What waits, by bot: runs queued for a worker's slot and the oldest's wait; runs held and waiting for a
+-- provider's permit and the oldest's wait; runs being worked on (for `summon status` and `/metrics`).
+WITH queued AS (
+    SELECT bot, count(*) AS n, max(extract(epoch FROM clock_timestamp() - created_at))::float8 AS oldest
+      FROM agent_runs WHERE status = 'queued' GROUP BY bot
+), permits AS (
+    SELECT r.bot, count(*) AS n, max(extract(epoch FROM clock_timestamp() - p.asked_at))::float8 AS oldest
+      FROM provider_permits p JOIN agent_runs r ON r.id = p.run_id
+     WHERE p.granted_at IS NULL AND p.expires_at > clock_timestamp()
+     GROUP BY r.bot
+), running AS (
+    SELECT bot, count(*) AS n FROM agent_runs WHERE status = 'running' GROUP BY bot
+)
+SELECT b.bot, coalesce(q.n, 0)::integer AS queued, q.oldest AS oldest_queued,
+       coalesce(p.n, 0)::integer AS waiting_for_provider, p.oldest AS oldest_waiting_for_provider,
+       coalesce(w.n, 0)::integer AS running
+  FROM (SELECT bot FROM queued UNION SELECT bot FROM permits UNION SELECT bot FROM running) b
+  LEFT JOIN queued q ON q.bot = b.bot
+  LEFT JOIN permits p ON p.bot = b.bot
+  LEFT JOIN running w ON w.bot = b.bot
+ ORDER BY b.bot;
+
 -- name: get_run
 -- One run.
 SELECT * FROM agent_runs WHERE id = $1;
 
--- name: claim_run
--- Claim a queued run for worker $1 with a lease of $2 seconds, with the database's time (the one clock):
--- the lowest turn first (a person's 10th waiting run never before another's 1st), then the oldest. Short
--- and autocommit: the worker then holds the run by id and never asks the claim again.
+-- name: claim_runs
+-- Claim up to $3 queued runs for worker $1 with a lease of $2 seconds, with the database's time (the one
+-- clock): the lowest turn first (a person's 10th waiting run never before another's 1st), then the oldest.
+-- Short and autocommit: the worker then holds each run by id and never asks the claim again.
 WITH c AS (
     SELECT id FROM agent_runs
      WHERE status = 'queued'
      ORDER BY turn, created_at, id
-     LIMIT 1
+     LIMIT $3
        FOR UPDATE SKIP LOCKED
 )
 UPDATE agent_runs r

@@ -15,4 +15,4 @@ INSERT INTO speech_calls (run_id, kind, units, cost_usd) VALUES ($1, $2, $3, $4)
 
 -- name: add_settled_spend
 -- What a speech made after run $1 was settled cost ($2 USD), added to its settled spend.
-UPDATE spend_ledger SET usd = usd + $2 WHERE run_id = $1 AND NOT reserved;
+UPDATE spend_ledger SET usd = usd + $2, spent = spent + $2 WHERE run_id = $1 AND NOT reserved;

@@ -24,13 +24,16 @@ log = logging.getLogger(__name__)
 
 class EchoAS:
     def __init__(self, *, hs_url: str, as_token: str, hs_token: str, host: str, port: int,
-                 puppets: list[str], as_id: str = "summon") -> None:
+                 puppets: list[str], as_id: str = "summon", delay: float = 0.0) -> None:
+        """``delay``: seconds each reply waits before it is sent (a model's latency, for a load's floor)."""
         self.hs = hs_url.rstrip("/")
         self.as_id = as_id
         self.headers = {"Authorization": f"Bearer {as_token}"}
         self.hs_token = hs_token.encode()
         self.host, self.port = host, port
         self.puppets = set(puppets)
+        self.delay = delay
+        self.joined: set[str] = set()
         self.seen: dict[str, float] = {}
         self.replied: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -121,8 +124,12 @@ class EchoAS:
                                      params={"user_id": puppet}, json={}) as resp:
             if resp.status != 200:
                 log.error("echo AS: %s could not join %s: %s", puppet, room, await resp.text())
+            else:
+                self.joined.add(room)
 
     async def _reply(self, room: str, event_id: str, puppet: str) -> None:
+        if self.delay:
+            await asyncio.sleep(self.delay)
         content = {"msgtype": "m.notice", "body": "pong", "m.relates_to": {"m.in_reply_to": {"event_id": event_id}}}
         url = f"{self.hs}/_matrix/client/v3/rooms/{quote(room, safe='')}/send/m.room.message/{uuid.uuid4().hex}"
         async with self.session.put(url, params={"user_id": puppet}, json=content) as resp:

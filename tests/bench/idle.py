@@ -1,8 +1,10 @@
-"""What an idle service costs: CPU seconds of one ``summon serve`` process (and of PostgreSQL) over 30 idle
-seconds, on a real PostgreSQL and Synapse. Asserts nothing. Run: ``python -m tests.bench.idle``.
+"""What an idle service costs: CPU seconds of one ``summon serve`` and one ``summon worker`` process (and of
+PostgreSQL) over 30 idle seconds, and each process's resident memory, on a real PostgreSQL and Synapse.
+Targets: CPU ~0 (≤ 0.3 s each over the 30 s), RSS ≤ 90 MB each; writes ``.dev/bench/idle.json``. Asserts
+nothing. Run: ``python -m tests.bench.idle``.
 
-The service runs as a process of its own (the stand-in model, chosen with ``SUMMON_AGENT_MOCK=1``), is left
-to settle, and then nothing at all happens for the measured seconds: whatever CPU it uses is its own polling.
+The processes run on their own (the stand-in model, chosen with ``SUMMON_AGENT_MOCK=1``), are left to
+settle, and then nothing at all happens for the measured seconds: whatever CPU they use is their own polling.
 Ports default to 55437/8013/29338 (``SUMMON_BENCH_PG_PORT`` / ``_HS_PORT`` / ``_AS_PORT`` to move them).
 """
 
@@ -13,6 +15,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tests.bench.results import Ratio, write
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = REPO / ".dev" / "bench-idle-run"
@@ -30,6 +34,14 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used so far (``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory (``VmRSS``) in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def postgres_pids() -> list[int]:
@@ -63,6 +75,7 @@ def main() -> int:
         print(up.stderr, file=sys.stderr)
         return 1
     serve: subprocess.Popen[bytes] | None = None
+    worker: subprocess.Popen[bytes] | None = None
     try:
         stack = dict(line.split("=", 1) for line in (RUN_DIR / "env").read_text().splitlines() if "=" in line)
         serve_env = {k: v for k, v in env.items() if not k.startswith(("SUMMON_PROVIDER", "AGENTS_LIVE"))}
@@ -71,24 +84,36 @@ def main() -> int:
         log = (RUN_DIR / "serve.log").open("wb")
         serve = subprocess.Popen([sys.executable, "-m", "appservice", "serve"], cwd=REPO, env=serve_env,
                                  stdout=log, stderr=subprocess.STDOUT)
+        worker = subprocess.Popen([sys.executable, "-m", "appservice", "worker"], cwd=REPO, env=serve_env,
+                                  stdout=(RUN_DIR / "worker.log").open("wb"), stderr=subprocess.STDOUT)
         time.sleep(SETTLE_SECONDS)
-        if serve.poll() is not None:
-            print((RUN_DIR / "serve.log").read_text(), file=sys.stderr)
+        if serve.poll() is not None or worker.poll() is not None:
+            print((RUN_DIR / "serve.log").read_text(), (RUN_DIR / "worker.log").read_text(), file=sys.stderr)
             return 1
         pg = postgres_pids()
-        before, pg_before = cpu_seconds(serve.pid), total(pg)
+        before, w_before, pg_before = cpu_seconds(serve.pid), cpu_seconds(worker.pid), total(pg)
         time.sleep(IDLE_SECONDS)
-        after, pg_after = cpu_seconds(serve.pid), total(postgres_pids())
+        after, w_after, pg_after = cpu_seconds(serve.pid), cpu_seconds(worker.pid), total(postgres_pids())
+        serve_rss, worker_rss = rss_mb(serve.pid), rss_mb(worker.pid)
         print(f"idle {IDLE_SECONDS:.0f}s: summon serve used {after - before:.2f} CPU s "
-              f"({(after - before) / IDLE_SECONDS * 1000:.1f} ms/s); PostgreSQL {pg_after - pg_before:.2f} CPU s")
+              f"({(after - before) / IDLE_SECONDS * 1000:.1f} ms/s), summon worker {w_after - w_before:.2f} CPU s; "
+              f"PostgreSQL {pg_after - pg_before:.2f} CPU s; RSS serve {serve_rss:.0f} MB, worker {worker_rss:.0f} MB")
+        write("idle", [
+            Ratio(f"serve CPU s over {IDLE_SECONDS:.0f} idle s", after - before, None, "CPU s", 0.3),
+            Ratio(f"worker CPU s over {IDLE_SECONDS:.0f} idle s", w_after - w_before, None, "CPU s", 0.3),
+            Ratio("serve RSS", serve_rss, None, "MB", 90),
+            Ratio("worker RSS", worker_rss, None, "MB", 90),
+        ], {"postgres_cpu_s": pg_after - pg_before})
         return 0
     finally:
-        if serve is not None:
-            serve.terminate()
+        for proc in (serve, worker):
+            if proc is None:
+                continue
+            proc.terminate()
             try:
-                serve.wait(15)
+                proc.wait(15)
             except subprocess.TimeoutExpired:
-                serve.kill()
+                proc.kill()
         subprocess.run([str(REPO / "synapse-dev" / "down")], env=env, check=False)
 
 

@@ -15,8 +15,14 @@ import pytest
 from aiohttp import web
 
 from appservice.matrix.outbox import MatrixSender, Outbox
+from appservice.matrix.surface import MatrixSurface
 from engine.clock import SystemClock
+from engine.content import Registry
+from engine.surface import Answered, RunInfo
+from engine.tasks import TaskGroup
+from tests.db.runs import insert_run
 from tests.store import TestStore
+from tests.support import eventually
 
 pytestmark = pytest.mark.db
 
@@ -26,6 +32,9 @@ class FakeHomeserver:
         self.answers = list(answers)
         self.requests: list[dict[str, Any]] = []
         self.looked = 0
+        self.delay = 0.0  # seconds each send takes (a busy homeserver)
+        self.in_flight = 0
+        self.most_in_flight = 0
 
     async def messages(self, request: web.Request) -> web.Response:
         """Before a retry the sender looks for its own earlier message: none landed here."""
@@ -38,6 +47,11 @@ class FakeHomeserver:
             "auth": request.headers.get("Authorization"), "body": await request.json(),
             "at": asyncio.get_running_loop().time(),
         })
+        if self.delay:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            await asyncio.sleep(self.delay)
+            self.in_flight -= 1
         status, body = self.answers.pop(0) if self.answers else (200, {"event_id": "$sent"})
         return web.json_response(body, status=status)
 
@@ -57,10 +71,11 @@ async def homeserver() -> AsyncIterator[tuple[FakeHomeserver, str]]:
     await runner.cleanup()
 
 
-async def enqueue(db: TestStore, txn: str) -> None:
+async def enqueue(db: TestStore, txn: str, run_id: int | None = None) -> None:
     async with db.transaction("test_enqueue") as tx:
         await tx.outbox.enqueue(txn_id=txn, room_id="!r:localhost", sender="@bot_helper:localhost",
-                                event_type="m.room.message", content={"msgtype": "m.notice", "body": "hi"})
+                                event_type="m.room.message", content={"msgtype": "m.notice", "body": "hi"},
+                                run_id=run_id)
 
 
 async def drain(outbox: Outbox, db: TestStore, *, until: float) -> None:
@@ -165,3 +180,90 @@ async def test_an_idle_sender_waits_for_notify_and_still_sends_at_once(
             stop.set()
             outbox.wake()
             await sending
+
+
+async def held_run(db: TestStore, room: str) -> RunInfo:
+    await db.rooms.ensure(room)
+    run_id = await db.runs.insert(
+        bot="helper", surface="rooms", room_id=room, thread_root=None, trigger_event=f"$ask-{room}",
+        asked_by="@alice:localhost", subject="@alice:localhost", prompt="hi", context={"kind": "timeline", "lines": []},
+        script=None, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
+    assert run_id is not None
+    return RunInfo(id=run_id, bot="helper", surface="rooms", room_id=room, thread_root=None,
+                   trigger_event=f"$ask-{room}", asked_by="@alice:localhost")
+
+
+async def test_a_freshly_committed_answer_is_sent_at_once_under_its_stable_txn_id(
+        db: TestStore, published: Registry, homeserver: tuple[FakeHomeserver, str]) -> None:
+    # The fast path: when a run is let go after the commit that queued its answer, the answer goes to the
+    # homeserver at once — no sender loop runs here to find it — and its row is the durable record.
+    fake, url = homeserver
+    tasks = TaskGroup("test")
+    async with aiohttp.ClientSession() as session:
+        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
+        surface = MatrixSurface(db, None, lambda: published, tasks, SystemClock(),  # type: ignore[arg-type]
+                                server_name="localhost", typing_delay=60, progress_delay=60)
+        surface.hand_over = outbox.send_now
+        run = await held_run(db, "!fast:localhost")
+        await surface.working(run, True)
+        async with db.transaction("finish_run") as tx:
+            await surface.deliver(tx, run, Answered("at once"))
+        await surface.working(run, False)
+
+        async def sent() -> Any:
+            return await db.pool.fetchrow("SELECT status, event_id, attempts FROM outbox WHERE txn_id = $1",
+                                          f"summon.run{run.id}.answer")
+
+        row = await eventually(lambda: _sent_row(sent), timeout=5)
+        assert (row["status"], row["event_id"], row["attempts"]) == ("sent", "$sent", 1)
+        assert [r["path"].rsplit("/", 1)[1] for r in fake.requests] == [f"summon.run{run.id}.answer"]
+
+        # An earlier message still unsent in the same room keeps its place: the fresh one waits for the loop.
+        second = await held_run(db, "!order:localhost")
+        await enqueue_in(db, "!order:localhost", "t-earlier")
+        await surface.working(second, True)
+        async with db.transaction("finish_run") as tx:
+            await surface.deliver(tx, second, Answered("after the earlier one"))
+        await surface.working(second, False)
+        await asyncio.sleep(0.3)
+        rows = await db.pool.fetch("SELECT txn_id, status FROM outbox WHERE room_id = '!order:localhost' ORDER BY id")
+        assert [(r["txn_id"], r["status"]) for r in rows] == [("t-earlier", "pending"),
+                                                              (f"summon.run{second.id}.answer", "pending")]
+        assert await outbox.send_due() == 2
+        assert [r["path"].rsplit("/", 1)[1] for r in fake.requests][1:] == ["t-earlier", f"summon.run{second.id}.answer"]
+    await tasks.close(grace=1.0)
+
+
+async def _sent_row(fetch: Any) -> Any:
+    row = await fetch()
+    return row if row is not None and row["status"] == "sent" else None
+
+
+async def enqueue_in(db: TestStore, room: str, txn: str) -> None:
+    async with db.transaction("test_enqueue") as tx:
+        await tx.outbox.enqueue(txn_id=txn, room_id=room, sender="@bot_helper:localhost",
+                                event_type="m.room.message", content={"msgtype": "m.notice", "body": "earlier"})
+async def test_answers_to_many_people_in_one_room_go_out_together_each_runs_in_order(
+    db: TestStore, published: Registry, homeserver: tuple[FakeHomeserver, str],
+) -> None:
+    """Twenty people answered at once in one busy room (issue 18): different runs' messages are sent at the
+    same time — one after another, the last answer would wait for nineteen sends first — while each run's own
+    messages, and a room's messages that belong to no run, keep their order."""
+    fake, url = homeserver
+    fake.delay = 0.3
+    runs = [await insert_run(db, script=None, room_id="!r:localhost") for _ in range(8)]
+    for run_id in runs:
+        await enqueue(db, f"t-{run_id}-a", run_id)
+        await enqueue(db, f"t-{run_id}-b", run_id)
+    await enqueue(db, "t-none-a")
+    await enqueue(db, "t-none-b")
+    async with aiohttp.ClientSession() as session:
+        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
+        assert await outbox.send_due() == 18
+    assert await db.pool.fetchval("SELECT count(*) FROM outbox WHERE status = 'sent'") == 18
+    assert fake.most_in_flight == 9  # eight runs and the room's own messages, each at once
+    order = [r["body"]["org.summon.txn"] for r in fake.requests]
+    for first, second in [*((f"t-{r}-a", f"t-{r}-b") for r in runs), ("t-none-a", "t-none-b")]:
+        assert order.index(first) < order.index(second)
+        sent = {r["body"]["org.summon.txn"]: r["at"] for r in fake.requests}
+        assert sent[second] - sent[first] >= 0.29  # the second waited for the first's send to return

@@ -53,9 +53,10 @@ class RecordingModel(MockModel):
         super().__init__(SystemClock())
         self.requests: list[ModelRequest] = []
 
-    async def answer(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int) -> list[ModelStep]:
+    async def answer(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
+                     allowance: float | None = None, run_id: int | None = None) -> list[ModelStep]:
         self.requests.append(request)
-        return await super().answer(request, script=script, turn=turn)
+        return await super().answer(request, script=script, turn=turn, allowance=allowance, run_id=run_id)
 
 
 @pytest.fixture

@@ -280,7 +280,7 @@ async def test_no_function_the_tools_role_may_call_takes_a_person(db: TestStore)
         "agent_raise_ticket_v1": "run bigint, subject text, body text",
         "agent_run_v1": "", "agent_account_v1": "", "agent_contact_v1": "", "agent_under_rls_v1": "",
         "my_profile_v1": "", "my_tickets_v1": "", "my_orders_v1": "", "my_memberships_v1": "", "about_me_v1": "",
-        # person+recall (0062): whom a run is about as one key, and pgvector's own functions a recall reads with.
+        # person+recall (0042): whom a run is about as one key, and pgvector's own functions a recall reads with.
         "agent_person_v1": "run bigint",
         "vector_in": "cstring, oid, integer", "vector_out": "vector", "cosine_distance": "vector, vector",
     }

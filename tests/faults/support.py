@@ -60,8 +60,10 @@ class Processes:
     ``appservice.__main__.main(["-c", config, "worker"])`` in its own process and session). Every one is
     killed when the test ends, whatever happened, and so is the fork server."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *, env: dict[str, str | None] | None = None) -> None:
+        """``env``: variables the workers are started with over the test's own (None: without that one)."""
         self.tmp_path = tmp_path
+        self.env = env or {}
         self.started: list[WorkerProcess] = []
         self._server: subprocess.Popen[str] | None = None
         self._stderr: Any = None
@@ -84,6 +86,11 @@ class Processes:
             env = {k: v for k, v in os.environ.items()
                    if not k.startswith(("SUMMON_PROVIDER", "AGENTS_LIVE", "SUMMON_DATABASE_DSN", "SUMMON_AS_TOKEN",
                                         "SUMMON_HS_TOKEN", "SUMMON_CONFIG"))}
+            for key, value in self.env.items():
+                if value is None:
+                    env.pop(key, None)
+                else:
+                    env[key] = value
             self._stderr = (self.tmp_path / "prefork.log").open("wb")
             self._server = subprocess.Popen(
                 [sys.executable, "-m", "tests.faults.prefork"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

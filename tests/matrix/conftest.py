@@ -86,6 +86,8 @@ async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
     config = load_config(Path(stack["SUMMON_CONFIG"]), env)
     config = config.model_copy(update={
         "worker": config.worker.model_copy(update={"poll_seconds": 1.0}),
+        # A display name other than the localpart, so a test sees the service set its own at start.
+        "appservice": config.appservice.model_copy(update={"display_name": "Summon"}),
         "content": config.content.model_copy(update={"dir": str(content_dir)}),
         "door": Door(keys=DOOR_KEYS, signing_key="k1", listen=Listen.model_construct(host="127.0.0.1", port=0)),
         "desk": DeskConfig.model_validate({

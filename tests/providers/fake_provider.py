@@ -3,8 +3,12 @@ chat-completions and Anthropic Messages wire formats — their success bodies, t
 and their real error bodies and status codes — and records every request it got.
 
 Answers are queued per route (``openai`` = ``POST /v1/chat/completions``, ``anthropic`` =
-``POST /v1/messages``); a request with nothing queued gets a 500 that says so, and is recorded, so a
-test that did not expect it fails on its assertions.
+``POST /v1/messages``); a request with nothing queued gets ``otherwise`` when one is set, else a 500 that
+says so, and is recorded, so a test that did not expect it fails on its assertions.
+
+It counts what a provider's own limits would: requests being answered at once (``in_flight``, the most
+ever in ``most_in_flight``) and when each arrived (``arrivals``, ``time.monotonic``), so a test can check
+that every worker together kept its limits.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -29,6 +34,10 @@ class Canned:
     headers: dict[str, str] = field(default_factory=dict)
     raw: str | None = None  # sent verbatim instead of ``body`` (for a body that is not JSON)
     delay: float = 0.0  # seconds before answering (a provider too slow to wait for)
+    # Usage reported as a model that talks to the limit would bill it: every token of the request's own
+    # ``max_completion_tokens`` / ``max_tokens`` as output, and its input at about four bytes of JSON a token
+    # (English prose's rate — what a real tokenizer would report, and well under summon's bound of one a byte).
+    fill: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,20 @@ class FakeProvider:
         self._queued: dict[Route, deque[Canned]] = {"openai": deque(), "anthropic": deque()}
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.otherwise: dict[Route, Canned] = {}  # the answer when nothing is queued on a route
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.arrivals: list[float] = []
+
+    def most_within(self, seconds: float) -> int:
+        """The most requests that arrived within any ``seconds`` (a sliding window over ``arrivals``)."""
+        times = sorted(self.arrivals)
+        most, first = 0, 0
+        for last, at in enumerate(times):
+            while at - times[first] >= seconds:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
 
     @property
     def openai_url(self) -> str:
@@ -56,6 +79,10 @@ class FakeProvider:
 
     def queue(self, route: Route, *answers: Canned) -> None:
         self._queued[route].extend(answers)
+
+    def always(self, route: Route, answer: Canned) -> None:
+        """Answer every request on ``route`` with ``answer`` once the queue is empty."""
+        self.otherwise[route] = answer
 
     def received(self, route: Route | None = None) -> list[Received]:
         return [r for r in self.requests if route is None or r.route == route]
@@ -80,12 +107,24 @@ class FakeProvider:
             self._runner = None
 
     async def _handle(self, request: web.Request) -> web.Response:
+        self.arrivals.append(time.monotonic())
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.Response:
         route = PATHS[request.path]
         headers = {k.lower(): v for k, v in request.headers.items()}
-        self.requests.append(Received(route, request.path, headers, await request.json()))
-        if not self._queued[route]:
+        body = await request.json()
+        self.requests.append(Received(route, request.path, headers, body))
+        if not self._queued[route] and route not in self.otherwise:
             return web.json_response({"error": {"message": "fake server: nothing queued"}}, status=500)
-        canned = self._queued[route].popleft()
+        canned = self._queued[route].popleft() if self._queued[route] else self.otherwise[route]
+        if canned.fill:
+            canned = filled(route, canned, body)
         if canned.delay:
             await asyncio.sleep(canned.delay)
         if canned.raw is not None:
@@ -93,6 +132,23 @@ class FakeProvider:
                                 content_type="application/json")
         return web.Response(status=canned.status, text=json.dumps(canned.body), headers=canned.headers,
                             content_type="application/json")
+
+
+def filled(route: Route, canned: Canned, request: dict[str, Any]) -> Canned:
+    """``canned`` with the usage a model that used every output token it was allowed would report."""
+    sent = {k: v for k, v in request.items() if k in ("system", "messages", "tools")}
+    prompt = len(json.dumps(sent, ensure_ascii=False).encode("utf-8")) // 4
+    body = json.loads(json.dumps(canned.body))
+    if route == "openai":
+        completion = int(request["max_completion_tokens"])
+        body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                         "total_tokens": prompt + completion}
+        body["choices"][0]["finish_reason"] = "length"
+    else:
+        body["usage"] = {"input_tokens": prompt, "output_tokens": int(request["max_tokens"]),
+                         "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        body["stop_reason"] = "max_tokens"
+    return Canned(status=canned.status, body=body, headers=canned.headers, delay=canned.delay)
 
 
 def closed_port() -> int:

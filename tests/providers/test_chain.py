@@ -26,7 +26,8 @@ from engine.providers.chain import NO_MODEL, Adapter, Chain, RetryPolicy, model_
 from engine.providers.config import ProviderConfig
 from engine.providers.openai import OpenAIAdapter
 from engine.providers.prices import Price, PriceTable
-from engine.providers.translate import Reply
+from engine.providers.translate import Reply, anthropic_request, openai_request
+from engine.providers.worst import clamp, input_bound
 from tests.providers.fake_provider import (
     ANTHROPIC_INVALID,
     ANTHROPIC_MODEL_NOT_FOUND,
@@ -349,3 +350,49 @@ async def test_one_answer_keeps_within_its_patience() -> None:
     chain = Chain([busy], PriceTable({}), clock, patience=60)
     [step] = await chain.answer(ModelRequest("", (Message("user", "hi"),)), script=None, turn=0)
     assert step.gave_up and busy.timeouts == [60]  # no retry: its wait would not leave time for it
+
+
+async def test_each_attempt_goes_out_with_the_max_tokens_its_own_price_allows(setup: Setup) -> None:
+    # The cheaper first provider fails for itself; the fallback's output costs 2.5 times as much a token.
+    setup.openrouter.queue("openai", OPENROUTER_NO_CREDIT)
+    setup.anthropic.queue("anthropic", Canned(body=anthropic_text("Sunny.").body, fill=True))
+    first, second = await s_answer_within(setup, 0.005)
+    [to_openrouter] = setup.openrouter.received()
+    [to_anthropic] = setup.anthropic.received()
+    # Each worked out from its own wire request and its own price (input: Anthropic's cache-write rate).
+    mini = clamp(PRICES.prices[("openrouter", "openai/gpt-4o-mini")],
+                 input_bound(openai_request("openai/gpt-4o-mini", ask())), 4096, 0.005)
+    haiku = clamp(PRICES.prices[("anthropic", "claude-haiku-4-5")],
+                  input_bound(anthropic_request("claude-haiku-4-5", ask())), 4096, 0.005)
+    assert mini is not None and haiku is not None
+    assert to_openrouter.body["max_completion_tokens"] == mini.max_tokens < 4096
+    assert to_anthropic.body["max_tokens"] == haiku.max_tokens < mini.max_tokens
+    # Billed for every output token it was allowed, the fallback still cost no more than was left.
+    assert second.provider == "anthropic" and second.fallback and second.tokens_out == haiku.max_tokens
+    assert first.error is not None and 0.0045 < second.cost_usd <= 0.005
+
+
+async def s_answer_within(s: Setup, allowance: float) -> list[ModelStep]:
+    return await s.chain.answer(ask(), script=None, turn=0, allowance=allowance)
+
+
+async def test_after_an_attempt_with_no_answer_the_fallback_fits_what_is_left_once_that_one_is_counted(
+    fake: FakeProvider, fake2: FakeProvider,
+) -> None:
+    # The first provider cannot be reached: a call that got no HTTP answer may have been billed all the same.
+    s = Setup(fake, fake2, openrouter_url=f"http://127.0.0.1:{closed_port()}/v1")
+    try:
+        s.anthropic.queue("anthropic", Canned(body=anthropic_text("Sunny.").body, fill=True))
+        first, second = await s_answer_within(s, 0.02)
+    finally:
+        await s.chain.aclose()
+    mini = clamp(PRICES.prices[("openrouter", "openai/gpt-4o-mini")],
+                 input_bound(openai_request("openai/gpt-4o-mini", ask())), 4096, 0.02)
+    assert mini is not None and first.error is not None and first.provider == "openrouter"
+    haiku = clamp(PRICES.prices[("anthropic", "claude-haiku-4-5")],
+                  input_bound(anthropic_request("claude-haiku-4-5", ask())), 4096, 0.02 - mini.worst_usd)
+    assert haiku is not None and haiku.max_tokens < 4000  # 0.02 alone would have let nearly 4,000 through
+    [sent] = s.anthropic.received()
+    assert sent.body["max_tokens"] == haiku.max_tokens
+    # Together, the worst the first may have cost and what the second did cost stay within the allowance.
+    assert mini.worst_usd + second.cost_usd <= 0.02

@@ -102,3 +102,40 @@ def test_up_refuses_a_taken_port_with_a_clear_message(tmp_path: Path) -> None:
     assert f"port {port} (for Synapse) is already taken" in result.stderr
     assert "SUMMON_HS_PORT" in result.stderr
     assert not (tmp_path / "run" / "pids" / "postgres.pid").exists()
+
+
+def test_the_shipped_registration_is_what_summon_registration_writes() -> None:
+    # registration.yaml at the top level shows an operator the file's shape; it must never drift from what
+    # `summon registration` writes for the example config (same keys, same values, placeholder tokens).
+    import yaml
+
+    result = summon("registration", "-c", "summon.example.yaml", "-o", "-")
+    assert result.returncode == 0, result.stderr
+    written = yaml.safe_load(result.stdout)
+    shipped = yaml.safe_load((REPO / "registration.yaml").read_text(encoding="utf-8"))
+    assert shipped == written
+    assert shipped["as_token"].startswith("CHANGE-ME") and shipped["hs_token"].startswith("CHANGE-ME")
+
+
+def test_without_a_config_here_the_running_demos_config_is_found(tmp_path: Path) -> None:
+    # After `make dev`, `summon runs` (or status, registration …) works from anywhere without -c: the demo's
+    # run directory holds the config it wrote.
+    demo = tmp_path / "run"
+    demo.mkdir()
+    config = (REPO / "summon.example.yaml").read_text().replace("example.org", "demo.test")
+    (demo / "summon.yaml").write_text(config)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "SUMMON_CONFIG"}
+    result = subprocess.run([sys.executable, "-m", "appservice", "registration", "-o", "-"], cwd=elsewhere,
+                            capture_output=True, text=True, timeout=60, env={**env, "SUMMON_RUN_DIR": str(demo),
+                                                                             "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
+    assert "demo\\.test" in result.stdout
+    # With no demo running either, the error names the file it looked for, in one line.
+    (demo / "summon.yaml").unlink()
+    result = subprocess.run([sys.executable, "-m", "appservice", "registration", "-o", "-"], cwd=elsewhere,
+                            capture_output=True, text=True, timeout=60, env={**env, "SUMMON_RUN_DIR": str(demo),
+                                                                             "PYTHONPATH": str(REPO)})
+    assert result.returncode == 2
+    assert result.stderr.strip() == "summon: config: cannot read summon.yaml: No such file or directory"

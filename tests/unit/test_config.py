@@ -68,7 +68,7 @@ def test_a_minimal_config_parses_with_defaults() -> None:
     assert config.appservice.sender_localpart == "summon"
     assert (config.appservice.listen.host, config.appservice.listen.port) == ("127.0.0.1", 29333)
     assert config.database.dsn == DSN
-    assert config.worker.slots == 2
+    assert config.worker.slots == 256  # sized for model calls that take seconds (issue 18)
     assert config.content.dir == "content"
 
 

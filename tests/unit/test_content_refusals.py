@@ -336,7 +336,8 @@ REFUSALS = [
     # the other bot keys
     pytest.param(
         {"bots/b.md": bot("name: B\navatar: https://x/y.png\n")},
-        "bots/b.md:3: avatar: 'https://x/y.png' is not an mxc:// uri (upload the image to the homeserver)",
+        "bots/b.md:3: avatar: 'https://x/y.png' is neither an mxc:// uri nor an image file under content/ (e.g. "
+        "avatars/helper.png: .png, .jpg, .gif or .webp)",
         id="avatar-not-mxc",
     ),
     pytest.param(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.clock import FakeClock
+from engine.core.permits import ProviderLimits
 from engine.errors import ConfigError
 from engine.providers.anthropic import AnthropicAdapter
 from engine.providers.config import (
@@ -124,3 +125,21 @@ def test_a_bad_price_file_stops_start_up() -> None:
            "SUMMON_PRICES": "/nonexistent/prices.yaml"}
     with pytest.raises(ConfigError, match="SUMMON_PRICES"):
         choose_answerer(env, FakeClock())
+
+
+def test_a_providers_limits_come_from_the_environment() -> None:
+    env = {"SUMMON_PROVIDERS": "openrouter,anthropic", "SUMMON_PROVIDER_OPENROUTER_MAX_IN_FLIGHT": "20",
+           "SUMMON_PROVIDER_OPENROUTER_RPM": "500", "SUMMON_PROVIDER_OPENROUTER_TPM": "200000",
+           "SUMMON_PROVIDER_OPENROUTER_WINDOW": "10"}
+    first, second = providers_from_env(env)
+    assert first.limits == ProviderLimits(max_in_flight=20, requests_per_minute=500, tokens_per_minute=200_000,
+                                          window_seconds=10.0)
+    assert first.limits.limited and first.limits.per_window(500) == 83  # a 10-second window's share
+    assert second.limits == ProviderLimits() and not second.limits.limited
+
+
+@pytest.mark.parametrize(("key", "value"), [("MAX_IN_FLIGHT", "0"), ("RPM", "lots"), ("TPM", "-5"), ("RPM", "2.5"),
+                                            ("WINDOW", "0.5"), ("WINDOW", "120"), ("WINDOW", "soon")])
+def test_a_bad_limit_names_its_key(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"SUMMON_PROVIDER_GROQ_{key}"):
+        providers_from_env({"SUMMON_PROVIDERS": "groq", f"SUMMON_PROVIDER_GROQ_{key}": value})

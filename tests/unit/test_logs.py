@@ -1,0 +1,68 @@
+"""The process's log lines: fields shown, the run's fields lent, secrets masked even where a library let one in."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import yaml
+
+from appservice.config import parse_config
+from appservice.logs import handler, secrets_of
+from engine.logfields import about_run
+from tests.unit.test_example_config import EXAMPLE
+
+
+def logged(fmt: str, secrets: list[str], emit: object) -> str:
+    out = io.StringIO()
+    log = logging.getLogger(f"test.logs.{fmt}")
+    log.propagate = False
+    log.setLevel(logging.DEBUG)
+    h = handler(fmt, secrets, stream=out)  # type: ignore[arg-type]
+    log.addHandler(h)
+    try:
+        emit(log)  # type: ignore[operator]
+    finally:
+        log.removeHandler(h)
+    return out.getvalue()
+
+
+def test_text_lines_show_what_they_are_about() -> None:
+    text = logged("text", [], lambda log: log.info("sent %s", "$ev", extra={"room": "!r:x", "run": 7}))
+    assert text.rstrip().endswith("sent $ev [run=7 room=!r:x]")
+
+
+def test_a_line_inside_a_held_run_carries_the_run_bot_and_room() -> None:
+    def emit(log: logging.Logger) -> None:
+        with about_run(42, "helper", "!room:x"):
+            log.warning("provider slow")
+        log.warning("outside")
+
+    first, second = (json.loads(line) for line in logged("json", [], emit).splitlines())
+    assert (first["run"], first["bot"], first["room"], first["level"]) == (42, "helper", "!room:x", "warning")
+    assert "run" not in second
+
+
+def test_a_secret_that_turns_up_anywhere_is_masked() -> None:
+    secret = "hs_0123456789abcdef"
+
+    def emit(log: logging.Logger) -> None:
+        try:
+            raise ValueError(f"bad token {secret}")
+        except ValueError:
+            log.exception("request failed with Authorization: Bearer %s", secret, extra={"txn": secret})
+
+    for fmt in ("text", "json"):
+        out = logged(fmt, [secret], emit)
+        assert secret not in out and "***" in out
+
+
+def test_the_deployments_secrets_are_the_tokens_password_hook_secrets_and_keys() -> None:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["database"]["dsn"] = "postgresql://summon:pg-pass-123@db/summon"
+    raw["hooks"]["keys"] = {"shop": {"secret": "hook-secret-0123456789", "events": ["site.*"], "rooms": ["*"]}}
+    config = parse_config(raw, {})
+    found = secrets_of(config, {"SUMMON_PROVIDER_OPENAI_KEY": "sk-1234567", "SUMMON_PROVIDERS": "openai"})
+    assert set(found) == {config.appservice.as_token, config.appservice.hs_token, "pg-pass-123",
+                          "hook-secret-0123456789", "sk-1234567"}
