@@ -64,7 +64,7 @@ class MemoryCommands:
                     bots=", ".join(f"`{b.slug}`" for b in bots)))
             return True
         facts = await facts_now(tx, line.room_id, line.sender, server_name=self.server_name,
-                                service_user=self.service_user)
+                                service_user=self.service_user, puppet_prefix=self.ours.puppet_prefix)
         if not facts.private:
             await self._say(tx, line, bot, self._words("not_here"))
             return True

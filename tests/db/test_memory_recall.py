@@ -184,3 +184,27 @@ async def test_a_database_that_cannot_keep_memories_refuses_the_bot_at_publish(
     assert "rememberer" in (await recallable(db, registry))[0].bots
     assert await db.pool.fetchval("SELECT to_regclass('public.memories') IS NOT NULL")
     _: Any = caplog
+
+
+async def test_memories_are_listed_in_a_dm_with_a_puppet_of_another_prefix(db: TestStore, tmp_path: Path) -> None:
+    """appservice.puppet_prefix (issue 20): a deployment whose puppets are @ai_…; a DM with one is still the
+    person's alone, so !memories answers there (the prefix reaches the room's facts)."""
+    root = tmp_path / "content"
+    shutil.copytree(REPO / "content", root)
+    (root / "bots" / "rememberer.md").write_text(
+        "---\nname: Rememberer\nsurfaces: [rooms]\nmemory: person+recall\nanswers: directly\n---\nYou remember.\n")
+    registry = compile_content(root, server_name="localhost", fetch_spec=None, puppet_prefix="ai_")
+    assert isinstance(registry, Registry), registry
+    assert registry.bots["rememberer"].user_id == "@ai_rememberer:localhost"
+    assert await publish(db, registry)
+    await room(db, DM, {ANN: "join", "@ai_rememberer:localhost": "join"})
+    ingest = pipeline(db, registry)
+    ingest.lines.memories = MemoryCommands(
+        lambda: registry, Ours(lambda: registry, server_name="localhost", service_user="@summon:localhost",
+                               puppet_prefix="ai_"),
+        server_name="localhost", service_user="@summon:localhost")
+    event = {**message("!memories", sender=ANN), "room_id": DM}
+    await feed(ingest, db, f"t{uuid.uuid4().hex}", [event])
+    reply = await db.pool.fetchval("SELECT content->>'body' FROM outbox WHERE txn_id = $1",
+                                   f"memories.{event['event_id']}")
+    assert reply is not None and "remembers nothing" in reply, reply

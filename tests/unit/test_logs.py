@@ -66,3 +66,12 @@ def test_the_deployments_secrets_are_the_tokens_password_hook_secrets_and_keys()
     found = secrets_of(config, {"SUMMON_PROVIDER_OPENAI_KEY": "sk-1234567", "SUMMON_PROVIDERS": "openai"})
     assert set(found) == {config.appservice.as_token, config.appservice.hs_token, "pg-pass-123",
                           "hook-secret-0123456789", "sk-1234567"}
+
+
+def test_the_speech_endpoints_keys_are_secrets_too() -> None:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    config = parse_config(raw, {})
+    found = secrets_of(config, {"SUMMON_STT_KEY": "stt-key-0123456", "SUMMON_TTS_KEY": "tts-key-0123456",
+                                "SUMMON_STT_URL": "http://127.0.0.1:9/v1"})
+    assert {"stt-key-0123456", "tts-key-0123456"} <= set(found)
+    assert "http://127.0.0.1:9/v1" not in found
