@@ -64,6 +64,13 @@ async def test_a_voice_note_in_a_dm_is_heard_and_answered(people: Any, service: 
     call = await sql.fetchrow("SELECT kind, units, cost_usd FROM speech_calls WHERE run_id = $1", run["id"])
     assert call["kind"] == "transcription" and float(call["units"]) == pytest.approx(2.0, abs=0.01)
     assert float(call["cost_usd"]) == pytest.approx(2 / 60 * 0.006, abs=1e-6)
+    # Settled (issue 19's ledger: usd and spent alike) to what the run cost, its hearing included.
+    steps = await sql.fetchval("SELECT coalesce(sum(cost_usd), 0)::float8 FROM agent_steps WHERE run_id = $1",
+                               run["id"])
+    ledger = await sql.fetchrow("SELECT usd::float8 AS usd, spent::float8 AS spent, drawn::float8 AS drawn, reserved "
+                                "FROM spend_ledger WHERE run_id = $1", run["id"])
+    assert ledger is not None and not ledger["reserved"] and ledger["drawn"] == 0
+    assert ledger["usd"] == ledger["spent"] == pytest.approx(steps + float(call["cost_usd"]), abs=1e-6)
 
 
 async def test_a_voice_note_in_a_shared_room_that_names_no_bot_is_not_heard(
