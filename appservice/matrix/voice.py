@@ -148,11 +148,7 @@ class Hearing:
             await tx.voice.heard(job.event_id, heard.text)
             result = await self.asking.ask(tx, said, bot, script=script)
             if isinstance(result, Summoned):
-                await tx.voice.record_call(result.run_id, "transcription", seconds or 0.0, heard.cost_usd,
-                                           settled=False)
-                # Bought before the run was (its words are the question), so never drawn: counted as spent in
-                # the commit that reserves the run, beside what its model calls will draw and settle.
-                await tx.people.spend(result.run_id, heard.cost_usd)
+                await tx.voice.record_call(result.run_id, "transcription", seconds or 0.0, heard.cost_usd)
         log.info("voice note %s heard (%d characters)", job.event_id, len(heard.text),
                  extra={"room": job.room_id, "bot": bot.slug})
 
@@ -202,5 +198,5 @@ class Speaking:
             if key in content:
                 voiced[key] = content[key]
         if run_id is not None:
-            await self.store.voice.record_call(run_id, "speech", len(speak["text"]), spoken.cost_usd, settled=True)
+            await self.store.voice.record_call(run_id, "speech", len(speak["text"]), spoken.cost_usd)
         return voiced

@@ -35,8 +35,8 @@ class Voice(Family):
     async def heard(self, event_id: str, said: str) -> None:
         await self._run("voice_note_heard", event_id, said)
 
-    async def record_call(self, run_id: int, kind: str, units: float, cost_usd: float, *, settled: bool) -> None:
-        """A paid speech call for the run; ``settled``: made after the run's spend was settled (added to it)."""
+    async def record_call(self, run_id: int, kind: str, units: float, cost_usd: float) -> None:
+        """A paid speech call for the run, counted in its spend (reserved or settled, whichever it is now)."""
         await self._run("record_speech_call", run_id, kind, units, cost_usd)
-        if settled and cost_usd > 0:
-            await self._run("add_settled_spend", run_id, cost_usd)
+        if cost_usd > 0:
+            await self._run("add_speech_spend", run_id, cost_usd)

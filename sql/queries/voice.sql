@@ -13,6 +13,10 @@ UPDATE room_events SET said = $2 WHERE event_id = $1;
 -- A paid speech call for run $1: kind $2, $3 units (seconds heard, characters said), $4 USD.
 INSERT INTO speech_calls (run_id, kind, units, cost_usd) VALUES ($1, $2, $3, $4);
 
--- name: add_settled_spend
--- What a speech made after run $1 was settled cost ($2 USD), added to its settled spend.
-UPDATE spend_ledger SET usd = usd + $2, spent = spent + $2 WHERE run_id = $1 AND NOT reserved;
+-- name: add_speech_spend
+-- What a speech call for run $1 cost ($2 USD), counted in its spend. Speech is never drawn (a hearing is bought
+-- before its run exists, an answer said after it was settled): while the run is reserved, counted as spent beside
+-- any model call's draw; once settled (even by a commit racing this one), added to what it settled at.
+UPDATE spend_ledger
+   SET spent = spent + $2, usd = CASE WHEN reserved THEN greatest(usd, spent + drawn + $2) ELSE usd + $2 END
+ WHERE run_id = $1;
