@@ -192,7 +192,7 @@ async def test_memories_are_listed_in_a_dm_with_a_puppet_of_another_prefix(db: T
     root = tmp_path / "content"
     shutil.copytree(REPO / "content", root)
     (root / "bots" / "rememberer.md").write_text(
-        "---\nname: Rememberer\nsurfaces: [rooms]\nmemory: person+recall\nanswers: directly\n---\nYou remember.\n")
+        "---\nname: Rememberer\nsurfaces: [rooms]\nmemory: person+recall\n---\nYou remember.\n")
     registry = compile_content(root, server_name="localhost", fetch_spec=None, puppet_prefix="ai_")
     assert isinstance(registry, Registry), registry
     assert registry.bots["rememberer"].user_id == "@ai_rememberer:localhost"
