@@ -1,4 +1,5 @@
-"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, status, say, grant."""
+"""The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, status, say, grant,
+keys."""
 
 from __future__ import annotations
 
@@ -215,6 +216,38 @@ def cmd_grant(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    """``summon keys new`` prints a fresh member-bot key; ``summon keys rotate`` re-seals every charter under
+    the first key of ``members.keys`` (put the new key first, rotate, then drop the old one)."""
+    from engine.members.seal import new_key
+
+    if args.action == "new":
+        print(f"{args.id}:{new_key()}")
+        return 0
+    from appservice.database import migrate_database, open_store
+    from engine.members.book import Book
+    from engine.members.seal import Keyring
+
+    config = _config(args)
+    if config.members is None:
+        raise ConfigError("config: members: member bots are not configured (no keys to rotate to)")
+    keyring = Keyring.parse(config.members.keys)
+
+    async def go() -> tuple[int, list[str]]:
+        await migrate_database(config.database)
+        store = await open_store(config.database, min_size=1, max_size=2)
+        try:
+            return await Book(keyring).rotate(store)
+        finally:
+            await store.close()
+
+    done, stuck = asyncio.run(go())
+    print(f"re-sealed {done} charter(s) under key {keyring.current}")
+    for charter_id in stuck:
+        print(f"could not open charter {charter_id}: left as it is (its key is not configured, or it is corrupt)")
+    return 1 if stuck else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="summon", description="LLM bots for Matrix, defined in markdown.")
     parser.add_argument("-c", "--config", help="the config file (default: $SUMMON_CONFIG, ./summon.yaml, or the running "
@@ -256,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--room", help="the one room the session may be bound to (default: any it is verified in)")
     p.add_argument("--minutes", type=float, help="how long it lives (at most 30; default: door.minutes)")
     p.set_defaults(fn=cmd_grant)
+    p = sub.add_parser("keys", help="member bots' keys: `new` prints one, `rotate` re-seals every charter")
+    p.add_argument("action", choices=["new", "rotate"])
+    p.add_argument("--id", default="k1", help="the id `new` prints the key under")
+    p.set_defaults(fn=cmd_keys)
     args = parser.parse_args(argv)
     configure("text", verbose=args.verbose)
     try:

@@ -46,7 +46,7 @@ from appservice.matrix.context import ContextReader, ContextSettings, ThreadBack
 from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.lines import LineHandler, RoomWork
+from appservice.matrix.lines import LineHandler, OwnRooms, RoomWork
 from appservice.matrix.memories import MemoryCommands
 from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
@@ -58,6 +58,7 @@ from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
 from appservice.matrix.voice import Hearing, Speaking
 from appservice.matrix.waiting import WaitingLines
+from appservice.members.service import MemberBots
 from appservice.metrics import Metrics
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
@@ -127,7 +128,8 @@ def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
     context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
-    meter: Meter | None = None, puppet_prefix: str = PUPPET_PREFIX,
+    own_rooms: Callable[[Asking], OwnRooms] | None = None, meter: Meter | None = None,
+    puppet_prefix: str = PUPPET_PREFIX,
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
     its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
@@ -141,7 +143,7 @@ def wire_dispatcher(
         registry, ours, asking=asking, cancels=cancels, presses=presses,
         admin=RoomAdmin(registry, server_name=server_name, service_user=service_user),
         commands=Commands(registry, asking, server_name=server_name, service_user=service_user, scripts=scripts),
-        scripts=scripts, elsewhere=elsewhere,
+        scripts=scripts, elsewhere=elsewhere, own_rooms=own_rooms(asking) if own_rooms is not None else None,
     )
     return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites), lines=lines, presses=presses,
                       cancels=cancels, threads=ThreadBackfill(thread_fetch, registry, ours, context))
@@ -167,6 +169,7 @@ class Service:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.door: DoorListener | None = None
+        self.members: MemberBots | None = None
         self.desk: DeskService | None = None
         self.staff_room: StaffRoom | None = None
         self.metrics = Metrics(slots=config.worker.slots)
@@ -215,7 +218,12 @@ class Service:
         surfaces: dict[str, Surface] = {self.surface.name: self.surface}
         if self.desk is not None:
             surfaces[self.desk.surface.name] = self.desk.surface
+        if self.members is not None:
+            surfaces[self.members.surface.name] = self.members.surface
         w = c.worker
+        if self.members is not None and self.scripts is not None and self.answerer.status().mode.startswith("stand-in"):
+            # The demo and the tests: the stand-in model writes member bots' editions by the script they ship.
+            self.members.use_stand_in()
         if self.answerer.limiter is not None:
             # Provider limits kept with every other worker: hear permits handed back anywhere.
             self.tasks.spawn(self.answerer.limiter.run(self.stop_event), name="provider-limits")
@@ -273,6 +281,8 @@ class Service:
         self.tasks.spawn(self.presence(), name="presence")
         self.tasks.spawn(run_ticks(self.store, self.registry, self.clock, self.stop_event, surface=self.surface,
                                    resolve_room=self.homeserver.resolve_alias), name="schedule-ticks")
+        if self.members is not None:
+            self.tasks.spawn(self.members.run(self.stop_event), name="member-bots-ticks")
         if self.desk is not None:
             await self.desk.serve(self.tasks, self.stop_event)
             if self.staff_room is not None:
@@ -290,6 +300,10 @@ class Service:
         c = self.config
         server = c.homeserver.server_name
         self.homeserver = Homeserver(self.api)
+        if c.members is not None:
+            self.members = MemberBots(c.members, self.store, self.registry, self.homeserver, self.clock,
+                                      server_name=server, service_user=self.service_user, scripts=self.scripts,
+                                      puppet_prefix=c.appservice.puppet_prefix)
         self.command_state = CommandState(self.store, self.homeserver)
         self.surface = MatrixSurface(self.store, self.homeserver, self.registry, self.tasks, self.clock,
                                      server_name=server, service_user=self.service_user, commands=self.command_state,
@@ -299,6 +313,7 @@ class Service:
             max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
             invites=c.appservice.invites, elsewhere=self.staff_room, meter=self.metrics,
             puppet_prefix=c.appservice.puppet_prefix,
+            own_rooms=self.members.own_rooms if self.members is not None else None,
         )
         ours = Ours(self.registry, server_name=server, service_user=self.service_user,
                     puppet_prefix=c.appservice.puppet_prefix)
@@ -422,13 +437,16 @@ class Service:
         def words() -> Strings:
             return self.registry().strings
 
-        return {
+        tools = {
             "search_site": make_search_site(self.store),
             "about_me": make_about_me(self.store, words),
             "raise_ticket": make_raise_ticket(self.store, words, notify),
             "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow))),
             "current_room": make_current_room(self.store),
         }
+        if self.members is not None:
+            tools.update(self.members.tools(tools["fetch"]))
+        return tools
 
     def _reaches(self, tool: str) -> bool:
         """Whether any bot may be offered ``tool``, directly or through one of its skills."""

@@ -314,6 +314,46 @@ class Desk(_Strict):
         return self
 
 
+class Members(_Strict):
+    """Member bots (docs/member-bots.md): charters people make by asking the builder in a DM."""
+
+    # The instance keys charters are sealed under, "<id>:<base64 of 32 bytes>"; the first seals, every one
+    # unseals. Put a new key first and run `summon keys rotate` to re-seal. SUMMON_MEMBER_KEYS (comma-separated)
+    # wins over this list.
+    keys: list[str] = Field(min_length=1)
+    # The shortest interval a member bot may run at, in seconds (15 minutes). Lower it only for tests and demos.
+    min_every_seconds: int = Field(default=900, ge=1)
+    # Server admins: they may remove anyone's member bot (without reading it).
+    admins: list[str] = Field(default_factory=list)
+    # How many member bots one person may keep.
+    max_per_person: int = Field(default=10, ge=1, le=100)
+    # The bot that builds and hosts member bots (a site's bot extending the kit's `builder`), by slug.
+    builder: str = Field(default="builder", min_length=1)
+    # How often the member bots' clock is looked at, in seconds.
+    tick_seconds: float = Field(default=60.0, gt=0)
+    # How long a new bot's dry run may take before nothing is made. A dry run is a run of its own: the
+    # builder's run waits for it, so give the workers at least two slots.
+    dry_run_seconds: float = Field(default=180.0, gt=0)
+    # Tests only: a member bot may read feeds over plain http on 127.0.0.1 / ::1. Never in production.
+    loopback_feeds_for_tests: bool = False
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, keys: list[str]) -> list[str]:
+        from engine.members.seal import Keyring
+
+        Keyring.parse(keys)
+        return keys
+
+    @field_validator("admins")
+    @classmethod
+    def _admins(cls, admins: list[str]) -> list[str]:
+        for admin in admins:
+            if not re.fullmatch(r"@[^:\s]+:\S+", admin):
+                raise ValueError(f"{admin!r} is not a Matrix user id (@name:server)")
+        return admins
+
+
 class Logging(_Strict):
     # `text`: a line a person reads, what it is about (run, bot, room …) at its end; `json`: one object a
     # line, for a log pipeline. Secrets are never written in either.
@@ -371,10 +411,15 @@ class Config(_Strict):
     metrics: Metrics = Metrics()
     speech: Speech = Field(default_factory=lambda: Speech())
     memory: Memory = Field(default_factory=lambda: Memory())
+    members: Members | None = None  # member bots: off unless configured
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     data = _with_env(raw, env)
+    if env.get("SUMMON_MEMBER_KEYS"):
+        current = data.get("members")
+        keys = [k.strip() for k in env["SUMMON_MEMBER_KEYS"].split(",") if k.strip()]
+        data["members"] = {**(current if isinstance(current, dict) else {}), "keys": keys}
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,10 +36,11 @@ from mautrix.types import (
     UserID,
 )
 
-from appservice.config import Config, Desk, Door, Listen, load_config
+from appservice.config import Config, Desk, Door, Listen, Members, load_config
 from appservice.logs import configure, secrets_of
 from appservice.matrix.outbox import TXN_MARKER
 from engine.clock import SystemClock
+from engine.members.seal import new_key
 from engine.providers.config import providers_from_env, stand_in_reason
 from engine.providers.mock import parse_script
 
@@ -143,7 +145,7 @@ async def dev(*, verbose: bool = False) -> int:
         # The demo chooses the stand-in unless a provider is configured and switched on: without that choice
         # no bot would answer (no provider, no bots), and the stand-in says what it is.
         os.environ["SUMMON_AGENT_MOCK"] = "1"
-    config = with_door(load_config(Path(env["SUMMON_CONFIG"]), os.environ))
+    config = with_members(with_door(load_config(Path(env["SUMMON_CONFIG"]), os.environ)))
     configure(config.logging.format, verbose=verbose, secrets=secrets_of(config, os.environ))
     # The demo user first: the desk's staff room is theirs, made before the service starts (it accepts the
     # invite when it comes up).
@@ -166,6 +168,13 @@ async def dev(*, verbose: bool = False) -> int:
             "room_id": room_id, "door_url": door_url(config),
         }), encoding="utf-8")
         names = ", ".join(b.name for b in service.registry().bots.values() if "rooms" in b.surfaces)
+        builder = service.registry().get(config.members.builder) if config.members is not None else None
+        builder_line = ""
+        if builder is not None:
+            await client.create_room(name=f"{builder.name} (DM)", topic="Ask for a scheduled bot: docs/member-bots.md",
+                                     invitees=[UserID(builder.user_id)])
+            builder_line = ('\n  Member bots: in the "Builder (DM)" room say: make me a news digest every 2 minutes from '
+                            "rte.ie\n               (docs/member-bots.md; a room named after the bot appears)")
         desk = service.desk
         assert desk is not None and config.desk is not None
         inbox = next(iter(config.desk.inboxes.values()))
@@ -185,7 +194,7 @@ summon is running on {model}.
   From a terminal:  .venv/bin/summon say "@Helper hello"    .venv/bin/summon runs    .venv/bin/summon status
   The door:    {door_url(config)}  (OpenAI-compatible; docs/door.md has a runnable example)
   Desk widget: {desk.address}/desk/widget  (its conversations are threads in the "desk staff" room;
-               staff API key for /api/v1/accounts/1/…: {inbox.staff_key})
+               staff API key for /api/v1/accounts/1/…: {inbox.staff_key}){builder_line}
 
 Ctrl-C stops summon, Synapse and PostgreSQL.
 """, flush=True)
@@ -195,6 +204,31 @@ Ctrl-C stops summon, Synapse and PostgreSQL.
         await service.stop()
         subprocess.run([str(REPO / "synapse-dev" / "down")], check=False)
     return 0
+
+
+BUILDER = "---\nname: Builder\nextends: builder   # the kit's member-bot builder, on for the demo\n---\n"
+
+
+def with_members(config: Config) -> Config:
+    """The demo's member bots (docs/member-bots.md), unless the config has them: a fresh key, a one-minute
+    floor, and the kit's builder turned on — content/ as it is, seen through links in the run dir, plus
+    ``bots/builder.md`` (content/ itself is left alone; edits to its files still go live)."""
+    if config.members is not None:
+        return config
+    members = Members(keys=[f"dev:{new_key()}"], min_every_seconds=60, tick_seconds=5)
+    content = Path(config.content.dir).resolve()
+    if not (content / "bots" / "builder.md").exists():
+        overlay = run_dir() / "content"
+        shutil.rmtree(overlay, ignore_errors=True)
+        (overlay / "bots").mkdir(parents=True)
+        for entry in content.iterdir():
+            if entry.name != "bots":
+                (overlay / entry.name).symlink_to(entry)
+        for bot in (content / "bots").iterdir():
+            (overlay / "bots" / bot.name).symlink_to(bot)
+        (overlay / "bots" / "builder.md").write_text(BUILDER, encoding="utf-8")
+        config = config.model_copy(update={"content": config.content.model_copy(update={"dir": str(overlay)})})
+    return config.model_copy(update={"members": members})
 
 
 def with_door(config: Config) -> Config:

@@ -25,6 +25,9 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     ├── GrantRefused         a door grant that does not verify (why is for the log; the caller hears one answer)
     ├── SpeechFailed         a speech endpoint (transcription, speech) failed, or was given what it cannot take
     ├── MemoryUnavailable    memories (person+recall) cannot be kept here: no pgvector, or no embedding model
+    ├── CharterError         a member bot's charter could not be used (words the builder can relay)
+    │   ├── CharterUnreadable  it does not unseal or no longer reads: fails closed for that charter alone
+    │   └── CharterRefused   not theirs to change or remove, or made for somebody else
     └── SurfaceError         a surface could not deliver or read
         ├── MatrixError      the homeserver refused or could not be reached (its status and errcode)
         │   └── NotLeft      some of our users are still in a room they must leave
@@ -174,3 +177,16 @@ class RequestRefused(SurfaceError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class CharterError(SummonError):
+    """A member bot's charter could not be used: the message says why, in words the builder can relay."""
+
+
+class CharterUnreadable(CharterError):
+    """A stored charter that does not unseal (a key no longer configured, a corrupt or tampered row) or no
+    longer reads as a charter. It fails closed for that charter alone: the others run on."""
+
+
+class CharterRefused(CharterError):
+    """Somebody may not do that to this charter (overwrite it, remove it, make it for somebody else)."""

@@ -16,6 +16,7 @@ import asyncpg
 import pytest
 
 from engine.store import migrate
+from tests.providers.fake_provider import FakeProvider
 from tests.store import TestStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,3 +129,25 @@ async def browser() -> AsyncIterator[Any]:
 
     async with chromium() as launched:
         yield launched
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeProvider]:
+    """A fake provider on 127.0.0.1 speaking the real OpenAI and Anthropic wire formats."""
+    server = FakeProvider()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+@pytest.fixture
+async def fake2() -> AsyncIterator[FakeProvider]:
+    """A second fake provider, for chains of two."""
+    server = FakeProvider()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()

@@ -110,6 +110,19 @@ class Homeserver:
             await self.api.intent(UserID(user_id)).ensure_registered()
             await self.api.intent(UserID(by)).invite_user(RoomID(room_id), UserID(user_id))
 
+    async def create_room(self, user_id: str, *, name: str, invite: list[str], topic: str | None = None,
+                          initial_state: list[dict[str, Any]] | None = None) -> str:
+        """A private room made by ``user_id`` (a member bot's own room), inviting ``invite``; its id."""
+        body: dict[str, Any] = {"name": name, "invite": invite, "preset": "private_chat", "is_direct": False,
+                                "initial_state": initial_state or []}
+        if topic:
+            body["topic"] = topic
+        async with _translated(f"{user_id} creating a room"):
+            intent = self.api.intent(UserID(user_id))
+            await intent.ensure_registered()
+            made = await intent.api.request(Method.POST, Path.v3.createRoom, body)
+        return str(made["room_id"])
+
     # --- reading -----------------------------------------------------------------------------------
 
     async def room_state(self, user_id: str, room_id: str) -> list[dict[str, Any]]:

@@ -47,10 +47,18 @@ class OwnMemories(Protocol):
     async def heard(self, tx: Tx, line: Line) -> bool: ...
 
 
+class OwnRooms(Protocol):
+    """Rooms where a bot is talked to without a mention (a member bot's own room, a DM with its builder): it
+    sees a line no command or press took, and says whether it asked a bot for it (True)."""
+
+    async def line(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool: ...
+
+
 class LineHandler:
     def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
                  admin: RoomAdmin, presses: Presses, commands: Commands, scripts: Scripts | None = None,
-                 elsewhere: RoomWork | None = None, voice: VoiceNotes | None = None) -> None:
+                 elsewhere: RoomWork | None = None, voice: VoiceNotes | None = None,
+                 own_rooms: OwnRooms | None = None) -> None:
         self._registry = registry
         self.ours = ours
         self.asking = asking
@@ -63,6 +71,7 @@ class LineHandler:
         self.elsewhere = elsewhere
         self.voice = voice
         self.memories: OwnMemories | None = None
+        self.own_rooms = own_rooms
 
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup], *,
                    backfill: bool = False) -> None:
@@ -110,6 +119,8 @@ class LineHandler:
         if line.is_voice and self.voice is not None and await self.voice.heard(tx, line, followups):
             return  # asked once its words are heard
         if await self.commands.typo(tx, line, event):
+            return
+        if self.own_rooms is not None and await self.own_rooms.line(tx, line, event):
             return
         await self._mention(tx, line, event)
 

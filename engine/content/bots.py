@@ -28,8 +28,8 @@ from engine.core.limits import DEFAULT_LIMITS
 from engine.core.memory import MEMORIES
 from engine.core.messages import ENDINGS, Ending
 
-Surface = Literal["rooms", "desk", "voice"]
-SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice")
+Surface = Literal["rooms", "desk", "voice", "members"]
+SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice", "members")
 Offer = Literal["off", "ask", "always"]
 Answers = Literal["draft", "directly"]
 # Where a bot's answer is a draft for a person unless its file says ``answers: directly``.

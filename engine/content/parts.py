@@ -18,13 +18,16 @@ from engine.content.base import AudienceField, Line, Name, Names, Refusal, Stric
 
 # The tools the engine itself provides; a bot names them without a file. (The runtime is elsewhere;
 # a test asserts this exact set, so a seventh is a decision somebody makes on purpose.)
-BUILTIN_TOOLS = ("about_me", "current_room", "fetch", "open_skill", "raise_ticket", "search_site")
+BUILTIN_TOOLS = ("about_me", "card", "create_bot", "current_room", "fetch", "open_skill", "raise_ticket", "remove_bot",
+                 "search_site")
 # The built-ins that need a surface, offered only there (as a tool file's ``needs:``): where a voice session
 # is, only a voice session knows.
-BUILTIN_NEEDS = {"current_room": "voice"}
+BUILTIN_NEEDS = {"current_room": "voice", "card": "members"}
 # The built-ins that read a person's own data: offered only where that person alone reads the answer.
 # (raise_ticket writes for the person and answers only with the ticket's number: it reads nothing of theirs.)
-PERSONAL_BUILTINS = ("about_me",)
+# create_bot and remove_bot make and unmake the person's own member bots: offered only in a DM with them (or
+# their bot's own room), never where anybody else could ask for one in their name.
+PERSONAL_BUILTINS = ("about_me", "create_bot", "remove_bot")
 # What a built-in's own file (``content/tools/<built-in>.md``) may set: who it is for and where.
 BUILTIN_KEYS = ("for", "needs", "personal")
 # The service's own commands: a content command may not take their names.

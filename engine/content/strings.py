@@ -126,6 +126,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "staff_draft": ("bot",), "staff_sent": ("name",), "staff_edited": ("name",),
         "staff_discarded": ("name",), "staff_handover": (), "staff_resolved": (),
     },
+    # Member bots (docs/member-bots.md), in their own rooms: the one notice of an outage ({name}: the glyph and
+    # persona, {why}: what failed, {when}: its schedule), and the line a removed bot leaves.
+    "members": {"outage": ("name", "why", "when"), "removed": ("name",)},
 }
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")

@@ -1,7 +1,8 @@
 """The scripted model: replays the turns a run carries, and stands in when nothing may be bought.
 
 A script is a list of turns, each ``{"text": …}``, ``{"tool_calls": [{"id", "name", "arguments"}]}``,
-``{"error": "…", "error_class": "provider"|"request"}`` and optionally ``"delay": seconds``. Turn *n*
+``{"error": "…", "error_class": "provider"|"request"}`` and optionally ``"delay": seconds`` (and ``"echo":
+true``: the text says what the last tool result said). Turn *n*
 answers the run's *n*-th model call; past the end of the script the model has nothing to add. A run
 that carries a script is never bought, whatever keys exist.
 """
@@ -55,6 +56,8 @@ class ScriptedTurn(BaseModel):
     cost_usd: float = Field(default=0.0, ge=0)
     tokens_in: int = Field(default=0, ge=0)
     tokens_out: int = Field(default=0, ge=0)
+    # Say what the last tool result said, after ``text`` (a demo's script relaying a tool it drove).
+    echo: bool = False
 
 
 def parse_script(raw: Any) -> list[ScriptedTurn]:
@@ -97,8 +100,12 @@ class MockModel:
             return [ModelStep(
                 provider=self.name, model="mock", error=t.error, error_class=t.error_class, gave_up=True,
             )]
+        text = t.text
+        if t.echo:
+            said = next((m.text for m in reversed(request.messages) if m.role == "tool"), "")
+            text = f"{text} {said}".strip()
         return [ModelStep(
-            text=t.text,
+            text=text,
             tool_calls=tuple(ToolCall(c.id, c.name, dict(c.arguments)) for c in t.tool_calls),
             provider=self.name, model="mock", cost_usd=t.cost_usd,
             tokens_in=t.tokens_in, tokens_out=t.tokens_out,

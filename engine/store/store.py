@@ -24,6 +24,7 @@ from engine.store.door import Door
 from engine.store.health import Health
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
+from engine.store.members import Members
 from engine.store.memories import Memories
 from engine.store.offers import Offers
 from engine.store.outbox import Outbox
@@ -136,6 +137,10 @@ class Families:
     @cached_property
     def voice(self) -> Voice:
         return Voice(self._on, self._q)
+
+    @cached_property
+    def members(self) -> Members:
+        return Members(self._on, self._q)
 
 
 class Tx(Families):

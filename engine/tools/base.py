@@ -82,6 +82,40 @@ BUILTIN_SPECS: Mapping[str, ToolSpec] = MappingProxyType({
         {"type": "object", "properties": {"url": {"type": "string", "description": "The page's https:// address."}},
          "required": ["url"], "additionalProperties": False},
     ),
+    "card": ToolSpec(
+        "card",
+        "Compose this edition's card (one per run): a heading and blocks, each with a type — text {text}, item "
+        "{title, text?, link?}, list {items, ordered?}, kv {pairs: [{key, value}]}, divider, links {links: "
+        "[{label, url}]}, or section {title, blocks} (one level). Links are https only. Then write the text.",
+        {"type": "object", "properties": {"card": {"type": "object", "properties": {
+            "heading": {"type": "string"}, "blocks": {"type": "array", "items": {"type": "object"}}},
+            "required": ["heading", "blocks"]}}, "required": ["card"]},
+    ),
+    "create_bot": ToolSpec(
+        "create_bot",
+        "Make (or change, with bot_id) a bot that posts to the person you are talking with on a schedule: a "
+        "news digest every morning, a round-up every few hours. Give the sites or publications they named "
+        "as site addresses (rte.ie, theguardian.com); never invent feed addresses. A new bot needs name, "
+        "schedule and prompt; a change needs bot_id and only what changes. It finds the feeds, runs the task "
+        "once now, and only if that works makes the bot its own room with that first edition. Relay what it says.",
+        {"type": "object", "properties": {
+            "bot_id": {"type": "string", "description": "Only to change an existing bot: its id."},
+            "name": {"type": "string", "description": "The bot's name, e.g. Morning News."},
+            "glyph": {"type": "string", "description": "One emoji for it, e.g. 📰."},
+            "schedule": {"type": "object", "description":
+                         'When it posts: {"at": "08:00", "tz": "Europe/Dublin"} daily, or {"every": "2 hours"}.'},
+            "prompt": {"type": "string", "description": "What it does each time, in the person's terms."},
+            "sources": {"type": "array", "items": {"type": "string"},
+                        "description": "Sites or publications to read, as the person named them."},
+            "card": {"type": "boolean", "description": "Post a card with each edition (default true)."},
+        }, "additionalProperties": False},
+    ),
+    "remove_bot": ToolSpec(
+        "remove_bot",
+        "Remove one of the person's own scheduled bots (by its id): it stops posting; its room and history stay.",
+        {"type": "object", "properties": {"bot_id": {"type": "string"}}, "required": ["bot_id"],
+         "additionalProperties": False},
+    ),
 })
 
 

@@ -214,9 +214,24 @@ class _Pinned(AbstractResolver):
         return None
 
 
-def make_fetch(settings: FetchSettings, *, resolve: Resolve = system_resolve) -> ToolFn:
-    """The built-in ``fetch``: ``{"url": str}`` → the page's text, fenced as untrusted data.
-    Raises ValueError at once for an allow-list entry that is not a plain https/http prefix."""
+@dataclass(frozen=True)
+class Page:
+    """What one guarded GET brought back: where it ended up (after redirects), its media type and its bytes
+    (at most ``max_bytes``)."""
+
+    url: URL
+    kind: str
+    body: bytes
+    charset: str | None
+
+
+Get = Callable[[str], Awaitable[Page]]
+
+
+def make_get(settings: FetchSettings, *, resolve: Resolve = system_resolve) -> Get:
+    """The guarded GET under ``fetch`` (both rules on every hop, the byte cap, text pages only), for callers
+    that read the bytes themselves (a member bot's feeds). Raises ToolError; raises ValueError at once for an
+    allow-list entry that is not a plain https/http prefix."""
     prefixes = tuple(_prefix(text) for text in settings.allow)
 
     async def check(url: URL, pinned: _Pinned) -> None:
@@ -244,17 +259,7 @@ def make_fetch(settings: FetchSettings, *, resolve: Resolve = system_resolve) ->
             raise ToolError(f"only https urls can be fetched, not {url}")
         pinned.checked[host] = addresses
 
-    async def fetch(run: RunRef, arguments: dict[str, Any]) -> str:
-        try:
-            return await fetch_once(arguments)
-        except ToolError as exc:
-            log.info("fetch refused or failed: %s", exc, extra={"run": run.id, "bot": run.bot})
-            raise
-
-    async def fetch_once(arguments: dict[str, Any]) -> str:
-        raw = arguments.get("url")
-        if not isinstance(raw, str) or not raw.strip():
-            raise ToolError('fetch needs {"url": "https://…"}')
+    async def get(raw: str) -> Page:
         url = normalise(raw)
         pinned = _Pinned()
         timeout = aiohttp.ClientTimeout(total=settings.total_timeout, connect=settings.connect_timeout)
@@ -275,17 +280,35 @@ def make_fetch(settings: FetchSettings, *, resolve: Resolve = system_resolve) ->
                                 raise ToolError(f"{url} answered {response.status} without saying where to")
                             url = _redirected(url, location)
                             continue
-                        return await _read(url, response, settings)
+                        return await _body(url, response, settings)
                 raise ToolError(f"more than {settings.max_redirects} redirects; stopped at {url}")
         except TimeoutError as exc:
             raise ToolError(f"{url} took longer than {settings.total_timeout:g}s; gave up") from exc
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             raise ToolError(f"could not fetch {url}: {exc}") from exc
 
+    return get
+
+
+def make_fetch(settings: FetchSettings, *, resolve: Resolve = system_resolve) -> ToolFn:
+    """The built-in ``fetch``: ``{"url": str}`` → the page's text, fenced as untrusted data.
+    Raises ValueError at once for an allow-list entry that is not a plain https/http prefix."""
+    get = make_get(settings, resolve=resolve)
+
+    async def fetch(run: RunRef, arguments: dict[str, Any]) -> str:
+        try:
+            raw = arguments.get("url")
+            if not isinstance(raw, str) or not raw.strip():
+                raise ToolError('fetch needs {"url": "https://…"}')
+            return await page_text(await get(raw), settings)
+        except ToolError as exc:
+            log.info("fetch refused or failed: %s", exc, extra={"run": run.id, "bot": run.bot})
+            raise
+
     return fetch
 
 
-async def _read(url: URL, response: aiohttp.ClientResponse, settings: FetchSettings) -> str:
+async def _body(url: URL, response: aiohttp.ClientResponse, settings: FetchSettings) -> Page:
     if not 200 <= response.status < 300:
         raise ToolError(f"{url} answered {response.status} {response.reason or ''}".rstrip())
     kind = (response.content_type or "").lower()
@@ -301,20 +324,29 @@ async def _read(url: URL, response: aiohttp.ClientResponse, settings: FetchSetti
         body += chunk
         if len(body) > cap:
             raise ToolError(f"{url} is larger than the {cap // 1024} KiB fetch reads; stopped there")
+    return Page(url, kind, bytes(body), response.charset)
+
+
+def decoded(page: Page) -> str:
     try:
-        text = bytes(body).decode(response.charset or "utf-8", errors="replace")
+        return page.body.decode(page.charset or "utf-8", errors="replace")
     except LookupError:  # a charset nobody knows: read it as UTF-8, unreadable bytes replaced
-        text = bytes(body).decode("utf-8", errors="replace")
-    notes = [f"{len(body)} bytes"]
-    if kind in HTML_TYPES:
+        return page.body.decode("utf-8", errors="replace")
+
+
+async def page_text(page: Page, settings: FetchSettings) -> str:
+    """A page as the model reads it: its words (HTML read to text off the event loop), capped, fenced."""
+    text = decoded(page)
+    notes = [f"{len(page.body)} bytes"]
+    if page.kind in HTML_TYPES:
         if len(text) > settings.max_html_chars:
             text = text[: settings.max_html_chars]
             notes.append(f"its HTML read to its first {settings.max_html_chars} characters")
-        text = await _page_text(url, text, settings.parse_seconds)
+        text = await _page_text(page.url, text, settings.parse_seconds)
     if len(text) > settings.max_chars:
         text = text[: settings.max_chars]
         notes.append(f"cut to its first {settings.max_chars} characters")
-    return fence(str(url), kind, text, note="; ".join(notes))
+    return fence(str(page.url), page.kind, text, note="; ".join(notes))
 
 
 async def _page_text(url: URL, html: str, seconds: float) -> str:

@@ -140,7 +140,7 @@ async def raw_worker(conn: asyncpg.Connection, owner: str, q: Queries, commits: 
     done = 0
     while True:
         started = time.perf_counter()
-        claimed = await conn.fetchrow(q["claim_run"], owner, 90.0)
+        claimed = await conn.fetchrow(q["claim_runs"], owner, 90.0, 1)  # the engine claims one at a time when one slot is free
         claims.append(time.perf_counter() - started)
         if claimed is None:
             return done

@@ -6,7 +6,6 @@ killed holding a permit holds it only until its lease runs out."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,15 +25,6 @@ from tests.store import TestStore
 pytestmark = pytest.mark.db
 FREE_PRICES = Path(__file__).parents[1] / "providers" / "free_prices.yaml"  # the fake models, free
 
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeProvider]:
-    server = FakeProvider()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 def buying(fake: FakeProvider, **settings: object) -> dict[str, str | None]:
@@ -234,15 +224,6 @@ async def test_a_429_with_retry_after_pauses_every_worker_until_then(
     reason = await db.pool.fetchval("SELECT paused_reason FROM provider_gates WHERE gate = 'fake'")
     assert "Rate limit reached" in reason
 
-
-@pytest.fixture
-async def fake2() -> AsyncIterator[FakeProvider]:
-    server = FakeProvider()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 @pytest.mark.parametrize("limited", [False, True], ids=["no_limits", "max_in_flight"])

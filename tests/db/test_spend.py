@@ -60,15 +60,6 @@ PRICES = parse_prices({"prices": {"openai": {"dear-model": {"input": 1e-6, "outp
 FILLED = Canned(body=openai_text("A long answer, cut where it had to stop.").body, fill=True)
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeProvider]:
-    server = FakeProvider()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
-
 
 @pytest.fixture
 async def thrifty(db: TestStore, tmp_path: Path) -> Registry:

@@ -15,7 +15,7 @@ from nio import AsyncClient, RegisterResponse, RoomCreateResponse
 
 from appservice.app import Service
 from appservice.config import Desk as DeskConfig
-from appservice.config import Door, Listen, load_config
+from appservice.config import Door, Listen, Members, load_config
 from appservice.dev import scripted_turns
 from engine.store.base import init_connection
 from tests.matrix.people import Person
@@ -48,6 +48,7 @@ class DeskStaff:
 
 
 DESK_STAFF_KEY = "matrix-tests-staff-key-0123456789"
+MEMBER_KEY = "k1:" + "bWF0cml4LXRlc3RzLW1lbWJlci1ib3RzLWtleS0xMjM="  # 32 bytes, base64
 
 
 @pytest.fixture(scope="session")
@@ -95,6 +96,9 @@ async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
             "staff_room": desk_staff.room_id,
             "inboxes": {"web": {"title": "Help", "staff_key": DESK_STAFF_KEY}},
         }),
+        # Member bots (docs/member-bots.md): a fast clock, a low floor, and the loopback feed server allowed.
+        "members": Members(keys=[MEMBER_KEY], min_every_seconds=60, tick_seconds=0.5, dry_run_seconds=60,
+                           loopback_feeds_for_tests=True, admins=[]),
     })
     # Speech is bought only with AGENTS_LIVE=1: switched on for the speech endpoints alone (the model stays mocked).
     speech_env = {**os.environ, "SUMMON_STT_URL": fake_speech.url, "SUMMON_STT_KEY": "stt-key",

@@ -100,7 +100,7 @@ REFUSALS = [
     ),
     pytest.param(
         bot("name: B\nsurfaces: [rooms, room]\n"),
-        "bots/b.md:3: surfaces[1]: should be 'rooms', 'desk' or 'voice', got 'room'",
+        "bots/b.md:3: surfaces[1]: should be 'rooms', 'desk', 'voice' or 'members', got 'room'",
         id="unknown-surface",
     ),
     pytest.param(

@@ -19,7 +19,8 @@ paths:
     get: {operationId: showPet}
 """
 KIT = {"bots/desk.md": "---\nname: Desk\nsurfaces: [desk]\n---\nConduct.\n"}
-BUILTINS = "built-ins: about_me, current_room, fetch, open_skill, raise_ticket, search_site"
+BUILTINS = ("built-ins: about_me, card, create_bot, current_room, fetch, open_skill, raise_ticket, remove_bot, "
+            "search_site")
 
 
 def bot(front: str, body: str = "Be helpful.") -> str:

@@ -25,14 +25,16 @@ def site(sources: dict[str, str]) -> Registry:
     return result
 
 
-def test_the_kit_ships_the_desk_bot_four_skills_and_its_words() -> None:
-    assert sorted(read_kit()) == ["bots/desk.md", *[f"skills/{name}.md" for name in HARM_SKILLS], "strings.md"]
+def test_the_kit_ships_the_desk_and_builder_bots_four_skills_and_its_words() -> None:
+    # Issue 14 added the member-bot builder (docs/member-bots.md), off like the desk.
+    assert sorted(read_kit()) == ["bots/builder.md", "bots/desk.md", *[f"skills/{name}.md" for name in HARM_SKILLS],
+                                  "strings.md"]
 
 
 def test_the_kit_compiles_on_its_own_and_its_bot_is_off() -> None:
     registry = site({})
     assert list(registry.bots) == []  # off: nothing is live until a site says so
-    assert list(registry.kit_bots) == ["desk"]
+    assert list(registry.kit_bots) == ["builder", "desk"]
     assert list(registry.skills) == HARM_SKILLS
     desk = registry.kit_bots["desk"]
     assert desk.surfaces == ("desk",) and desk.offer == "off" and desk.answers_on("desk") == "draft"
@@ -145,3 +147,10 @@ def test_a_broken_kit_file_is_reported_as_the_kits(tmp_path: Path) -> None:
 def test_every_kit_file_is_in_the_package_data(name: str) -> None:
     # pyproject ships engine/content/kit/**/*.md; a kit file of another kind would silently not be installed.
     assert name.endswith(".md")
+
+
+def test_a_site_turns_the_builder_on_and_it_hosts_member_bots() -> None:
+    registry = site({"bots/builder.md": "---\nname: Builder\nextends: builder\n---\n"})
+    builder = registry.get("builder")
+    assert builder is not None and builder.surfaces == ("rooms", "members")
+    assert builder.tools == ("create_bot", "remove_bot", "fetch", "card")

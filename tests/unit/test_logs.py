@@ -75,3 +75,15 @@ def test_the_speech_endpoints_keys_are_secrets_too() -> None:
                                 "SUMMON_STT_URL": "http://127.0.0.1:9/v1"})
     assert {"stt-key-0123456", "tts-key-0123456"} <= set(found)
     assert "http://127.0.0.1:9/v1" not in found
+
+
+def test_member_bots_keys_are_secrets_whichever_way_they_are_given() -> None:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["members"] = {"keys": ["k1:vCI0oiG1jquvdXKDqzKntMy34ekGKiBQeQbFE8rwJBs="]}
+    config = parse_config(raw, {})
+    assert "vCI0oiG1jquvdXKDqzKntMy34ekGKiBQeQbFE8rwJBs=" in secrets_of(config, {})
+    from_env = parse_config(raw, {"SUMMON_MEMBER_KEYS": "k2:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="})
+    assert "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=" in secrets_of(from_env, {})
+    out = logged("text", secrets_of(config, {}), lambda log: log.info(
+        "could not open with %s", "vCI0oiG1jquvdXKDqzKntMy34ekGKiBQeQbFE8rwJBs="))
+    assert "vCI0oiG1" not in out and "***" in out

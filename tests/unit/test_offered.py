@@ -177,15 +177,16 @@ def test_opened_skills_are_read_off_the_steps_in_order() -> None:
     assert opened_skills(steps) == ("refunds-and-returns", "for-mods")
 
 
-def test_the_builtins_are_exactly_six_each_saying_when_to_reach_for_it() -> None:
+def test_the_builtins_are_exactly_nine_each_saying_when_to_reach_for_it() -> None:
+    # Issue 14 added the member bots' three: card, create_bot and remove_bot.
     assert set(BUILTIN_SPECS) == set(BUILTIN_TOOLS) == {"open_skill", "search_site", "about_me", "raise_ticket", "fetch",
-                                                        "current_room"}
+                                                        "current_room", "card", "create_bot", "remove_bot"}
     for name, spec in BUILTIN_SPECS.items():
         assert spec.name == name
         assert len(spec.description) > 60, f"{name}: a tool's description is prompt; say when to use it"
         assert spec.parameters["type"] == "object"
     # Personal tools take no person: there is nowhere to put one.
-    for personal in ("about_me", "raise_ticket"):
+    for personal in ("about_me", "raise_ticket", "create_bot", "remove_bot"):
         properties = BUILTIN_SPECS[personal].parameters["properties"]
         assert not {"user", "user_id", "person", "who", "contact", "email"} & set(properties)
 

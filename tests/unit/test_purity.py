@@ -19,7 +19,8 @@ FORBIDDEN = frozenset({
 })
 
 # The pure core is every module under engine/core/, and these beside it.
-PURE_BESIDE = ("providers/translate.py", "providers/worst.py", "tools/base.py", "tools/ref.py", "tools/schemas.py", "tools/fenced.py")
+PURE_BESIDE = ("providers/translate.py", "providers/worst.py", "tools/base.py", "tools/ref.py", "tools/schemas.py",
+               "tools/fenced.py", "members/charter.py", "members/seal.py", "members/card.py")
 PURE_NOW = ("core/loop.py", "core/messages.py", "core/prompt.py", "core/choices.py", "core/schedule.py",
             "core/limits.py", "core/turns.py", "core/chunk.py", *PURE_BESIDE)
 PURE = sorted((ENGINE / "core").rglob("*.py")) + [ENGINE / name for name in PURE_BESIDE]

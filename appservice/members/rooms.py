@@ -1,0 +1,67 @@
+"""Where the builder is talked to without a mention (SPEC §10): a room whose only human is the person
+writing and where the builder's puppet has joined — a DM with the builder, or one of their bots' own rooms.
+In a bot's own room its charter rides on the run as standing context (its id, persona, schedule, sources,
+task), so "make it daily at 8" or "remove this bot" is understood there. A line from anybody else — any
+room another human reads — is never taken here (a mention still asks the builder as anywhere)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from appservice.matrix.asking import Asking
+from appservice.matrix.commands import Scripts
+from appservice.matrix.mentions import named_bots
+from appservice.matrix.ours import Ours
+from appservice.matrix.said import Line
+from appservice.matrix.surface import facts_now
+from engine.content import Registry
+from engine.members.book import Book
+from engine.members.runs import charter_note
+from engine.store import Tx
+
+log = logging.getLogger(__name__)
+
+
+class MemberRooms:
+    def __init__(self, asking: Asking, book: Book, registry: Callable[[], Registry], ours: Ours, *, host: str,
+                 server_name: str, service_user: str, scripts: Scripts | None = None,
+                 demo: Callable[[str, str | None], list[dict[str, Any]] | None] | None = None) -> None:
+        """``demo``: the stand-in model's script for a line that carries none (``make dev`` only)."""
+        self.asking = asking
+        self.book = book
+        self._registry = registry
+        self.ours = ours
+        self.host = host
+        self.server_name = server_name
+        self.service_user = service_user
+        self.scripts = scripts
+        self.demo = demo
+
+    async def line(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool:
+        bot = self._registry().get(self.host)
+        if bot is None or line.thread_root is not None:
+            return False
+        named = named_bots(line, self.ours.puppets())
+        if named and named != [bot.user_id]:
+            return False  # another bot was asked for by name: it is theirs
+        member = await tx.rooms.member(line.room_id, bot.user_id)
+        if member is None or member.membership != "join":
+            return False
+        facts = await facts_now(tx, line.room_id, line.sender, server_name=self.server_name,
+                                service_user=self.service_user)
+        if not facts.private:
+            return False
+        extra: dict[str, Any] | None = None
+        bot_id: str | None = None
+        for kept in await self.book.owned_by(tx, line.sender):
+            if kept.charter.room_id == line.room_id:
+                extra = {"note": charter_note(kept.id, kept.charter, edition=False), "member_room": kept.id}
+                bot_id = kept.id
+                break
+        script = self.scripts(event) if self.scripts is not None else None
+        if script is None and self.demo is not None:
+            script = self.demo(line.text, bot_id)
+        await self.asking.ask(tx, line, bot, extra_context=extra, script=script)
+        return True

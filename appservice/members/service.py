@@ -1,0 +1,96 @@
+"""Member bots, wired (docs/member-bots.md): the sealed charters, the feeds, the builder's tools, the
+``members`` surface, the rooms where the builder is talked to without a mention, and the clock's tick."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from appservice.config import Members
+from appservice.matrix.asking import Asking
+from appservice.matrix.commands import Scripts
+from appservice.matrix.homeserver import Homeserver
+from appservice.matrix.ours import PUPPET_PREFIX, Ours
+from appservice.members.building import Builder, BuildSettings
+from appservice.members.rooms import MemberRooms
+from appservice.members.script import stand_in_builder, stand_in_edition
+from appservice.members.surface import MembersSurface
+from engine.clock import Clock
+from engine.content import Registry
+from engine.errors import StoreError
+from engine.members.book import Book
+from engine.members.charter import CharterRules
+from engine.members.feeds import Feeds
+from engine.members.runs import SURFACE, MemberScript
+from engine.members.seal import Keyring
+from engine.members.ticks import member_tick
+from engine.members.tools import make_card, make_charter_fetch, on_surface
+from engine.store import Store
+from engine.tools.base import ToolFn
+from engine.tools.fetch import FetchSettings
+
+log = logging.getLogger(__name__)
+
+
+class MemberBots:
+    def __init__(self, config: Members, store: Store, registry: Callable[[], Registry], homeserver: Homeserver,
+                 clock: Clock, *, server_name: str, service_user: str, scripts: Scripts | None = None,
+                 edition_script: MemberScript | None = None, puppet_prefix: str = PUPPET_PREFIX) -> None:
+        self.config = config
+        self.puppet_prefix = puppet_prefix
+        self.store = store
+        self._registry = registry
+        self.clock = clock
+        self.server_name = server_name
+        self.service_user = service_user
+        self.scripts = scripts
+        self.edition_script = edition_script
+        self.demo_builder: Callable[[str, str | None], list[dict[str, Any]]] | None = None
+        self.rules = CharterRules(floor_seconds=config.min_every_seconds,
+                                  loopback_for_tests=config.loopback_feeds_for_tests)
+        self.book = Book(Keyring.parse(config.keys), self.rules)
+        self.feeds = Feeds(FetchSettings(allow_loopback_http_for_tests=config.loopback_feeds_for_tests,
+                                         max_bytes=2 * 1024 * 1024), self.rules)
+        self.surface = MembersSurface(self.book, registry, server_name=server_name)
+        self.builder = Builder(store, self.book, self.feeds, registry, homeserver, clock, BuildSettings(
+            host=config.builder, server_name=server_name, rules=self.rules, admins=frozenset(config.admins),
+            max_per_person=config.max_per_person, dry_run_seconds=config.dry_run_seconds), script=edition_script)
+
+    def use_stand_in(self) -> None:
+        """The stand-in model's scripts (the demo and the tests only): for editions and dry runs, and for a
+        line said to the builder that carries no script of its own."""
+        self.edition_script = stand_in_edition
+        self.builder.script = stand_in_edition
+        self.demo_builder = stand_in_builder
+
+    def tools(self, fetch: ToolFn | None) -> dict[str, ToolFn]:
+        """The builder's built-ins, and ``fetch`` for everyone: a member bot's run gets its charter's."""
+        return {
+            **self.builder.tools(),
+            "card": make_card(self.store, self.book),
+            "fetch": on_surface(SURFACE, make_charter_fetch(self.store, self.book, self.feeds), fetch),
+        }
+
+    def own_rooms(self, asking: Asking) -> MemberRooms:
+        ours = Ours(self._registry, server_name=self.server_name, service_user=self.service_user,
+                    puppet_prefix=self.puppet_prefix)
+        return MemberRooms(asking, self.book, self._registry, ours, host=self.config.builder,
+                           server_name=self.server_name, service_user=self.service_user, scripts=self.scripts,
+                           demo=lambda text, bot_id: self.demo_builder(text, bot_id) if self.demo_builder else None)
+
+    async def tick(self) -> list[int]:
+        return await member_tick(self.store, self.book, self._registry(), host=self.config.builder,
+                                 script=self.edition_script)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Tick every ``tick_seconds`` until ``stop`` (``summon serve`` only); each tick also gives the builder
+        back its persona's name in any bot's room where a change to its own profile took it away."""
+        while not stop.is_set():
+            try:
+                await self.tick()
+            except StoreError:
+                log.exception("member bots' tick failed; will try again")
+            await self.builder.keep_faces()
+            await self.clock.wait(stop, self.config.tick_seconds)

@@ -1,0 +1,94 @@
+"""The ``members`` surface: where a member bot's editions are delivered (engine/surface.py's four asks).
+
+An edition is judged as the run finishes, in the same commit (``engine.members.edition.judge``):
+
+- an edition (it answered, and reached at least one of its sources when it has any) is queued in the outbox
+  for the bot's own room — the card over the text, as the builder's puppet (whose name there is the
+  persona's) — and clears any outage;
+- a failed edition (it errored, came back empty, or reached none of its sources) counts one more failure in
+  Postgres (so a restart forgives nothing): the first of an outage posts the explanation once, with a note
+  that it keeps trying; later ones post nothing (the tick stretches an interval bot's schedule meanwhile).
+
+A dry run (the gate of a bot's birth) is delivered nowhere: the builder reads its outcome itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from appservice.members.content import edition_content, notice
+from engine.content import Registry
+from engine.content.audience import AudienceFacts
+from engine.core.messages import load_step
+from engine.errors import CharterUnreadable
+from engine.members.book import Book
+from engine.members.edition import accepted_card, judge
+from engine.members.runs import SURFACE, schedule_words
+from engine.store import Families, Tx
+from engine.surface import Answered, Ended, Outcome, RunInfo
+
+log = logging.getLogger(__name__)
+
+
+
+def edition_txn(run_id: int) -> str:
+    return f"summon.member.run{run_id}"
+
+
+class MembersSurface:
+    name = SURFACE
+
+    def __init__(self, book: Book, registry: Callable[[], Registry], *, server_name: str) -> None:
+        self.book = book
+        self._registry = registry
+        self.server_name = server_name
+
+    async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
+                    site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
+        # An edition is asked by nobody: who anybody is changes nothing it may use.
+        return AudienceFacts(user_id=user_id, local_server=self.server_name, site_classes=site_classes)
+
+    async def working(self, run: RunInfo, on: bool) -> None:
+        return None
+
+    async def published(self, registry: Registry) -> None:
+        return None
+
+    async def deliver(self, tx: Tx, run: RunInfo, outcome: Outcome) -> None:
+        context = await tx.runs.context(run.id)
+        charter_id = context.get("charter")
+        if context.get("dry_run") is not None or not isinstance(charter_id, str):
+            return
+        try:
+            kept = await self.book.read(tx, charter_id)
+        except CharterUnreadable as exc:
+            log.error("edition of run %s not posted: %s", run.id, exc, extra={"run": run.id, "charter": charter_id})
+            return
+        bot = self._registry().get(run.bot)
+        if kept is None or kept.charter.room_id is None or bot is None:
+            log.info("edition of run %s not posted: its bot was removed meanwhile", run.id, extra={"run": run.id})
+            return
+        steps = [load_step(p) for p in await tx.runs.steps(run.id)]
+        answer = outcome.text if isinstance(outcome, Answered) else None
+        error = outcome.reason or outcome.ending if isinstance(outcome, Ended) else None
+        verdict = judge(steps, answer, has_sources=bool(kept.charter.fetches), error=error)
+        charter = kept.charter
+        room_id = kept.charter.room_id
+        if verdict.ok:
+            cleared = await tx.members.succeeded(charter_id)
+            if cleared:
+                log.info("member bot %s is back after %d failed edition(s)", charter_id, cleared,
+                         extra={"charter": charter_id, "run": run.id})
+            await tx.outbox.enqueue(txn_id=edition_txn(run.id), room_id=room_id, sender=bot.user_id,
+                                    event_type="m.room.message",
+                                    content=edition_content(answer or "", accepted_card(steps)), run_id=run.id)
+            return
+        failures = await tx.members.failed(charter_id)
+        log.warning("member bot %s: failed edition (%d in a row): %s", charter_id, failures, verdict.why,
+                    extra={"charter": charter_id, "run": run.id})
+        if failures == 1:
+            words = (self._registry().strings.get("members", "outage") or "{name}: {why}").format(
+                name=f"{charter.glyph} {charter.name}", why=verdict.why, when=schedule_words(charter))
+            await tx.outbox.enqueue(txn_id=edition_txn(run.id), room_id=room_id, sender=bot.user_id,
+                                    event_type="m.room.message", content=notice(words), run_id=run.id)

@@ -1,0 +1,60 @@
+"""A member bot's runs (SPEC §10): each edition (and the dry run that gates its birth) is an ordinary run on
+the ``members`` surface — steps, limits, cancel, ``summon runs`` — of the bot that hosts member bots (the
+builder), with the charter as its standing context and only the charter's id on the row to find it by."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from engine.content import AudienceFacts
+from engine.members.charter import AtSchedule, Charter
+from engine.run.summon import Summons
+
+SURFACE = "members"
+ASK = "Write this edition now."
+# A trusted caller's scripted model turns for a member bot's runs (the tests and the demo's stand-in model);
+# None serving for real.
+MemberScript = Callable[[Charter], list[dict[str, Any]] | None]
+
+
+def schedule_words(charter: Charter) -> str:
+    s = charter.schedule
+    if isinstance(s, AtSchedule):
+        return f"every day at {s.at} ({s.tz})"
+    return f"every {s.every}"
+
+
+def charter_note(charter_id: str | None, charter: Charter, *, edition: bool) -> str:
+    """The charter as a run's standing context: what the bot is, where it reads, what it does."""
+    lines = [
+        f"This is the member bot {charter.glyph} {charter.name}" + (f" (bot_id {charter_id})" if charter_id else "")
+        + f", made for {charter.owner}. It posts {schedule_words(charter)}.",
+        f"Its task: {charter.prompt}",
+    ]
+    if charter.sources:
+        lines.append("Its sources, as named: " + ", ".join(charter.sources) + ".")
+    if charter.fetches:
+        lines.append("What it may fetch (read each of these): " + ", ".join(charter.fetches))
+    if edition:
+        card = "compose one card with the card tool, then " if charter.card and "card" in charter.tools else ""
+        lines.append(f"You are writing one of its editions now: read its sources, {card}write the edition. At most "
+                     f"{charter.max_tool_calls} tool calls.")
+    return "\n".join(lines)
+
+
+def edition_summons(kept_id: str, charter: Charter, *, host: str, local_server: str, occurrence: datetime | None,
+                    dry_run: dict[str, Any] | None = None, script: list[dict[str, Any]] | None = None) -> Summons:
+    """The summons for one edition (``occurrence``), or for the dry run (``dry_run``: the pending charter,
+    sealed, for its tools to read — the charter is not stored until the dry run works)."""
+    context: dict[str, Any] = {"kind": "member", "charter": kept_id, "lines": [],
+                               "note": charter_note(None if dry_run else kept_id, charter, edition=True)}
+    if dry_run is not None:
+        context["dry_run"] = dry_run
+    trigger = f"member:{kept_id}:dry" if dry_run is not None else f"member:{kept_id}:{occurrence.isoformat() if occurrence else ''}"
+    return Summons(
+        bot=host, surface=SURFACE, prompt=ASK, asked_by=None, subject=charter.owner,
+        facts=AudienceFacts(user_id=None, local_server=local_server), room_id=charter.room_id,
+        trigger_event=trigger, context=context, script=script,
+    )

@@ -1,0 +1,109 @@
+"""The member bots' clock on the real PostgreSQL (SPEC §10): a ``bot_clock`` row per charter, so it survives a
+restart; the next occurrence is armed in the same commit as the run is summoned; a service down for a day
+fires once; two ticks at once fire once; a charter that will not open is skipped while the others run; a
+removed bot's clock goes with it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from engine.content import Registry, compile_sources
+from engine.content.files import read_kit
+from engine.members.book import Book
+from engine.members.charter import read_charter
+from engine.members.seal import Keyring, new_key
+from engine.members.ticks import member_tick
+from engine.run.publish import publish
+from tests.store import TestStore
+
+pytestmark = pytest.mark.db
+ALICE = "@alice:localhost"
+KEY = f"k1:{new_key()}"
+
+
+async def hosted(db: TestStore) -> Registry:
+    registry = compile_sources({"bots/builder.md": "---\nname: Builder\nextends: builder\n---\n"},
+                               server_name="localhost", kit=read_kit())
+    assert isinstance(registry, Registry), registry
+    await publish(db, registry)
+    await db.workers.beat("test-worker", usable=True, mode="stand-in: chosen", providers=[])
+    return registry
+
+
+async def made(db: TestStore, book: Book, **over: Any) -> str:
+    data: dict[str, Any] = {"name": "Morning News", "schedule": {"every": "1 hour"}, "prompt": "A digest.",
+                            "sources": ["rte.ie"], "allow": ["https://www.rte.ie/feeds/"], "owner": ALICE,
+                            "author": ALICE, "room_id": "!news:localhost"}
+    data.update(over)
+    async with db.transaction("t") as tx:
+        return await book.create(tx, read_charter(data), by=ALICE, clock_at=await tx.schedules.now(), host="builder")
+
+
+async def owed(db: TestStore, charter_id: str, hours: float) -> None:
+    await db.pool.execute("UPDATE bot_clock SET last_fired_at = now() - make_interval(secs => $2) WHERE trigger = $1",
+                          f"member:{charter_id}", hours * 3600)
+
+
+async def test_an_owed_edition_is_an_ordinary_run_with_its_clock_armed_first(db: TestStore) -> None:
+    registry = await hosted(db)
+    book = Book(Keyring.parse([KEY]))
+    charter_id = await made(db, book)
+    assert await member_tick(db, book, registry, host="builder") == []  # just born: its first edition was the dry run
+    await owed(db, charter_id, 25)  # down for a day: one edition, not twenty-five
+    [run_id] = await member_tick(db, book, registry, host="builder")
+    run = await db.runs.get(run_id)
+    assert run is not None and (run.bot, run.surface, run.asked_by, run.subject, run.room_id) == (
+        "builder", "members", None, ALICE, "!news:localhost")
+    assert run.context["charter"] == charter_id and "Morning News" in run.context["note"]
+    fired = await db.pool.fetchval("SELECT last_fired_at FROM bot_clock WHERE trigger = $1", f"member:{charter_id}")
+    assert run.trigger_event == f"member:{charter_id}:{fired.isoformat()}"
+    assert await member_tick(db, book, registry, host="builder") == []  # armed: nothing more is owed
+    # A restart (a new process: a new book, the same database) owes nothing either.
+    assert await member_tick(db, Book(Keyring.parse([KEY])), registry, host="builder") == []
+
+
+async def test_two_ticks_at_once_fire_an_edition_once(db: TestStore) -> None:
+    registry = await hosted(db)
+    book = Book(Keyring.parse([KEY]))
+    charter_id = await made(db, book)
+    await owed(db, charter_id, 2)
+    first, second = await asyncio.gather(member_tick(db, book, registry, host="builder"),
+                                         member_tick(db, book, registry, host="builder"))
+    assert len(first) + len(second) == 1
+    assert await db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE surface = 'members'") == 1
+
+
+async def test_a_charter_that_will_not_open_is_skipped_and_the_others_run(db: TestStore) -> None:
+    registry = await hosted(db)
+    book = Book(Keyring.parse([KEY]))
+    broken, fine = await made(db, book), await made(db, book, name="Evening News")
+    await db.pool.execute("UPDATE member_bots SET sealed = $2 WHERE id = $1", broken, b"\x00" * 40)
+    await owed(db, broken, 2)
+    await owed(db, fine, 2)
+    [run_id] = await member_tick(db, book, registry, host="builder")
+    run = await db.runs.get(run_id)
+    assert run is not None and run.context["charter"] == fine
+
+
+async def test_failures_stretch_an_interval_bot_in_the_database(db: TestStore) -> None:
+    registry = await hosted(db)
+    book = Book(Keyring.parse([KEY]))
+    charter_id = await made(db, book)
+    assert await db.members.failed(charter_id) == 1
+    assert await db.members.failed(charter_id) == 2
+    await owed(db, charter_id, 3)  # 2 failures in a row: owed 4 hours after the last try
+    assert await member_tick(db, book, registry, host="builder") == []
+    assert await db.members.succeeded(charter_id) == 2
+    assert len(await member_tick(db, book, registry, host="builder")) == 1
+
+
+async def test_the_builder_off_runs_nothing(db: TestStore) -> None:
+    registry = await hosted(db)
+    book = Book(Keyring.parse([KEY]))
+    charter_id = await made(db, book)
+    await owed(db, charter_id, 2)
+    assert await member_tick(db, book, Registry.of("localhost", []), host="builder") == []
+    assert len(await member_tick(db, book, registry, host="builder")) == 1
