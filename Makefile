@@ -45,6 +45,7 @@ bench: $(STAMP)
 	-$(BIN)/python -m tests.bench.idle
 	-$(BIN)/python -m tests.bench.untrusted
 	-$(BIN)/python -m tests.bench.door
+	-$(BIN)/python -m tests.bench.recall
 	@echo; $(BIN)/python -m tests.bench.table
 
 # Opt-in, not part of `make test`: summon as a person sees it, in a real Matrix client (Hydrogen, from the pinned

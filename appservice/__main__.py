@@ -80,6 +80,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from appservice.app import compile_content, keep_puppet_prefix
     from appservice.database import migrate_database, open_store
     from engine.clock import SystemClock
+    from engine.memory.ready import recallable
     from engine.providers.config import choose_answerer
     from engine.run.publish import publish
 
@@ -91,7 +92,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
         answering = choose_answerer(os.environ, SystemClock())
         try:
             await keep_puppet_prefix(store, config)
-            registry = compile_content(config, await store.rooms.encrypted())
+            registry, refused = await recallable(store, compile_content(config, await store.rooms.encrypted()))
+            for line in refused:
+                print(line, file=sys.stderr)
             # With buying on, a model with no price is refused: no spend limit could hold against it.
             unpriced = answering.unpriced(registry.bots.values())
             if unpriced:

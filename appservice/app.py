@@ -47,6 +47,7 @@ from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.lines import LineHandler, OwnRooms, RoomWork
+from appservice.matrix.memories import MemoryCommands
 from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.presses import Presses
@@ -55,6 +56,7 @@ from appservice.matrix.staff import tell_staff
 from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
+from appservice.matrix.voice import Hearing, Speaking
 from appservice.matrix.waiting import WaitingLines
 from appservice.members.service import MemberBots
 from appservice.metrics import Metrics
@@ -64,12 +66,16 @@ from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
 from engine.errors import ConfigError, ContentError, MatrixError, StoreError
+from engine.memory.embedder import Embedder
+from engine.memory.ready import recallable
+from engine.memory.recall import Recall, RecallSettings
 from engine.meter import Meter
 from engine.providers.config import choose_answerer
 from engine.run.publish import publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings, new_worker_id
+from engine.speech.endpoints import Speech, speech_from_env
 from engine.store import Store, Tx
 from engine.surface import Surface, SurfaceFacts
 from engine.tasks import TaskGroup
@@ -151,8 +157,9 @@ class Service:
     demo), never by ``summon serve``, so a room event cannot script a run while serving for real."""
 
     def __init__(self, config: Config, *, http: bool = True, clock: Clock | None = None,
-                 scripts: Scripts | None = None) -> None:
+                 scripts: Scripts | None = None, env: Mapping[str, str] | None = None) -> None:
         self.config = config
+        self.env = os.environ if env is None else env  # the speech endpoints' settings (SUMMON_STT_*, SUMMON_TTS_*)
         self.http = http
         self.clock = clock or SystemClock()
         self.scripts = scripts
@@ -183,7 +190,7 @@ class Service:
         worker_id = new_worker_id()
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, c.worker.lease_seconds * 2 / 3),
                                         store=self.store, worker_id=worker_id)
-        self._registry = compile_content(c, await self.store.rooms.encrypted())
+        self._registry, _ = await recallable(self.store, compile_content(c, await self.store.rooms.encrypted()))
         unpriced = self.answerer.unpriced(self._registry.bots.values())
         if unpriced:
             raise ContentError(unpriced)
@@ -232,6 +239,8 @@ class Service:
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
             status=self.answerer.status(), meter=self.metrics, worker_id=worker_id,
+            recall=Recall(Embedder(threads=c.memory.embed_threads),
+                          RecallSettings(floor=c.memory.recall_floor, count=c.memory.recall_count)),
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         if c.metrics.listen is not None:
@@ -317,6 +326,18 @@ class Service:
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
                              self.clock)
         self.surface.hand_over = self.outbox.send_now
+        # Voice notes heard and answers said (SPEC §12): one Speech per process, so a fallen endpoint stays fallen.
+        self.speech = Speech(speech_from_env(self.env), self.clock, timeout_seconds=c.speech.timeout_seconds,
+                             fallen_seconds=c.speech.fallen_seconds)
+        self.surface.speaks = self.speech.settings.speaks
+        hearing = Hearing(self.store, self.homeserver, self.registry, ours, self.dispatcher.lines.asking, self.speech,
+                          max_bytes=int(c.speech.max_mib * 1024 * 1024), max_seconds=c.speech.max_seconds,
+                          scripts=self.scripts)
+        self.dispatcher.lines.voice = hearing
+        self.dispatcher.lines.memories = MemoryCommands(self.registry, ours, server_name=server,
+                                                        service_user=self.service_user)
+        self.rooms.voice = hearing
+        self.outbox.speaking = Speaking(self.store, self.homeserver, self.speech)
 
     def _http(self) -> aiohttp.ClientSession:
         assert self._session is not None
@@ -368,6 +389,7 @@ class Service:
                 log.error("%s", line)
             self.content_errors(unpriced)
             return
+        registry, _ = await recallable(self.store, registry)
         if self.http:
             await publish(self.store, registry)
         self._registry = registry

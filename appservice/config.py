@@ -371,6 +371,31 @@ class Metrics(_Strict):
     listen: MetricsListen | None = None
 
 
+class Speech(_Strict):
+    """Voice notes heard and answers said (SPEC §12). The endpoints and their keys are the environment's
+    (SUMMON_STT_URL/_KEY/_MODEL, SUMMON_TTS_URL/_KEY/_MODEL/_VOICE); called only when buying is on (AGENTS_LIVE=1)."""
+
+    # A voice note larger than this (MiB) or longer than this (seconds) is answered in words, not heard.
+    max_mib: float = Field(default=20.0, gt=0, le=200)
+    max_seconds: float = Field(default=600.0, gt=0, le=7200)
+    # How long one transcription or speech call may take (hearing a voice note is a room action, given up and
+    # tried again after 45 s: the fetch and the call must fit in that).
+    timeout_seconds: float = Field(default=30.0, gt=0, le=40)
+    # After the speech endpoint fails, answers go out as text only for this long (then it is tried again).
+    fallen_seconds: float = Field(default=600.0, ge=0, le=86400)
+
+
+class Memory(_Strict):
+    """memory: person+recall (SPEC §11). The defaults are chosen on tests/memory/recall_pairs.yaml (docs/content.md)."""
+
+    # A memory further than this (cosine distance) from what is asked is not recalled: nothing beats the unrelated.
+    recall_floor: float = Field(default=0.215, gt=0, le=2)
+    # At most this many memories are recalled for a run.
+    recall_count: int = Field(default=5, ge=1, le=50)
+    # Threads the embedding model uses (it runs off the event loop, in a thread of its own).
+    embed_threads: int = Field(default=1, ge=1, le=16)
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -384,6 +409,8 @@ class Config(_Strict):
     desk: Desk | None = None  # off unless configured
     logging: Logging = Logging()
     metrics: Metrics = Metrics()
+    speech: Speech = Field(default_factory=lambda: Speech())
+    memory: Memory = Field(default_factory=lambda: Memory())
     members: Members | None = None  # member bots: off unless configured
 
 

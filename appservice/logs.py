@@ -107,7 +107,8 @@ def configure(fmt: Format = "text", *, verbose: bool = False, secrets: Iterable[
 
 def secrets_of(config: Any, env: Mapping[str, str]) -> list[str]:
     """Every secret this deployment holds: the appservice tokens, the database's password, the webhook
-    keys' secrets, the providers' keys, the OpenAPI tools' header values and the member bots' keys."""
+    keys' secrets, the providers' and the speech endpoints' keys, the OpenAPI tools' header values and the
+    member bots' keys."""
     found = [config.appservice.as_token, config.appservice.hs_token]
     for dsn in (config.database.dsn, config.database.direct_dsn):
         password = urlsplit(dsn).password if dsn else None
@@ -115,6 +116,7 @@ def secrets_of(config: Any, env: Mapping[str, str]) -> list[str]:
             found.append(password)
     found += [key.secret for key in config.hooks.keys.values()]
     found += [v for k, v in env.items() if v and re.fullmatch(r"SUMMON_PROVIDER_[A-Z0-9_]+_KEY", k)]
+    found += [env[var] for var in ("SUMMON_STT_KEY", "SUMMON_TTS_KEY") if env.get(var)]  # the speech endpoints'
     found += [env[var] for headers in config.tools.openapi_headers.values() for var in headers.values()
               if env.get(var)]
     if getattr(config, "members", None) is not None:

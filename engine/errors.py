@@ -23,6 +23,8 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     │   └── NotAnAnswer      a 2xx body that carries an error, or no answer at all
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
     ├── GrantRefused         a door grant that does not verify (why is for the log; the caller hears one answer)
+    ├── SpeechFailed         a speech endpoint (transcription, speech) failed, or was given what it cannot take
+    ├── MemoryUnavailable    memories (person+recall) cannot be kept here: no pgvector, or no embedding model
     ├── CharterError         a member bot's charter could not be used (words the builder can relay)
     │   ├── CharterUnreadable  it does not unseal or no longer reads: fails closed for that charter alone
     │   └── CharterRefused   not theirs to change or remove, or made for somebody else
@@ -119,6 +121,21 @@ class NotAnAnswer(ProviderError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class SpeechFailed(SummonError):
+    """A speech endpoint failed (down, refused, an answer that is not one), or the audio is not what it takes
+    (too large, too long, not audio). ``why`` is a short key for the person's words: ``too_large``,
+    ``too_long``, ``not_audio``, ``download`` or ``endpoint``."""
+
+    def __init__(self, message: str, *, why: str = "endpoint") -> None:
+        super().__init__(message)
+        self.why = why
+
+
+class MemoryUnavailable(SummonError):
+    """Memories (``person+recall``) cannot be kept here: the database has no pgvector, or the embedding model's
+    package is not installed. Its message is one line saying which."""
 
 
 class ToolError(SummonError):

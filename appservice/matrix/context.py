@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from appservice.matrix.mentions import named_bots
 from appservice.matrix.offers import bare_number
 from appservice.matrix.ours import Ours
-from appservice.matrix.said import Line, read_event
+from appservice.matrix.said import UNTRANSCRIBED, Line, read_event
 from engine.content import Registry
 from engine.content.strings import Strings
 from engine.core.commands import parse_command, strip_address
@@ -104,6 +104,11 @@ def _line(event_id: str, sender: str, name: str, said: str, ts: int) -> dict[str
     return {"event_id": event_id, "sender": sender, "name": name, "said": said, "ts": ts}
 
 
+def _heard(said: str, strings: Strings) -> str:
+    """A voice note nobody transcribed reads as the site's words for it (a transcribed one says its words)."""
+    return (strings.get("context", "not_transcribed") or said) if said == UNTRANSCRIBED else said
+
+
 class ContextReader:
     """Reads what a bot is given for a line, in the appservice transaction, from what is stored."""
 
@@ -134,7 +139,7 @@ class ContextReader:
                                      limit=self.settings.lines)
         has_root = bool(rows) and rows[0].event_id == root
         ordered = ([rows[0]] if has_root else []) + list(reversed(rows[1:] if has_root else rows))
-        lines = [_line(r.event_id, r.sender, r.name, r.said, r.ts) for r in ordered]
+        lines = [_line(r.event_id, r.sender, r.name, _heard(r.said, strings), r.ts) for r in ordered]
         kept = within_budget(lines, self.settings.tokens, keep_first=has_root)
         context: dict[str, Any] = {"kind": "thread", "lines": kept}
         if len(kept) < len(lines):
@@ -152,7 +157,7 @@ class ContextReader:
         lines: list[dict[str, Any]] = []
         for r in reversed(rows):
             if r.membership is None or r.said:
-                lines.append(_line(r.event_id, r.sender, r.name, r.said, r.ts))
+                lines.append(_line(r.event_id, r.sender, r.name, _heard(r.said, strings), r.ts))
                 continue
             # Who came and went, in the site's words; with none, nothing is said.
             words = strings.get("context", "joined" if r.membership == "join" else "left")

@@ -48,6 +48,15 @@ class PuppetLeaves:
     reason: str
 
 
-Followup = Join | Decline | LeaveEncrypted | InvitePuppet | PuppetLeaves
+@dataclass(frozen=True)
+class Transcribe:
+    """A voice note that summons ``bot``: fetched and heard after the commit (``voice.Hearing``), then asked."""
+
+    room_id: str
+    event_id: str
+    bot: str
+
+
+Followup = Join | Decline | LeaveEncrypted | InvitePuppet | PuppetLeaves | Transcribe
 KINDS: dict[str, type[Followup]] = {cls.__name__: cls for cls in (Join, Decline, LeaveEncrypted, InvitePuppet,
-                                                                  PuppetLeaves)}
+                                                                  PuppetLeaves, Transcribe)}

@@ -73,6 +73,26 @@ class Homeserver:
         async with _translated(f"setting {user_id}'s presence"):
             await self.api.intent(UserID(user_id)).set_presence(state, status, ignore_cache=True)
 
+    # --- media ----------------------------------------------------------------------------------------
+
+    async def download(self, user_id: str, mxc: str, max_bytes: int) -> bytes:
+        """A file through authenticated media (Matrix v1.11), as ``user_id``; read no further than
+        ``max_bytes`` (past it: ``MatrixError`` with errcode ``M_TOO_LARGE``)."""
+        data = bytearray()
+        async with _translated(f"downloading {mxc} as {user_id}"):
+            url = self.api.get_download_url(mxc, authenticated=True)
+            async with self.api.session.get(url, params={"user_id": user_id},
+                                            headers={"Authorization": f"Bearer {self.api.token}"}) as resp:
+                if resp.status != 200:
+                    body = await resp.text()
+                    raise MatrixError(f"downloading {mxc}: {resp.status} {body[:200]}", status=resp.status)
+                async for chunk in resp.content.iter_chunked(65536):
+                    data += chunk
+                    if len(data) > max_bytes:
+                        raise MatrixError(f"downloading {mxc}: over {max_bytes} bytes", status=413,
+                                          errcode="M_TOO_LARGE")
+        return bytes(data)
+
     # --- membership --------------------------------------------------------------------------------
 
     async def join(self, user_id: str, room_id: str) -> None:

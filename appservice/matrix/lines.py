@@ -35,6 +35,18 @@ class RoomWork(Protocol):
     async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any], ours: Callable[[str], bool]) -> bool: ...
 
 
+class VoiceNotes(Protocol):
+    """Voice notes that summon a bot (``voice.Hearing``): True when this one does (its hearing is remembered)."""
+
+    async def heard(self, tx: Tx, line: Line, followups: list[Followup]) -> bool: ...
+
+
+class OwnMemories(Protocol):
+    """A person's ``!memories`` / ``!forget`` (``memories.MemoryCommands``): True when the line was one."""
+
+    async def heard(self, tx: Tx, line: Line) -> bool: ...
+
+
 class OwnRooms(Protocol):
     """Rooms where a bot is talked to without a mention (a member bot's own room, a DM with its builder): it
     sees a line no command or press took, and says whether it asked a bot for it (True)."""
@@ -45,7 +57,8 @@ class OwnRooms(Protocol):
 class LineHandler:
     def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
                  admin: RoomAdmin, presses: Presses, commands: Commands, scripts: Scripts | None = None,
-                 elsewhere: RoomWork | None = None, own_rooms: OwnRooms | None = None) -> None:
+                 elsewhere: RoomWork | None = None, voice: VoiceNotes | None = None,
+                 own_rooms: OwnRooms | None = None) -> None:
         self._registry = registry
         self.ours = ours
         self.asking = asking
@@ -56,6 +69,8 @@ class LineHandler:
         # A trusted caller's reader of a line's scripted model turns (tests and the demo); None serving for real.
         self.scripts = scripts
         self.elsewhere = elsewhere
+        self.voice = voice
+        self.memories: OwnMemories | None = None
         self.own_rooms = own_rooms
 
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup], *,
@@ -97,8 +112,12 @@ class LineHandler:
             return
         if await self.presses.line(tx, line):
             return
+        if self.memories is not None and await self.memories.heard(tx, line):
+            return
         if await self.commands.heard(tx, line, event):
             return
+        if line.is_voice and self.voice is not None and await self.voice.heard(tx, line, followups):
+            return  # asked once its words are heard
         if await self.commands.typo(tx, line, event):
             return
         if self.own_rooms is not None and await self.own_rooms.line(tx, line, event):

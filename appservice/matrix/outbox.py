@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from appservice.matrix.voice import SPEAK, Speaking
 from engine.clock import Clock
 from engine.errors import MatrixError, StoreError
 from engine.store import Store
@@ -133,6 +134,7 @@ class Outbox:
         self.sender = sender
         self.clock = clock
         self._wake = asyncio.Event()
+        self.speaking: Speaking | None = None  # turns a speak row into a voice message (none: dropped)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Send what is due, woken by NOTIFY on insert, and otherwise when the next retry falls due."""
@@ -199,6 +201,13 @@ class Outbox:
                 found = await self.sender.already_sent(row.room_id, row.txn_id, row.sender)
             if found is not None:
                 event_id = found
+            elif SPEAK in row.content:
+                voiced = await self.speaking.voiced(row.run_id, row.sender, row.content) if self.speaking else None
+                if voiced is None:
+                    # No endpoint, or it has fallen (said once in the log): the answer stands in text alone.
+                    await self.store.outbox.failed(row.id, "not spoken: the answer went as text only")
+                    return
+                event_id = await self.sender.send(row.room_id, row.event_type, voiced, row.txn_id, row.sender)
             elif row.of_txn is None:
                 event_id = await self.sender.send(row.room_id, row.event_type, row.content, row.txn_id, row.sender)
             else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appservice.matrix.dispatch import FIRST_TRY_SECONDS, Dispatcher, remember
 from appservice.matrix.followups import (
@@ -26,6 +26,7 @@ from appservice.matrix.followups import (
     Join,
     LeaveEncrypted,
     PuppetLeaves,
+    Transcribe,
 )
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.ours import Ours
@@ -33,6 +34,9 @@ from engine.clock import Clock
 from engine.content import Registry
 from engine.errors import MatrixError, NotLeft, StoreError
 from engine.store import Store
+
+if TYPE_CHECKING:
+    from appservice.matrix.voice import Hearing
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +95,7 @@ class Rooms:
         self._registry = registry
         self.clock = clock
         self.on_done = on_done  # told of each action done, however it got done (a puppet's join: its commands)
+        self.voice: Hearing | None = None  # hears the voice notes that summon a bot
 
     async def register_puppets(self) -> None:
         for bot in self._registry().bots.values():
@@ -185,6 +190,11 @@ class Rooms:
                 # `!bots add`: the service's user invites; the puppet accepts like any invite where it is offered.
                 await self.homeserver.invite(followup.by, followup.room_id, followup.user_id)
                 log.info("%s invited to %s", followup.user_id, followup.room_id, extra={"room": followup.room_id})
+            elif isinstance(followup, Transcribe):
+                if self.voice is None:
+                    log.warning("a voice note to hear, but voice notes are not heard here", extra={"room": followup.room_id})
+                else:
+                    await self.voice.hear(followup)
             elif isinstance(followup, PuppetLeaves):
                 # `!bots remove`: the puppet leaves by itself (a kick would need the kick level).
                 await self.homeserver.leave(followup.user_id, followup.room_id, followup.reason)

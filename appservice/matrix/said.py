@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 HTML_FORMAT = "org.matrix.custom.html"
 MEDIA_KINDS = {"m.image": "image", "m.file": "file", "m.video": "video", "m.audio": "audio"}
 VOICE_FLAGS = ("org.matrix.msc3245.voice", "org.matrix.msc2516.voice")
+UNTRANSCRIBED = "[voice note]"  # what a voice note says until it is heard (a context shows the site's words)
 POLL_START_TYPES = ("m.poll.start", "org.matrix.msc3381.poll.start")
 # Extensible-events text keys, stable first (MSC1767); polls use either.
 _TEXT_KEYS = ("m.text", "org.matrix.msc1767.text", "body")
@@ -250,7 +251,7 @@ def _message_body(
             url = _str(file.get("url")) if isinstance(file, Mapping) else None
         if msgtype == "m.audio" and any(flag in content for flag in VOICE_FLAGS):
             text = (
-                f"[voice note] {transcript.strip()}" if transcript and transcript.strip() else "[voice note]"
+                f"{UNTRANSCRIBED} {transcript.strip()}" if transcript and transcript.strip() else UNTRANSCRIBED
             )
             return replace(line, text=text, is_voice=True, media_url=url)
         filename = _str(content.get("filename"))

@@ -32,6 +32,8 @@ from appservice.matrix.offers import (
 from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from appservice.matrix.power import facts_in_room
 from appservice.matrix.render import answer_content
+from appservice.matrix.said import read_event
+from appservice.matrix.voice import SPEAK
 from engine.clock import Clock
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
@@ -133,6 +135,7 @@ class MatrixSurface:
         self.typing_delay = typing_delay
         self.progress_delay = progress_delay
         self.progress_every = progress_every
+        self.speaks = False  # a speech endpoint is named and buying is on: a voice: bot may answer a voice note aloud
         self._typing: dict[int, asyncio.Task[bool]] = {}
         self._progress: dict[int, asyncio.Task[None]] = {}
         # The outbox's fast path (``Outbox.send_now``), when this process has one: what a run's last commit
@@ -186,6 +189,20 @@ class MatrixSurface:
                                 event_type="m.room.message", content=run_content(run, text), run_id=run.id)
         self._queued(run, f"summon.run{run.id}.ending")
 
+    async def _aloud(self, tx: Tx, run: RunInfo, puppet: str, text: str) -> None:
+        """A ``voice:`` bot asked by a voice note answers aloud too: a speak row after the text, which the outbox
+        turns into a voice message as it sends it (or drops, the text standing, when speech has fallen)."""
+        bot = self._registry().get(run.bot)
+        if not self.speaks or bot is None or bot.voice is None or run.trigger_event is None or not text.strip():
+            return
+        note = await tx.voice.note(run.trigger_event)
+        asked = read_event(note.event()) if note is not None else None
+        if asked is None or not asked.is_voice:
+            return
+        content = {**run_content(run, text), SPEAK: {"text": text, "voice": bot.voice.voice}}
+        await tx.outbox.enqueue(txn_id=f"{answer_txn(run.id)}.voice", room_id=run.room_id or "", sender=puppet,
+                                event_type="m.room.message", content=content, run_id=run.id)
+
     async def _answer(self, tx: Tx, run: RunInfo, puppet: str, text: str) -> None:
         """The answer, cut once, here (SPEC §4): one that ends in choices is recorded as an offer and shown
         with its choices numbered, then the puppet's keycaps under it — or, where the room chooses polls,
@@ -202,6 +219,7 @@ class MatrixSurface:
             await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
                                     content=run_content(run, text), run_id=run.id)
             self._queued(run, txn)
+            await self._aloud(tx, run, puppet, text)
             return
         room = await tx.rooms.get(room_id)
         style = style_of(room.settings if room is not None else None)
@@ -213,6 +231,7 @@ class MatrixSurface:
         await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
                                 run_id=run.id, content=run_content(run, offer_markdown(cut.words, cut.choices, cut.links)))
         self._queued(run, txn)
+        await self._aloud(tx, run, puppet, cut.words)
         if style == "poll":
             await tx.outbox.enqueue(txn_id=poll_txn(run.id), room_id=room_id, sender=puppet, event_type=POLL_START,
                                     run_id=run.id, content=poll_start_content(poll_question(cut.words), cut.choices,

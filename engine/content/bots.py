@@ -25,13 +25,11 @@ from pydantic import (
 from engine.content.base import AudienceField, Line, Names, Refusal, Strict, Text, unique
 from engine.content.hears import Hears
 from engine.core.limits import DEFAULT_LIMITS
+from engine.core.memory import MEMORIES
 from engine.core.messages import ENDINGS, Ending
 
 Surface = Literal["rooms", "desk", "voice", "members"]
 SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice", "members")
-# SPEC §11 names four; only the one the runtime builds compiles, so a bot never claims a memory it lacks.
-MEMORIES = ("none", "thread", "person", "person+recall")
-BUILT_MEMORIES = ("thread",)
 Offer = Literal["off", "ask", "always"]
 Answers = Literal["draft", "directly"]
 # Where a bot's answer is a draft for a person unless its file says ``answers: directly``.
@@ -104,16 +102,9 @@ def _per(value: object) -> dict[str, float]:
 
 
 def _memory(value: object) -> str:
-    if value in BUILT_MEMORIES:
-        return str(value)
-    built = ", ".join(BUILT_MEMORIES)
     if value in MEMORIES:
-        raise ValueError(
-            f"'{value}' is not built yet: a bot remembers the conversation it was asked in (memory: {built}, the"
-            " default); leave memory: out"
-        )
-    raise ValueError(f"unknown memory {value!r} (built: {built}; {', '.join(m for m in MEMORIES if m not in BUILT_MEMORIES)}"
-                     " are not built yet)")
+        return str(value)
+    raise ValueError(f"unknown memory {value!r} (memories: {', '.join(MEMORIES)})")
 
 
 # An image file under content/, named relative to it (no way up, no absolute path).

@@ -36,6 +36,11 @@ def opening(context: dict[str, Any], prompt: str) -> tuple[Message, ...]:
     asker's words are not already its last line — what was asked. (What they said since comes as steps:
     ``said_since``.)"""
     parts: list[str] = []
+    # What the bot remembers of the person (``engine.core.memory``) comes first: the live conversation sits
+    # nearest the question.
+    remembered = context.get("remembered")
+    if isinstance(remembered, str) and remembered:
+        parts.append(remembered)
     header = context.get("header")
     if isinstance(header, str) and header:
         parts.append(header)

@@ -42,6 +42,7 @@ from engine.core.loop import (
     decide,
     left,
 )
+from engine.core.memory import with_memory
 from engine.core.messages import (
     AnswerStep,
     EndingStep,
@@ -58,8 +59,9 @@ from engine.core.messages import (
     load_step,
 )
 from engine.core.prompt import capped, later_of, opening, said_since
-from engine.errors import LeaseLost, StoreError
+from engine.errors import LeaseLost, MemoryUnavailable, StoreError
 from engine.logfields import about_run
+from engine.memory.recall import Recall, Remembered, remembered
 from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer
 from engine.store import Store, Tx
@@ -81,7 +83,7 @@ class Hold:
 
     def __init__(self, claim: Claim, *, store: Store, registry: Callable[[], Registry], answerer: Answerer,
                  surface: Surface | None, toolbox: ToolRunner, clock: Clock, owner: str, lease_seconds: float,
-                 budget_seconds: float, meter: Meter | None = None) -> None:
+                 budget_seconds: float, recall: Recall | None = None, meter: Meter | None = None) -> None:
         self.row = claim.run
         self.run = RunInfo.of(claim.run)
         self.store = store
@@ -98,6 +100,9 @@ class Hold:
         # database's time then, with this process's monotonic clock at that moment.
         self.joined = len(later_of(claim.run.context))
         self._seen = (claim.now, clock.monotonic())
+        self.remembered = Remembered()  # what the bot remembers of the run's person (read once, on taking it)
+        self.recall = recall
+        self.answered = False
         self.meter = meter or NO_METER
         # Steps written in the transaction under way, told to the meter once it commits; and when the run's
         # previous step was (how long a step took).
@@ -113,12 +118,17 @@ class Hold:
         run = self.run
         started = self.clock.monotonic()
         steps = await self.steps()
+        bot = self._registry().get(run.bot)
+        memory = bot.memory if bot else "thread"
+        self.remembered = await remembered(self.store, self.surface, self.row, memory, self.recall)
         facts = await self.toolbox.asker(self.row)
         log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.owner})
         if self.surface is not None:
             await self.surface.working(run, True)
         try:
             await self._step_until_done(steps, started, facts)
+            if self.answered and memory == "person+recall" and self.remembered.tells and self.recall is not None:
+                await self._remember()
         except asyncio.CancelledError:
             # Shutting down: release the lease so another worker takes the run at once, not after expiry.
             await asyncio.shield(self._release_quietly())
@@ -126,6 +136,15 @@ class Hold:
         finally:
             if self.surface is not None:
                 await self.surface.working(run, False)
+
+    async def _remember(self) -> None:
+        """person+recall: what the person said, kept after the answer went (never before: a run that fails
+        remembers nothing); a memory that cannot be kept is logged, the answer stands."""
+        try:
+            await self.recall.remember(self.store, self.row)  # type: ignore[union-attr]
+        except (StoreError, MemoryUnavailable) as exc:
+            log.warning("run %s: what the person said could not be remembered (%s)", self.run.id, exc,
+                        extra={"run": self.run.id, "bot": self.run.bot})
 
     async def _release_quietly(self) -> None:
         try:
@@ -224,9 +243,11 @@ class Hold:
         skills = offer.skills_section(registry.strings.get("skills", "header") or "")
         if skills:
             system = f"{system}\n\n{skills}" if system else skills
+        memory = with_memory(context, bot.memory if bot is not None else "thread", earlier=self.remembered.earlier,
+                             recalled=self.remembered.recalled, words=registry.strings.section("context"))
         request = ModelRequest(
             system=system,
-            messages=conversation(opening(context, self._asked(registry, context)), steps),
+            messages=conversation(opening(memory, self._asked(registry, context)), steps),
             model=bot.model if bot is not None else None,
             tools=offer.tools,
         )
@@ -340,6 +361,7 @@ class Hold:
             if isinstance(action, Say):
                 final: Step = AnswerStep(action.text)
                 outcome = Answered(action.text)
+                self.answered = True
                 status, ending, reason, answer = "done", None, None, action.text
             else:
                 final = EndingStep(action.ending, action.reason)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from engine.content import Registry
+from engine.memory.ready import recallable
 from engine.store import Store
 from engine.tools.search import index_rows
 
@@ -14,7 +15,10 @@ log = logging.getLogger(__name__)
 
 
 async def publish(store: Store, registry: Registry) -> list[str]:
-    """Publish ``registry``; returns the slugs of the bots now live."""
+    """Publish ``registry``; returns the slugs of the bots now live. A ``person+recall`` bot that cannot remember
+    here (no pgvector, no embedding model) is refused in one line and left out; the rest are published. (A
+    process that keeps the registry live asks ``recallable`` itself, so it never serves a refused bot.)"""
+    registry, _ = await recallable(store, registry)
     async with store.transaction("publish") as tx:
         await tx.content.lock()
         for bot in registry.bots.values():

@@ -23,6 +23,7 @@ from engine.clock import Clock
 from engine.content import Registry
 from engine.core.limits import DEFAULT_SLOTS
 from engine.errors import LeaseLost, StoreError
+from engine.memory.recall import Recall
 from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer, ProviderStatus
 from engine.run.hold import Hold
@@ -72,6 +73,7 @@ class Worker:
         site_classes: SiteClasses | None = None,
         worker_id: str | None = None,
         status: ProviderStatus | None = None,
+        recall: Recall | None = None,
         meter: Meter | None = None,
     ) -> None:
         """``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``);
@@ -86,6 +88,8 @@ class Worker:
                                   content_tools=content_tools, site_classes=site_classes)
         self.id = worker_id or new_worker_id()
         self.status = status or ProviderStatus(usable=True, mode="stand-in")
+        # person+recall's embedder and settings; its model loads on first use (never when no bot recalls).
+        self.recall = recall or Recall()
         self.meter = meter or NO_METER
         self._wake = asyncio.Event()
         self._generation = 0
@@ -219,6 +223,7 @@ class Worker:
             claim, store=self.store, registry=self._registry, answerer=self.answerer,
             surface=self.surfaces.get(claim.run.surface), toolbox=self.toolbox, clock=self.clock, owner=self.id,
             lease_seconds=self.settings.lease_seconds, budget_seconds=self.settings.budget_seconds,
+            recall=self.recall,
             meter=self.meter,
         )
 

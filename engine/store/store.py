@@ -25,6 +25,7 @@ from engine.store.health import Health
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
 from engine.store.members import Members
+from engine.store.memories import Memories
 from engine.store.offers import Offers
 from engine.store.outbox import Outbox
 from engine.store.people import People
@@ -37,6 +38,7 @@ from engine.store.rooms import Rooms
 from engine.store.runs import Runs
 from engine.store.schedules import Schedules
 from engine.store.search import Search
+from engine.store.voice import Voice
 from engine.store.workers import Workers
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,14 @@ class Families:
     @cached_property
     def providers(self) -> Providers:
         return Providers(self._on, self._q)
+
+    @cached_property
+    def memories(self) -> Memories:
+        return Memories(self._on, self._q)
+
+    @cached_property
+    def voice(self) -> Voice:
+        return Voice(self._on, self._q)
 
     @cached_property
     def members(self) -> Members:

@@ -54,10 +54,11 @@ UPDATE spend_ledger SET drawn = $2, usd = greatest(usd, spent + $2) WHERE run_id
 UPDATE spend_ledger SET spent = spent + $2, drawn = 0, usd = greatest(usd, spent + $2) WHERE run_id = $1 AND reserved;
 
 -- name: settle_spend
--- A run ended: its reservation becomes what it really cost.
+-- A run ended: its reservation becomes what it really cost (its model calls and its speech calls).
 UPDATE spend_ledger
    SET usd = s.cost, spent = s.cost, drawn = 0, reserved = false
-  FROM (SELECT coalesce(sum(cost_usd), 0) AS cost FROM agent_steps WHERE run_id = $1) s
+  FROM (SELECT (SELECT coalesce(sum(cost_usd), 0) FROM agent_steps WHERE run_id = $1)
+             + (SELECT coalesce(sum(cost_usd), 0) FROM speech_calls WHERE run_id = $1) AS cost) s
  WHERE run_id = $1;
 
 -- name: personal_as_tools

@@ -280,6 +280,9 @@ async def test_no_function_the_tools_role_may_call_takes_a_person(db: TestStore)
         "agent_raise_ticket_v1": "run bigint, subject text, body text",
         "agent_run_v1": "", "agent_account_v1": "", "agent_contact_v1": "", "agent_under_rls_v1": "",
         "my_profile_v1": "", "my_tickets_v1": "", "my_orders_v1": "", "my_memberships_v1": "", "about_me_v1": "",
+        # person+recall (0042): whom a run is about as one key, and pgvector's own functions a recall reads with.
+        "agent_person_v1": "run bigint",
+        "vector_in": "cstring, oid, integer", "vector_out": "vector", "cosine_distance": "vector, vector",
     }
     for row in rows:
         assert not re.search(r"asked_by|asker|sender", row["prosrc"]), f"{row['proname']} mentions the asker"
@@ -430,6 +433,10 @@ async def test_an_engine_that_is_not_a_superuser_keeps_its_tables_and_its_tools_
     admin = await asyncpg.connect(f"{base}/postgres")
     try:
         await admin.execute(f'CREATE ROLE "{owner}" LOGIN CREATEROLE')
+        # summon_tools exists already in this cluster (another database's migration made it): since PostgreSQL 16
+        # CREATEROLE no longer lets the owner grant itself a role somebody else made, so a superuser does (the
+        # operator guide says so); on a cluster where the owner makes the role, it holds it from the start.
+        await admin.execute(f'GRANT summon_tools TO "{owner}"')
         await admin.execute(f'CREATE DATABASE "{name}" OWNER "{owner}" TEMPLATE template0')
         owned = f"postgresql://{owner}@{base.rpartition('@')[2]}/{name}"
         try:

@@ -147,8 +147,15 @@ async def wait_for(check: Any, *, timeout: float, interval: float = 0.1, what: s
 # --- PostgreSQL, stopped and started the way synapse-dev/up runs it -------------------------------------
 
 
-def pg_bin() -> Path:
-    """The newest installed PostgreSQL with a server, as synapse-dev/up finds it."""
+def pg_bin(data: Path | None = None) -> Path:
+    """The PostgreSQL that runs the cluster at ``data`` — its postmaster.opts names the server binary it was
+    started with (synapse-dev/up may have taken pgserver's, another, or the system's) —; else the newest
+    installed on the system."""
+    opts = data / "postmaster.opts" if data is not None else None
+    if opts is not None and opts.exists():
+        words = shlex.split(opts.read_text(encoding="utf-8"))
+        if words and (Path(words[0]).parent / "pg_ctl").exists():
+            return Path(words[0]).parent
     found = sorted((d for d in Path("/usr/lib/postgresql").glob("*/bin") if (d / "postgres").exists()
                     and (d / "initdb").exists()), key=lambda d: int(d.parent.name) if d.parent.name.isdigit() else 0)
     assert found, "no PostgreSQL server installed"
@@ -164,7 +171,7 @@ class Postgres:
         self.data = run_dir / "pg" / "data"
 
     def _pg_ctl(self, *args: str) -> None:
-        cmd = [str(pg_bin() / "pg_ctl"), "-D", str(self.data), "-l", str(self.run / "pg" / "postgres.log"), *args]
+        cmd = [str(pg_bin(self.data) / "pg_ctl"), "-D", str(self.data), "-l", str(self.run / "pg" / "postgres.log"), *args]
         if os.getuid() == 0:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)

@@ -19,6 +19,7 @@ from appservice.config import Door, Listen, Members, load_config
 from appservice.dev import scripted_turns
 from engine.store.base import init_connection
 from tests.matrix.people import Person
+from tests.speech.fake_speech import FakeSpeech
 
 REPO = Path(__file__).resolve().parents[2]
 # The door's grant keys in the matrix tests (the door listens on a free port: ``service.door.port``).
@@ -63,8 +64,17 @@ async def desk_staff(stack: dict[str, str]) -> AsyncIterator[DeskStaff]:
 
 
 @pytest.fixture(scope="session")
+async def fake_speech() -> AsyncIterator[FakeSpeech]:
+    """The site's speech endpoints, faked on 127.0.0.1 for the whole session (the service is told of them)."""
+    server = FakeSpeech()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture(scope="session")
 async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
-                  desk_staff: DeskStaff) -> AsyncIterator[Service]:
+                  desk_staff: DeskStaff, fake_speech: FakeSpeech) -> AsyncIterator[Service]:
     """One summon service for the matrix tests (each test makes its own rooms and people), with a desk whose
     staff room is ``desk_staff``'s."""
     admin = await asyncpg.connect(template_dsn.rsplit("/", 1)[0] + "/postgres")
@@ -90,7 +100,10 @@ async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
         "members": Members(keys=[MEMBER_KEY], min_every_seconds=60, tick_seconds=0.5, dry_run_seconds=60,
                            loopback_feeds_for_tests=True, admins=[]),
     })
-    svc = Service(config, scripts=scripted_turns)
+    # Speech is bought only with AGENTS_LIVE=1: switched on for the speech endpoints alone (the model stays mocked).
+    speech_env = {**os.environ, "SUMMON_STT_URL": fake_speech.url, "SUMMON_STT_KEY": "stt-key",
+                  "SUMMON_TTS_URL": fake_speech.url, "SUMMON_TTS_KEY": "tts-key", "AGENTS_LIVE": "1"}
+    svc = Service(config, scripts=scripted_turns, env=speech_env)
     await svc.start()
     yield svc
     await svc.stop()

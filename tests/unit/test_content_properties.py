@@ -90,7 +90,7 @@ def bot_files(draw: st.DrawFn) -> dict[str, Any]:
         limits["per"] = per
     front["limits"] = limits
     if draw(st.booleans()):
-        front["memory"] = "thread"  # the only memory built (the others are refused)
+        front["memory"] = draw(st.sampled_from(["none", "thread", "person", "person+recall"]))
     if draw(st.booleans()):
         front["endings"] = draw(st.dictionaries(st.sampled_from(list(ENDINGS)), words))
     if "voice" in surfaces and draw(st.booleans()):

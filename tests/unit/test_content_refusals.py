@@ -354,15 +354,9 @@ REFUSALS = [
     ),
     pytest.param(
         {"bots/b.md": bot("name: B\nmemory: forever\n")},
-        "bots/b.md:3: memory: unknown memory 'forever' (built: thread; none, person, person+recall are not built yet)",
+        "bots/b.md:3: memory: unknown memory 'forever' (memories: none, thread, person, person+recall)",
         id="unknown-memory",
     ),
-    *(pytest.param(
-        {"bots/b.md": bot(f"name: B\nmemory: {memory}\n")},
-        f"bots/b.md:3: memory: '{memory}' is not built yet: a bot remembers the conversation it was asked in"
-        " (memory: thread, the default); leave memory: out",
-        id=f"memory-not-built-{memory}",
-    ) for memory in ("none", "person", "person+recall")),
     # A built-in's own file sets who may be offered it and where, nothing else (issue 12 §3).
     pytest.param(
         {"tools/fetch.md": "---\nfor: member\nopenapi: tools/pets.yaml\noperations: [listPets]\n---\n"},

@@ -203,7 +203,7 @@ def generated_bot(seed: int) -> dict[str, Any]:
     if rng.random() < 0.4:
         front["model"] = rng.choice(["gpt-4o-mini", {"openai": "gpt-4o-mini", "anthropic": "claude-haiku"}])
     if rng.random() < 0.5:
-        front["memory"] = "thread"  # the only memory built (the others are refused)
+        front["memory"] = rng.choice(["none", "thread", "person", "person+recall"])
     if "desk" in surfaces and rng.random() < 0.5:
         front["answers"] = rng.choice(["draft", "directly"])
     if rng.random() < 0.4:

@@ -68,6 +68,15 @@ def test_the_deployments_secrets_are_the_tokens_password_hook_secrets_and_keys()
                           "hook-secret-0123456789", "sk-1234567"}
 
 
+def test_the_speech_endpoints_keys_are_secrets_too() -> None:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    config = parse_config(raw, {})
+    found = secrets_of(config, {"SUMMON_STT_KEY": "stt-key-0123456", "SUMMON_TTS_KEY": "tts-key-0123456",
+                                "SUMMON_STT_URL": "http://127.0.0.1:9/v1"})
+    assert {"stt-key-0123456", "tts-key-0123456"} <= set(found)
+    assert "http://127.0.0.1:9/v1" not in found
+
+
 def test_member_bots_keys_are_secrets_whichever_way_they_are_given() -> None:
     raw = yaml.safe_load(EXAMPLE.read_text())
     raw["members"] = {"keys": ["k1:vCI0oiG1jquvdXKDqzKntMy34ekGKiBQeQbFE8rwJBs="]}

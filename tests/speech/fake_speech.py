@@ -1,0 +1,79 @@
+"""A local fake of the site's speech endpoints: an aiohttp server on 127.0.0.1 (a free port) speaking OpenAI's
+``POST /v1/audio/transcriptions`` (multipart: ``file``, ``model``; answers ``{"text": …}``) and
+``POST /v1/audio/speech`` (JSON: ``model``, ``voice``, ``input``; answers audio bytes), recording every call.
+``failing`` makes every speech call a 502, as a provider having a bad hour does. Audio is made here, in pure
+Python: a WAV of tones (``tone_wav``)."""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+def tone_wav(seconds: float = 1.0, rate: int = 16_000, hz: float = 220.0) -> bytes:
+    """A mono 16-bit PCM WAV: a tone whose loudness rises and falls, like a syllable."""
+    n = int(seconds * rate)
+    samples = [int(12000 * math.sin(math.pi * i / n) * math.sin(2 * math.pi * hz * i / rate)) for i in range(n)]
+    data = struct.pack(f"<{n}h", *samples)
+    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
+    return (b"RIFF" + struct.pack("<I", 4 + 8 + len(fmt) + 8 + len(data)) + b"WAVE"
+            + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data)
+
+
+@dataclass
+class Heard:
+    model: str
+    filename: str
+    content_type: str
+    audio: bytes
+    authorization: str | None
+
+
+@dataclass
+class FakeSpeech:
+    transcript: str = "what is the weather in Lyon tomorrow"
+    failing: bool = False
+    heard: list[Heard] = field(default_factory=list)
+    said: list[dict[str, Any]] = field(default_factory=list)
+    port: int = 0
+    _runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_post("/v1/audio/speech", self._speak)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return web.json_response({"error": {"message": "file is required"}}, status=400)
+        self.heard.append(Heard(str(form.get("model")), upload.filename, upload.content_type, upload.file.read(),
+                                request.headers.get("Authorization")))
+        return web.json_response({"text": self.transcript})
+
+    async def _speak(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.said.append(body)
+        if self.failing:
+            return web.json_response({"error": {"message": "upstream is having a bad hour"}}, status=502)
+        return web.Response(body=tone_wav(0.75), content_type="audio/wav")
