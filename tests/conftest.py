@@ -131,8 +131,7 @@ async def browser() -> AsyncIterator[Any]:
         yield launched
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeProvider]:
+async def _fake_provider() -> AsyncIterator[FakeProvider]:
     """A fake provider on 127.0.0.1 speaking the real OpenAI and Anthropic wire formats."""
     server = FakeProvider()
     await server.start()
@@ -142,12 +141,6 @@ async def fake() -> AsyncIterator[FakeProvider]:
         await server.close()
 
 
-@pytest.fixture
-async def fake2() -> AsyncIterator[FakeProvider]:
-    """A second fake provider, for chains of two."""
-    server = FakeProvider()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+# ``fake``, and ``fake2`` for a chain of two.
+fake = pytest.fixture(_fake_provider, name="fake")
+fake2 = pytest.fixture(_fake_provider, name="fake2")

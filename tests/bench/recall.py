@@ -6,7 +6,9 @@
    role answering for the run's person, the floor and the count) — p50/p99 over ``rounds`` questions, with
    10,000 memories for one person (real sentences, embedded by the model), then again with 1,000,000 across
    people (the others' vectors random: they are other people's rows, which the read must never touch). The
-   read's plan is printed, and its answers checked against an exact scan.
+   read's plan is printed, and its answers checked against an exact scan. The floor, measured in the same
+   rounds: the same nearest-neighbour statement sent raw (no transaction, no role, no row-level security) for
+   the same vector; the ratio is summon's read against it.
 2. The worker's idle resident memory (``summon worker``: ``Service(http=False)``, as a process of its own), before
    and after its embedder is loaded.
 
@@ -22,6 +24,7 @@ import asyncio
 import itertools
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -35,6 +38,7 @@ from engine.memory.embedder import Embedder
 from engine.memory.recall import Recall
 from engine.store import Store, migrate
 from engine.store.memories import vector_text
+from tests.bench.results import Ratio, write
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = REPO / ".dev" / "bench-recall-run"
@@ -89,11 +93,15 @@ async def running_run(pool: asyncpg.Pool, person: str) -> Any:
         "RETURNING id", BOT, person)
 
 
+RAW_READ = ("SELECT m.id FROM memories m WHERE m.person = $1 AND m.bot = $2 AND (m.embedding <=> $3::text::vector) "
+            "<= $4 ORDER BY m.embedding <=> $3::text::vector LIMIT $5")
+
+
 async def measure(store: Store, pool: asyncpg.Pool, recall: Recall, run_id: int, rounds: int, label: str,
-                  person: str = PERSON) -> None:
+                  person: str = PERSON) -> dict[str, float]:
     row = await store.runs.get(run_id)
     assert row is not None
-    embed_ms, read_ms, total_ms, found = [], [], [], []
+    embed_ms, read_ms, total_ms, raw_ms, found = [], [], [], [], []
     for n in range(rounds):
         question = QUESTIONS[n % len(QUESTIONS)]
         t0 = time.perf_counter()
@@ -105,17 +113,19 @@ async def measure(store: Store, pool: asyncpg.Pool, recall: Recall, run_id: int,
             got = await tx.memories.recall(BOT, vector, floor=recall.settings.floor, count=recall.settings.count,
                                            room_id=None)
         t2 = time.perf_counter()
+        await pool.fetch(RAW_READ, person, BOT, vector_text(vector), recall.settings.floor, recall.settings.count)
+        raw_ms.append((time.perf_counter() - t2) * 1000)
         embed_ms.append((t1 - t0) * 1000)
         read_ms.append((t2 - t1) * 1000)
         total_ms.append((t2 - t0) * 1000)
         found.append(len(got))
     print(f"{label}: recall p50 {pct(total_ms, .5):.1f} ms / p99 {pct(total_ms, .99):.1f} ms "
           f"(embed p50 {pct(embed_ms, .5):.1f} / p99 {pct(embed_ms, .99):.1f} ms; read p50 {pct(read_ms, .5):.1f} / "
-          f"p99 {pct(read_ms, .99):.1f} ms); {statistics.mean(found):.1f} memories recalled a question on average")
+          f"p99 {pct(read_ms, .99):.1f} ms; the raw statement p50 {pct(raw_ms, .5):.1f} / p99 {pct(raw_ms, .99):.1f} "
+          f"ms); {statistics.mean(found):.1f} memories recalled a question on average")
     # The plan, and the answers against an exact scan (no index): the read must lose nothing to the index.
     probe = vector_text(await recall.embedder.query(QUESTIONS[1]))
-    query = ("SELECT m.id FROM memories m WHERE m.person = $1 AND m.bot = $2 AND (m.embedding <=> $3::text::vector) "
-             "<= $4 ORDER BY m.embedding <=> $3::text::vector LIMIT $5")
+    query = RAW_READ
     async with pool.acquire() as conn:
         plan = await conn.fetch("EXPLAIN " + query, person, BOT, probe, recall.settings.floor, recall.settings.count)
         indexed = [r["id"] for r in await conn.fetch(query, person, BOT, probe, recall.settings.floor,
@@ -127,6 +137,9 @@ async def measure(store: Store, pool: asyncpg.Pool, recall: Recall, run_id: int,
     scan = next((str(r[0]).strip() for r in plan if "Scan" in str(r[0])), "?")
     print(f"  plan: {scan}; answers {'match' if indexed == exact else 'DIFFER from'} an exact scan "
           f"({len(indexed)} vs {len(exact)})")
+    return {"recall_p50_ms": pct(total_ms, .5), "recall_p99_ms": pct(total_ms, .99),
+            "embed_p50_ms": pct(embed_ms, .5), "read_p50_ms": pct(read_ms, .5), "read_p99_ms": pct(read_ms, .99),
+            "raw_p50_ms": pct(raw_ms, .5), "raw_p99_ms": pct(raw_ms, .99), "recalled_mean": statistics.mean(found)}
 
 
 async def recall_phases(dsn: str, rounds: int, others: int) -> None:
@@ -153,7 +166,7 @@ async def recall_phases(dsn: str, rounds: int, others: int) -> None:
             [(PERSON, BOT, s, vector_text(v)) for s, v in zip(own, vectors, strict=True)])
         await pool.execute("ANALYZE memories")
         run_id = await running_run(pool, PERSON)
-        await measure(store, pool, recall, run_id, rounds, f"{OWN:,} memories, one person")
+        one = await measure(store, pool, recall, run_id, rounds, f"{OWN:,} memories, one person")
         t0 = time.perf_counter()
         await pool.execute("DROP INDEX memories_near")
         await pool.execute(
@@ -168,14 +181,24 @@ async def recall_phases(dsn: str, rounds: int, others: int) -> None:
             await conn.execute("CREATE INDEX memories_near ON memories USING hnsw (embedding vector_cosine_ops)")
         await pool.execute("ANALYZE memories")
         print(f"built the HNSW index over {OWN + others:,} memories in {time.perf_counter() - t0:.0f} s")
-        await measure(store, pool, recall, run_id, rounds, f"{OWN + others:,} memories across people, one with {OWN:,}")
+        many = await measure(store, pool, recall, run_id, rounds,
+                             f"{OWN + others:,} memories across people, one with {OWN:,}")
         # Bob: 100 memories of his own (the same kind of sentences) among the million.
         await pool.executemany(
             "INSERT INTO memories (person, bot, said, embedding) VALUES ($1, $2, $3, $4::text::vector)",
             [(BOB, BOT, s, vector_text(nudged(v, rng))) for s, v in zip(own[:100], real[:100], strict=True)])
         await pool.execute("ANALYZE memories")
-        await measure(store, pool, recall, await running_run(pool, BOB), rounds,
-                      f"{OWN + others + 100:,} memories across people, one with 100", person=BOB)
+        few = await measure(store, pool, recall, await running_run(pool, BOB), rounds,
+                            f"{OWN + others + 100:,} memories across people, one with 100", person=BOB)
+        # The read through summon (a transaction answering for the run's person under row-level security)
+        # against the same statement sent raw; the whole recall (embedding included) as a figure of its own.
+        print()
+        write("recall", [
+            Ratio(f"recall read p50, {OWN:,} memories of one person", one["read_p50_ms"], one["raw_p50_ms"], "ms", 2.0),
+            Ratio(f"recall read p50, {OWN + others:,} across people", many["read_p50_ms"], many["raw_p50_ms"], "ms", 2.0),
+            Ratio(f"recall p99 (embed + read), {OWN + others:,} across people", many["recall_p99_ms"], None, "ms",
+                  250.0),
+        ], {"one_person": one, "across_people": many, "one_with_100": few, "rss": RSS})
     finally:
         await pool.close()
         await store.close()
@@ -208,12 +231,19 @@ asyncio.run(main())
 """
 
 
+RSS: dict[str, float] = {}
+
+
 def rss_phase(stack: dict[str, str], env: dict[str, str]) -> None:
     probe_env = {k: v for k, v in env.items() if not k.startswith(("SUMMON_PROVIDER", "AGENTS_LIVE"))}
     probe_env.update({"SUMMON_AGENT_MOCK": "1", "SUMMON_DATABASE_DSN": stack["SUMMON_DSN"]})
     out = subprocess.run([sys.executable, "-c", RSS_PROBE, stack["SUMMON_CONFIG"]], cwd=REPO, env=probe_env,
                          capture_output=True, text=True, timeout=300)
     print(out.stdout.strip() or out.stderr[-2000:])
+    for line in out.stdout.splitlines():
+        found = re.search(r"RSS (without|with) the embedder(?: loaded)?: (\d+) MiB", line)
+        if found:
+            RSS[f"worker_rss_{found[1]}_embedder_mib"] = float(found[2])
 
 
 def main() -> int:
