@@ -56,5 +56,5 @@ def edition_summons(kept_id: str, charter: Charter, *, host: str, local_server: 
     return Summons(
         bot=host, surface=SURFACE, prompt=ASK, asked_by=None, subject=charter.owner,
         facts=AudienceFacts(user_id=None, local_server=local_server), room_id=charter.room_id,
-        trigger_event=trigger, context=context, script=script,
+        trigger_event=trigger, context=context, script=script, bounded=True,
     )

@@ -49,6 +49,10 @@ class Summons:
     # The most the run may use, when it is asked through something that carries its own ceilings (a door
     # grant): lowers the bot's limits and per-person windows, never raises them.
     ceilings: Ceilings | None = None
+    # A summons whose number is bounded by construction — a member bot's edition, one per charter and
+    # occurrence — is never turned away by the bot's waiting line (the line's cap turns away people, who can
+    # ask again; a refused edition would be lost). It still counts in the line, which is as long as it is.
+    bounded: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
         return await _refused(tx, s, "too_many", live=live, detail=f"{live} live runs")
     # Backpressure, not collapse: past the configured depth, a new summons is refused in words rather than
     # queued behind the others for minutes. (Counted without a lock: racing summonses may pass it by a few.)
-    waiting = await tx.runs.waiting_for(bot.slug)
+    waiting = 0 if s.bounded else await tx.runs.waiting_for(bot.slug)
     if waiting >= caps.waiting_per_bot:
         log.warning("summons refused: %d summonses already wait for %s", waiting, bot.slug,
                     extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})

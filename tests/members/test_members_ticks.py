@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 
-from engine.content import Registry, compile_sources
+from engine.content import AudienceFacts, Registry, compile_sources
 from engine.content.files import read_kit
+from engine.core.limits import Caps
 from engine.members.book import Book
 from engine.members.charter import read_charter
 from engine.members.seal import Keyring, new_key
 from engine.members.ticks import member_tick
 from engine.run.publish import publish
+from engine.run.summon import Refused, Summons, summon
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db
@@ -107,3 +109,22 @@ async def test_the_builder_off_runs_nothing(db: TestStore) -> None:
     await owed(db, charter_id, 2)
     assert await member_tick(db, book, Registry.of("localhost", []), host="builder") == []
     assert len(await member_tick(db, book, registry, host="builder")) == 1
+
+
+async def test_an_edition_is_never_turned_away_by_the_builders_waiting_line(db: TestStore) -> None:
+    """Many member bots due at the same minute: the waiting line's cap turns away people (who can ask again),
+    never an edition (it would be lost) — and the editions do make the line as long as it is."""
+    registry = await hosted(db)
+    await db.people.set_caps(Caps(waiting_per_bot=2))
+    book = Book(Keyring.parse([KEY]))
+    charters = [await made(db, book, room_id=f"!news{n}:localhost") for n in range(3)]
+    for charter_id in charters:
+        await owed(db, charter_id, 2)
+    fired = await member_tick(db, book, registry, host="builder")
+    assert len(fired) == 3  # past the cap of two
+    assert await db.pool.fetchval("SELECT count(*) FROM summon_refusals WHERE reason = 'queue_full'") == 0
+    async with db.transaction("t") as tx:
+        asked = await summon(tx, registry, Summons(
+            bot="builder", surface="rooms", prompt="make me a bot", asked_by=ALICE, room_id="!dm:localhost",
+            facts=AudienceFacts(user_id=ALICE, local_server="localhost", private=True)))
+    assert isinstance(asked, Refused) and (asked.reason, asked.waiting) == ("queue_full", 3)
