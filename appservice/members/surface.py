@@ -31,7 +31,6 @@ from engine.surface import Answered, Ended, Outcome, RunInfo
 log = logging.getLogger(__name__)
 
 
-
 def edition_txn(run_id: int) -> str:
     return f"summon.member.run{run_id}"
 
