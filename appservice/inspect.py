@@ -45,6 +45,11 @@ async def runs_report(store: Store, *, run_id: int | None, room: str | None, bot
             lines.append(f"  reason: {run.reason}")
         for step in await store.runs.inspect_steps(run.id):
             lines.append(_step_line(step))
+        # Speech is paid for outside the run's steps (a voice note heard before the run was claimed, an answer
+        # said after it ended): its calls are rows of their own, shown with the run they were for.
+        for call in await store.voice.calls(run.id):
+            units = f"{call.units:g} s heard" if call.kind == "transcription" else f"{call.units:g} characters said"
+            lines.append(f"  speech {call.kind:<13} {units:<28} ${call.cost_usd:.6f}  at {call.at:%H:%M:%S}")
     if run_id is None:
         refused = await store.refusals.latest(room, bot, limit)
         if refused:

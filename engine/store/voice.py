@@ -4,9 +4,10 @@ transcript written as what it says, and the speech calls a run paid for."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from engine.store.base import Family, maybe
+from engine.store.base import Family, maybe, rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,14 @@ class StoredNote:
                 "origin_server_ts": self.ts, "content": self.content}
 
 
+@dataclass(frozen=True, slots=True)
+class SpeechCall:
+    kind: str  # transcription | speech
+    units: float  # seconds heard, or characters said
+    cost_usd: float
+    at: datetime
+
+
 class Voice(Family):
     __slots__ = ()
 
@@ -34,6 +43,10 @@ class Voice(Family):
 
     async def heard(self, event_id: str, said: str) -> None:
         await self._run("voice_note_heard", event_id, said)
+
+    async def calls(self, run_id: int) -> list[SpeechCall]:
+        """The run's paid speech calls, oldest first."""
+        return rows(SpeechCall, await self._all("speech_calls_of", run_id))
 
     async def record_call(self, run_id: int, kind: str, units: float, cost_usd: float) -> None:
         """A paid speech call for the run, counted in its spend (reserved or settled, whichever it is now)."""

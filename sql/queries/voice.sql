@@ -20,3 +20,7 @@ INSERT INTO speech_calls (run_id, kind, units, cost_usd) VALUES ($1, $2, $3, $4)
 UPDATE spend_ledger
    SET spent = spent + $2, usd = CASE WHEN reserved THEN greatest(usd, spent + drawn + $2) ELSE usd + $2 END
  WHERE run_id = $1;
+
+-- name: speech_calls_of
+-- Run $1's paid speech calls, in the order they were made (`summon runs`).
+SELECT kind, units::float8 AS units, cost_usd::float8 AS cost_usd, at FROM speech_calls WHERE run_id = $1 ORDER BY id;

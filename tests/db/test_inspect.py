@@ -53,6 +53,13 @@ async def test_runs_shows_the_outcome_and_every_step(db: TestStore, dsn: str, pu
     assert "may cost up to $0.000400" in one[1]  # the scripted turn's cost, reserved before the call
     assert "tools: lookup" in one[2] and "in     12 out      3 $0.000400" in one[2]
     assert "sunny" in one[4]
+    # A speech call paid for the run (a voice note heard, an answer said) is shown with it, after its steps.
+    await db.voice.record_call(run_id, "transcription", 3.5, 0.00035)
+    await db.voice.record_call(run_id, "speech", 12, 0.00018)
+    spoken = runs("--id", str(run_id)).splitlines()
+    assert spoken[1:-2] == one[1:]
+    assert spoken[-2].split()[:5] == ["speech", "transcription", "3.5", "s", "heard"] and "$0.000350" in spoken[-2]
+    assert spoken[-1].split()[:5] == ["speech", "speech", "12", "characters", "said"] and "$0.000180" in spoken[-1]
     both = runs("--bot", "helper")
     assert f"run {failed} · helper · failed (failed)" in both and "reason: The model is overloaded." in both
     assert runs("--bot", "nobody").strip() == "no runs"
