@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from engine.errors import StoreError
 from engine.store.base import Family
 
 
@@ -11,7 +12,14 @@ class Profiles(Family):
 
     async def puppet_prefix(self, configured: str) -> str:
         """The puppet prefix this deployment has: the one remembered, else ``configured`` (remembered now)."""
-        return str(await self._value("remember_puppet_prefix", configured))
+        prefix = await self._value("remember_puppet_prefix", configured)
+        if prefix is None:
+            # Another process recorded one while this statement ran: its insert waited for that commit and did
+            # nothing, and its read was of the snapshot from before. A second statement reads the row.
+            prefix = await self._value("remember_puppet_prefix", configured)
+        if prefix is None:
+            raise StoreError("the deployment's puppet prefix could not be read or recorded")
+        return str(prefix)
 
     async def avatar_upload(self, sha256: str) -> str | None:
         """The mxc uri the image with this SHA-256 was uploaded as, or None."""

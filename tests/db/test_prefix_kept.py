@@ -3,6 +3,7 @@ before the setting had @bot_…), and a start with another is refused in one sen
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,20 @@ PROFILES = "0027_profiles"
 async def test_the_first_prefix_is_remembered(db: TestStore) -> None:
     assert await db.profiles.puppet_prefix("ai_") == "ai_"
     assert await db.profiles.puppet_prefix("bot_") == "ai_"
+
+
+async def test_two_processes_starting_at_once_both_read_the_prefix_one_of_them_remembered(db: TestStore) -> None:
+    """`summon serve` and `summon worker` started together on a new database: the one whose insert loses the
+    race waits for the other's commit, and then reads the prefix it recorded (not nothing)."""
+    async with db.pool.acquire() as first:
+        remembering = first.transaction()
+        await remembering.start()
+        await first.execute("INSERT INTO deployment (puppet_prefix) VALUES ('ai_')")
+        second = asyncio.create_task(db.profiles.puppet_prefix("ai_"))
+        await asyncio.sleep(0.3)
+        assert not second.done()  # waiting on the first one's row
+        await remembering.commit()
+        assert await asyncio.wait_for(second, 10) == "ai_"
 
 
 async def test_a_deployment_from_before_the_setting_has_bot_(blank: str, tmp_path: Path) -> None:  # noqa: F811
