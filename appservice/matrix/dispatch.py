@@ -237,8 +237,7 @@ class Dispatcher:
             return
         if event_type == "m.room.encrypted":
             return
-        await tx.rooms.ensure(room_id)
-        await tx.rooms.lock(room_id)
+        await tx.take_room(room_id)
         if event_type == "m.reaction":
             work = self.lines.elsewhere
             if work is not None and await work.reaction(tx, room_id, event, self.lines.ours):

@@ -63,6 +63,13 @@ class Rooms(Family):
         """Take the room's row for the rest of the transaction (everything stored about a room queues up)."""
         await self._value("lock_room", room_id)
 
+    async def take(self, room_id: str) -> None:
+        """The room's row, made the first time we hear from it, taken for the rest of the transaction: one
+        statement when it exists (the usual case), three the first time."""
+        if await self._value("lock_room", room_id) is None:
+            await self._run("ensure_room", room_id)
+            await self._value("lock_room", room_id)
+
     async def get(self, room_id: str) -> Room | None:
         return maybe(Room, await self._one("get_room", room_id))
 

@@ -150,12 +150,25 @@ class Tx(Families):
         self._on = conn
         self._q = queries
         self.name = name
+        self._rooms_taken: set[str] = set()
+
+    async def take_room(self, room_id: str) -> None:
+        """``rooms.take`` once a transaction: a homeserver transaction's hundred events in one room take its row
+        once. (A savepoint rolled back gives back the row locks taken inside it, and this forgets them too.)"""
+        if room_id not in self._rooms_taken:
+            await self.rooms.take(room_id)
+            self._rooms_taken.add(room_id)
 
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[Tx]:
         """A nested transaction: what raises inside is undone, and the rest of this one stands."""
-        async with base.savepoint(self._on, self.name):
-            yield self
+        taken = set(self._rooms_taken)
+        try:
+            async with base.savepoint(self._on, self.name):
+                yield self
+        except BaseException:
+            self._rooms_taken = taken
+            raise
 
 
 class Store(Families):
