@@ -52,6 +52,30 @@ async def test_an_event_the_driver_refuses_is_rejected_and_the_rest_stored(db: T
     assert "\\ud800" in kept  # as received, escaped so the database takes it
 
 
+async def test_a_bad_event_after_good_ones_undoes_the_pass_at_once_and_the_rest_are_stored_once(
+    db: TestStore, published: Registry, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The events are stored at once, without a savepoint each; one that fails after others were stored (and a
+    bot summoned) rolls that pass back whole, and the transaction is stored again with a savepoint an event:
+    the good ones stored and acted on once, the bad one rejected, in the same request."""
+    ask = message("Helper, first?", mentions=[HELPER])
+    huge = {**message("stamped past the end of time"), "origin_server_ts": 2**63}
+    after = message("and after it")
+    ingest = pipeline(db, published)
+    with caplog.at_level(logging.WARNING, logger="appservice.matrix.dispatch"):
+        assert await feed(ingest, db, "t-mixed", [ask, huge, after]) == []
+    assert await stored(db) == {ask["event_id"], after["event_id"]}
+    assert await count(db, "SELECT count(*) FROM agent_runs") == 1  # summoned once, not once a pass
+    assert set(await rejected(db)) == {huge["event_id"]}
+    assert any("storing it again with each event in a savepoint" in r.getMessage() for r in caplog.records)
+    assert await count(db, "SELECT count(*) FROM as_transaction_failures") == 0  # nothing for the homeserver to retry
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="appservice.matrix.dispatch"):
+        assert await feed(ingest, db, "t-fine", [message("fine"), message("also fine")]) == []
+    assert not [r for r in caplog.records if "storing it again" in r.getMessage()]
+    assert await count(db, "SELECT count(*) FROM room_events") == 4
+
+
 async def test_a_failure_outside_every_savepoint_gives_up_after_a_few_attempts(
     db: TestStore, published: Registry, caplog: pytest.LogCaptureFixture,
 ) -> None:
