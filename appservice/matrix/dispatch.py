@@ -49,7 +49,7 @@ from appservice.matrix.lines import LineHandler
 from appservice.matrix.presses import POLL_RESPONSES, Presses
 from appservice.matrix.said import read_event
 from appservice.matrix.state import StateHandler
-from engine.errors import StoreError, StoreUnavailable
+from engine.errors import StoreError, StoreUnavailable, SurfaceError
 from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)
@@ -86,9 +86,9 @@ async def remember(tx: Tx, followups: list[Followup]) -> list[tuple[int, Followu
     return remembered
 
 
-class _EventFailed(Exception):
-    """An event failed in the pass without savepoints: that attempt is rolled back and made again, each event in
-    a savepoint of its own."""
+class _EventFailed(SurfaceError):
+    """An event could not be read into the store in the pass without savepoints: that attempt is rolled back and
+    made again, each event in a savepoint of its own (where it is rejected, and the rest stored)."""
 
     def __init__(self, event: Mapping[str, Any], cause: Exception) -> None:
         super().__init__(f"event {event.get('event_id')!r} failed: {described(cause)}")
