@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from appservice.matrix.homeserver import Homeserver
@@ -73,8 +74,9 @@ class Builder:
         self.clock = clock
         self.settings = settings
         self.script = script
-        # The persona names keep_faces asked for, by room, and when (this process's monotonic clock).
-        self._named: dict[str, tuple[str, float]] = {}
+        # The persona names keep_faces asked for, by room: the name, when (this process's monotonic clock), and the
+        # puppet's membership row as it stood then (its updated_at: any membership event stored since moves it).
+        self._named: dict[str, tuple[str, float, datetime | None]] = {}
 
     def tools(self) -> dict[str, ToolFn]:
         return {"create_bot": self.create_bot, "remove_bot": self.remove_bot}
@@ -325,11 +327,14 @@ class Builder:
                 if member is None or member.membership != "join":
                     continue  # left (or was removed from) the room: nothing to name there
                 asked = self._named.get(charter.room_id)
-                if asked is not None and asked[0] == charter.name and now - asked[1] < RENAMED_SECONDS:
-                    continue  # asked for just now: its event is on its way
+                if (asked is not None and asked[0] == charter.name and asked[2] == member.updated_at
+                        and now - asked[1] < RENAMED_SECONDS):
+                    continue  # asked for just now, and no membership of the puppet has arrived since: on its way
+                # (One has arrived and it is not the persona: ours came and another stomp followed it before a
+                # tick saw ours, or the homeserver's came after ours. Either way: ask again now.)
                 await self.homeserver.set_state_event(puppet, charter.room_id, "m.room.member", puppet,
                                                       {"membership": "join", "displayname": charter.name})
-                self._named[charter.room_id] = (charter.name, now)
+                self._named[charter.room_id] = (charter.name, now, member.updated_at)
                 fixed += 1
             except CharterUnreadable as exc:
                 log.error("member bot skipped: %s", exc, extra={"charter": charter_id})

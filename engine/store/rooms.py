@@ -30,6 +30,7 @@ class Room:
 class Member:
     membership: str
     display_name: str | None
+    updated_at: datetime | None = None  # when a membership event of theirs was last stored
 
 
 @dataclass(frozen=True, slots=True)

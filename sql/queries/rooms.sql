@@ -52,8 +52,8 @@ SELECT user_id, membership FROM room_members
  WHERE room_id = $1 AND user_id = ANY($2::text[]) AND membership IN ('join', 'invite');
 
 -- name: get_member
--- One person's membership and display name in a room.
-SELECT membership, display_name FROM room_members WHERE room_id = $1 AND user_id = $2;
+-- One person's membership and display name in a room, and when a membership event of theirs was last stored.
+SELECT membership, display_name, updated_at FROM room_members WHERE room_id = $1 AND user_id = $2;
 
 -- name: room_readers
 -- Everyone joined to room $1 or invited to it (an invited person reads what is said once they join).
