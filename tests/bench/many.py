@@ -19,7 +19,6 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +29,10 @@ from appservice.app import Service
 from appservice.config import load_config
 from appservice.dev import SCRIPT_KEY, scripted_turns
 from tests.bench.echo_as import EchoAS
+from tests.bench.load import PER_ROOM, ROOMS, p95, rooms_with  # the storm load.py makes; RUN/PORTS set below
 from tests.store import TestStore
 
-ROOMS, PER_ROOM, LATENCY = 50, 4, 2
+LATENCY = 2
 bench.RUN = bench.REPO / ".dev" / "bench-many-run"
 PORTS = "55467,8047,29367"  # ports of its own (tests.bench.slots: 55465, tests.bench.permits: 55466)
 
@@ -52,25 +52,6 @@ class SleepingEcho(EchoAS):
     async def _reply(self, room: str, event_id: str, puppet: str) -> None:
         await asyncio.sleep(self.delay)
         await super()._reply(room, event_id, puppet)
-
-
-async def rooms_with(people: list[AsyncClient], puppet: str, joined: Callable[[], Awaitable[int]]) -> list[str]:
-    """Room i is made by person ``PER_ROOM * i`` with the puppet and the next ``PER_ROOM - 1`` people in it."""
-    groups = [people[i * PER_ROOM:(i + 1) * PER_ROOM] for i in range(ROOMS)]
-
-    async def made(group: list[AsyncClient]) -> str:
-        resp = await group[0].room_create(invite=[puppet, *(str(p.user_id) for p in group[1:])])
-        room = str(resp.room_id)  # type: ignore[union-attr]
-        await asyncio.gather(*(p.join(room) for p in group[1:]))
-        return room
-
-    rooms = list(await asyncio.gather(*(made(g) for g in groups)))
-    deadline = time.monotonic() + 120
-    while await joined() < ROOMS:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{puppet} joined only {await joined()} of {ROOMS} rooms")
-        await asyncio.sleep(0.1)
-    return rooms
 
 
 async def storm(people: list[AsyncClient], rooms: list[str], puppet: str, name: str,
@@ -148,10 +129,6 @@ async def breakdown(dsn: str, sent: dict[str, float]) -> None:
         print("  sent to the homeserver: " + ", ".join(f"{r['n']} {r['kind']}" for r in kinds))
     finally:
         await db.close()
-
-
-def p95(values: list[float]) -> float:
-    return sorted(values)[max(0, int(len(values) * 0.95) - 1)]
 
 
 def load() -> str:
