@@ -84,6 +84,7 @@ from engine.tools.code import CodeTools
 from engine.tools.fetch import FetchSettings, make_fetch
 from engine.tools.openapi import OpenAPITools
 from engine.tools.personal import make_about_me, make_raise_ticket, site_classes
+from engine.tools.quarantine import Quarantine
 from engine.tools.search import make_search_site
 from engine.tools.site import SiteTools
 
@@ -174,6 +175,8 @@ class Service:
         self.staff_room: StaffRoom | None = None
         self.metrics = Metrics(slots=config.worker.slots)
         self._metrics_runner: web.AppRunner | None = None
+        # Where fetched pages and feeds are parsed: children of their own, started on first use.
+        self.quarantine = Quarantine()
 
     def registry(self) -> Registry:
         assert self._registry is not None, "the service has not started"
@@ -302,7 +305,7 @@ class Service:
         self.homeserver = Homeserver(self.api)
         if c.members is not None:
             self.members = MemberBots(c.members, self.store, self.registry, self.homeserver, self.clock,
-                                      server_name=server, service_user=self.service_user, scripts=self.scripts,
+                                      self.quarantine, server_name=server, service_user=self.service_user, scripts=self.scripts,
                                       puppet_prefix=c.appservice.puppet_prefix)
         self.command_state = CommandState(self.store, self.homeserver)
         self.surface = MatrixSurface(self.store, self.homeserver, self.registry, self.tasks, self.clock,
@@ -441,7 +444,7 @@ class Service:
             "search_site": make_search_site(self.store),
             "about_me": make_about_me(self.store, words),
             "raise_ticket": make_raise_ticket(self.store, words, notify),
-            "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow))),
+            "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow)), self.quarantine),
             "current_room": make_current_room(self.store),
         }
         if self.members is not None:
@@ -478,6 +481,7 @@ class Service:
             await self.answerer.aclose()
         if hasattr(self, "site_tools"):
             await self.site_tools.aclose()
+        await self.quarantine.close()
         if hasattr(self, "store"):
             await self.store.close()
 

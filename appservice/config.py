@@ -27,7 +27,7 @@ from engine.content.bots import check_avatar
 from engine.core.limits import DEFAULT_SLOTS, Caps
 from engine.errors import ConfigError
 from engine.tools.code import CodeLimits, Sandbox
-from engine.tools.fetch import FetchSettings, make_fetch
+from engine.tools.fetch import FetchSettings, make_get
 
 # Environment variables that override a secret in the file: variable -> dotted key.
 SECRET_ENV = {
@@ -431,7 +431,7 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     if plain:
         raise ConfigError(f"config: tools.fetch_allow: fetch reads HTTPS only, not {plain[0]!r}")
     try:
-        make_fetch(FetchSettings(allow=tuple(config.tools.fetch_allow)))
+        make_get(FetchSettings(allow=tuple(config.tools.fetch_allow)))
     except ValueError as exc:
         raise ConfigError(f"config: tools.fetch_allow: {exc}") from None
     return config

@@ -16,6 +16,7 @@ import asyncpg
 import pytest
 
 from engine.store import migrate
+from engine.tools.quarantine import Quarantine
 from tests.providers.fake_provider import FakeProvider
 from tests.store import TestStore
 
@@ -139,6 +140,16 @@ async def _fake_provider() -> AsyncIterator[FakeProvider]:
         yield server
     finally:
         await server.close()
+
+
+@pytest.fixture(scope="session")
+async def quarantine() -> AsyncIterator[Quarantine]:
+    """Where fetched pages and feeds are parsed: the service's own children, shared by the session's tests."""
+    q = Quarantine()
+    try:
+        yield q
+    finally:
+        await q.close()
 
 
 # ``fake``, and ``fake2`` for a chain of two.

@@ -30,13 +30,14 @@ from engine.members.tools import make_card, make_charter_fetch, on_surface
 from engine.store import Store
 from engine.tools.base import ToolFn
 from engine.tools.fetch import FetchSettings
+from engine.tools.quarantine import Quarantine
 
 log = logging.getLogger(__name__)
 
 
 class MemberBots:
     def __init__(self, config: Members, store: Store, registry: Callable[[], Registry], homeserver: Homeserver,
-                 clock: Clock, *, server_name: str, service_user: str, scripts: Scripts | None = None,
+                 clock: Clock, quarantine: Quarantine, *, server_name: str, service_user: str, scripts: Scripts | None = None,
                  edition_script: MemberScript | None = None, puppet_prefix: str = PUPPET_PREFIX) -> None:
         self.config = config
         self.puppet_prefix = puppet_prefix
@@ -52,7 +53,7 @@ class MemberBots:
                                   loopback_for_tests=config.loopback_feeds_for_tests)
         self.book = Book(Keyring.parse(config.keys), self.rules)
         self.feeds = Feeds(FetchSettings(allow_loopback_http_for_tests=config.loopback_feeds_for_tests,
-                                         max_bytes=2 * 1024 * 1024), self.rules)
+                                         max_bytes=2 * 1024 * 1024), self.rules, quarantine)
         self.surface = MembersSurface(self.book, registry, server_name=server_name)
         self.builder = Builder(store, self.book, self.feeds, registry, homeserver, clock, BuildSettings(
             host=config.builder, server_name=server_name, rules=self.rules, admins=frozenset(config.admins),

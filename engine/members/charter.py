@@ -30,6 +30,8 @@ from engine.tools.addresses import address_allowed, plain_loopback
 
 FLOOR_SECONDS = 15 * 60  # the interval floor in production (SPEC §10); a setting lowers it for tests and demos
 MAX_TOOL_CALLS = 16
+# Sites one bot follows: each is a page read and up to four advertised feeds tried when it is made.
+MAX_SOURCES = 10
 USER_ID = re.compile(r"^@[^:\s]+:\S+$")
 
 
@@ -208,6 +210,13 @@ class Charter(_Strict):
             why = allow_entry_refusal(entry, rules)
             if why is not None:
                 raise ValueError(why)
+        return tuple(dict.fromkeys(value))
+
+    @field_validator("sources")
+    @classmethod
+    def _sources(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) > MAX_SOURCES:
+            raise ValueError(f"{len(value)} sources is too many; a bot may follow at most {MAX_SOURCES} sites")
         return tuple(dict.fromkeys(value))
 
     @field_validator("owner", "author")

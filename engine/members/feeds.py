@@ -8,7 +8,9 @@ is fetched and must parse as a feed (``feedparser``): HTML served as RSS is refu
 none falls back to the page itself; the dry run judges whether that reads.
 
 **Reading.** A feed comes back to the model as its entries (title, link, date, a short summary), capped and
-fenced as data; a page as its words. Parsing (HTML and feeds) runs off the event loop, under a deadline.
+fenced as data; a page as its words. Parsing (HTML and feeds) runs in a quarantined child process
+(``engine.tools.quarantine``: an address-space limit, killed at its deadline), never in this process. Discovery
+reads a few sites at once under one deadline for them all, and tries at most four advertised feeds a site.
 """
 
 from __future__ import annotations
@@ -18,24 +20,24 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urljoin, urlsplit
-
-import feedparser
+from urllib.parse import urlsplit
 
 from engine.errors import ToolError
 from engine.members.charter import CharterRules, allow_entry_refusal
 from engine.tools.fenced import fence
 from engine.tools.fetch import FetchSettings, Page, Resolve, decoded, make_get, page_text, system_resolve
+from engine.tools.quarantine import Quarantine
 
 log = logging.getLogger(__name__)
 
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml", "application/rdf+xml",
                         "application/feed+json", "application/xml", "text/xml"})
-_LINK_TYPES = frozenset({"application/rss+xml", "application/atom+xml"})
 MAX_FEEDS_PER_SITE = 2
-MAX_ENTRIES = 20
+# Sites looked at together, and how long finding every source's feeds may take in all: a charter's ten sources,
+# each a page and up to four advertised feeds, would otherwise be 50 fetches one after another.
+DISCOVER_AT_ONCE = 4
+DISCOVER_SECONDS = 60.0
 SUMMARY_CHARS = 400
 _SITE = re.compile(r"^[a-z0-9-]+(\.[a-z0-9-]+)+$", re.IGNORECASE)
 _TAGS = re.compile(r"<[^>]*>")
@@ -70,41 +72,9 @@ def site_of(source: str, rules: CharterRules) -> str:
     return f"{parts.scheme}://{parts.netloc}{parts.path or '/'}"
 
 
-class _Alternates(HTMLParser):
-    """The feed links in a page's HTML (stdlib parser: linear in the page, no network, no entities resolved
-    beyond attributes)."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.links: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag != "link":
-            return
-        a = {k.lower(): (v or "") for k, v in attrs}
-        rels = a.get("rel", "").lower().split()
-        if "alternate" in rels and a.get("type", "").lower().split(";")[0].strip() in _LINK_TYPES and a.get("href"):
-            self.links.append(a["href"].strip())
-
-
-def alternates(html: str, base: str) -> list[str]:
-    """The feeds a page advertises, as absolute addresses, in its order."""
-    parser = _Alternates()
-    parser.feed(html)
-    parser.close()
-    return list(dict.fromkeys(urljoin(base, href) for href in parser.links))
-
-
 def looks_like_feed(page: Page) -> bool:
     head = page.body[:512].lstrip().lower()
     return page.kind in FEED_TYPES or head.startswith((b"<?xml", b"<rss", b"<feed", b"<rdf"))
-
-
-def parse_feed(body: bytes) -> dict[str, Any]:
-    """The feed, parsed by feedparser from bytes (never a url: it fetches nothing itself)."""
-    parsed = feedparser.parse(body)
-    return {"version": parsed.get("version") or "", "title": parsed.feed.get("title", ""),
-            "entries": [dict(e) for e in parsed.entries[:MAX_ENTRIES]], "bozo": bool(parsed.bozo)}
 
 
 def feed_text(feed: dict[str, Any]) -> str:
@@ -128,33 +98,53 @@ def feed_text(feed: dict[str, Any]) -> str:
 class Feeds:
     """Finding and reading what a charter follows, with the guarded client."""
 
-    def __init__(self, settings: FetchSettings, rules: CharterRules, *, resolve: Resolve = system_resolve,
-                 parse_seconds: float = 5.0) -> None:
+    def __init__(self, settings: FetchSettings, rules: CharterRules, quarantine: Quarantine, *,
+                 resolve: Resolve = system_resolve, parse_seconds: float = 5.0,
+                 discover_seconds: float = DISCOVER_SECONDS) -> None:
         self.settings = settings
         self.rules = rules
+        self.quarantine = quarantine
         self.resolve = resolve
         self.parse_seconds = parse_seconds
+        self.discover_seconds = discover_seconds
 
     async def _parsed(self, url: str, body: bytes) -> dict[str, Any]:
-        try:
-            async with asyncio.timeout(self.parse_seconds):
-                feed = await asyncio.to_thread(parse_feed, body)
-        except TimeoutError:
-            raise ToolError(f"{url} could not be read as a feed within {self.parse_seconds:g}s") from None
+        feed = await self.quarantine.feed(url, body, seconds=self.parse_seconds)
         if not feed["version"] or (feed["bozo"] and not feed["entries"]):
             raise ToolError(f"{url} says it is a feed but is not one (it reads as a web page, not RSS or Atom)")
         return feed
 
-    async def discover(self, sources: Sequence[str]) -> tuple[list[Found], list[str]]:
-        """Each source's feeds (or page); and, in words, the sources that could not be reached at all."""
-        found: list[Found] = []
-        problems: list[str] = []
-        for source in sources:
+    async def discover(self, sources: Sequence[str], *, seconds: float | None = None) -> tuple[list[Found], list[str]]:
+        """Each source's feeds (or page); and, in words, the sources that could not be reached at all. A few
+        sites at once, all within ``seconds`` (``discover_seconds``): one still being read then is a problem."""
+        limit = self.discover_seconds if seconds is None else seconds
+        at_once = asyncio.Semaphore(DISCOVER_AT_ONCE)
+
+        async def one(source: str) -> Found | str:
             try:
-                found.append(await self._discover_one(source))
+                async with at_once:
+                    return await self._discover_one(source)
             except ToolError as exc:
                 log.info("feed discovery: %s: %s", source, exc)
-                problems.append(f"{source}: {exc}")
+                return f"{source}: {exc}"
+
+        tasks = [asyncio.ensure_future(one(source)) for source in sources]
+        done, pending = await asyncio.wait(tasks, timeout=limit) if tasks else (set(), set())
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        found: list[Found] = []
+        problems: list[str] = []
+        for source, task in zip(sources, tasks, strict=True):
+            if task in done:
+                result = task.result()
+                if isinstance(result, str):
+                    problems.append(result)
+                else:
+                    found.append(result)
+            else:
+                log.info("feed discovery: %s not read within %gs", source, limit)
+                problems.append(f"{source}: could not be read within {limit:g}s")
         return found, problems
 
     async def _discover_one(self, source: str) -> Found:
@@ -165,11 +155,8 @@ class Feeds:
         if looks_like_feed(page):
             await self._parsed(str(page.url), page.body)
             return Found(source, site, (str(page.url),), None)
-        try:
-            async with asyncio.timeout(self.parse_seconds):
-                links = await asyncio.to_thread(alternates, decoded(page)[: self.settings.max_html_chars], str(page.url))
-        except TimeoutError:
-            raise ToolError(f"{page.url} could not be read within {self.parse_seconds:g}s") from None
+        links = await self.quarantine.links(str(page.url), decoded(page)[: self.settings.max_html_chars],
+                                            seconds=self.parse_seconds)
         feeds: list[str] = []
         for link in links:
             if allow_entry_refusal(link, self.rules) is not None:
@@ -196,4 +183,4 @@ class Feeds:
             feed = await self._parsed(str(page.url), page.body)
             text = feed_text(feed)[: self.settings.max_chars]
             return fence(str(page.url), page.kind, text, note=f"a feed, {len(feed['entries'])} entries")
-        return await page_text(page, self.settings)
+        return await page_text(page, self.settings, self.quarantine)

@@ -18,8 +18,9 @@ and each redirect, passes the same two rules before a byte is sent:
 HTTPS only; plain http only to loopback test servers, behind a setting that is off unless a test
 turns it on. No environment proxies, no cookies, a timeout, at most a few redirects, and a byte
 cap: the read stops at the cap and an oversize page is an error, not a truncated answer. A page's
-HTML is read to a cap of its own, off the event loop and under a deadline, by a reader linear in
-what it is given (``engine.core.html_tokens``): the page's author never chooses what reading it costs.
+HTML is read to a cap of its own, in a quarantined child process killed at its deadline
+(``engine.tools.quarantine``), by a reader linear in what it is given (``engine.core.html_tokens``): the
+page's author never chooses what reading it costs.
 
 What comes back is fenced as data — a line saying it is untrusted and from where, then the text
 between two markers carrying a random token the page does not contain, so nothing in the page
@@ -33,7 +34,6 @@ import ipaddress
 import logging
 import re
 import socket
-import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +46,8 @@ from yarl import URL
 from engine.errors import ToolError
 from engine.tools.addresses import address_allowed, plain_loopback
 from engine.tools.base import RunRef, ToolFn
-from engine.tools.fenced import fence, html_to_text
+from engine.tools.fenced import fence
+from engine.tools.quarantine import Quarantine
 
 log = logging.getLogger(__name__)
 
@@ -290,9 +291,9 @@ def make_get(settings: FetchSettings, *, resolve: Resolve = system_resolve) -> G
     return get
 
 
-def make_fetch(settings: FetchSettings, *, resolve: Resolve = system_resolve) -> ToolFn:
-    """The built-in ``fetch``: ``{"url": str}`` → the page's text, fenced as untrusted data.
-    Raises ValueError at once for an allow-list entry that is not a plain https/http prefix."""
+def make_fetch(settings: FetchSettings, quarantine: Quarantine, *, resolve: Resolve = system_resolve) -> ToolFn:
+    """The built-in ``fetch``: ``{"url": str}`` → the page's text, fenced as untrusted data; its HTML read in
+    ``quarantine``. Raises ValueError at once for an allow-list entry that is not a plain https/http prefix."""
     get = make_get(settings, resolve=resolve)
 
     async def fetch(run: RunRef, arguments: dict[str, Any]) -> str:
@@ -300,7 +301,7 @@ def make_fetch(settings: FetchSettings, *, resolve: Resolve = system_resolve) ->
             raw = arguments.get("url")
             if not isinstance(raw, str) or not raw.strip():
                 raise ToolError('fetch needs {"url": "https://…"}')
-            return await page_text(await get(raw), settings)
+            return await page_text(await get(raw), settings, quarantine)
         except ToolError as exc:
             log.info("fetch refused or failed: %s", exc, extra={"run": run.id, "bot": run.bot})
             raise
@@ -334,33 +335,16 @@ def decoded(page: Page) -> str:
         return page.body.decode("utf-8", errors="replace")
 
 
-async def page_text(page: Page, settings: FetchSettings) -> str:
-    """A page as the model reads it: its words (HTML read to text off the event loop), capped, fenced."""
+async def page_text(page: Page, settings: FetchSettings, quarantine: Quarantine) -> str:
+    """A page as the model reads it: its words (HTML read to text in a quarantined child), capped, fenced."""
     text = decoded(page)
     notes = [f"{len(page.body)} bytes"]
     if page.kind in HTML_TYPES:
         if len(text) > settings.max_html_chars:
             text = text[: settings.max_html_chars]
             notes.append(f"its HTML read to its first {settings.max_html_chars} characters")
-        text = await _page_text(page.url, text, settings.parse_seconds)
+        text = await quarantine.words(str(page.url), text, seconds=settings.parse_seconds)
     if len(text) > settings.max_chars:
         text = text[: settings.max_chars]
         notes.append(f"cut to its first {settings.max_chars} characters")
     return fence(str(page.url), page.kind, text, note="; ".join(notes))
-
-
-async def _page_text(url: URL, html: str, seconds: float) -> str:
-    """A page's words, read off the event loop (a page of 256 Ki characters takes a good part of a
-    second) and given up after ``seconds``: the thread is told to stop, and stops within a few hundred
-    tags, so a page that cannot be read in time costs no more than that."""
-    stopped = threading.Event()
-    try:
-        async with asyncio.timeout(seconds):
-            text = await asyncio.to_thread(html_to_text, html, stop=stopped.is_set)
-    except TimeoutError:
-        raise ToolError(f"{url} could not be read within {seconds:g}s; gave up") from None
-    finally:
-        stopped.set()
-    if text is None:
-        raise ToolError(f"{url} could not be read within {seconds:g}s; gave up")
-    return text

@@ -1,6 +1,7 @@
 """A local feed server on loopback for member-bot tests: the sites a member names, each behaving as one does
 out there — RSS 2.0, Atom, a site whose page links its feed, one with no feed, one that answers 403, a slow
-one, HTML served as RSS, a 50 MB page, and a redirect off to somewhere else."""
+one, HTML served as RSS, a 50 MB page, a redirect off to somewhere else — and whatever a test serves under
+/served/ (a hostile site's documents)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ class FeedSite:
     rss_status: int = 200
     # Non-zero: every page answers this status (an outage of the whole site).
     down: int = 0
+    # /served/<name>: whatever a test puts here, as (body, content type) — a hostile site's documents.
+    served: dict[str, tuple[bytes, str]] = field(default_factory=dict)
 
     def url(self, path: str) -> str:
         return f"{self.base}{path}"
@@ -115,6 +118,14 @@ async def feed_site(*, slow_seconds: float = 30.0) -> AsyncIterator[FeedSite]:
         counted("/away/")
         raise web.HTTPFound("http://localhost:9/elsewhere")
 
+    async def served(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        counted(f"/served/{name}")
+        if name not in site.served:
+            return web.Response(status=404, text="no such document")
+        body, kind = site.served[name]
+        return web.Response(body=body, content_type=kind)
+
     @web.middleware
     async def outage(request: web.Request, handler: web.RequestHandler) -> web.StreamResponse:
         if site.down:
@@ -130,10 +141,12 @@ async def feed_site(*, slow_seconds: float = 30.0) -> AsyncIterator[FeedSite]:
     app.router.add_get("/plain/", plain)
     app.router.add_get("/forbidden/", forbidden)
     app.router.add_get("/slow/", slow)
+    app.router.add_get("/slow/{n}", slow)
     app.router.add_get("/fake/", pretending)
     app.router.add_get("/huge/", huge)
     app.router.add_get("/away/", away)
     app.router.add_get("/flaky/", flaky)
+    app.router.add_get("/served/{name}", served)
     runner = web.AppRunner(app, shutdown_timeout=0.5)
     await runner.setup()
     tcp = web.TCPSite(runner, "127.0.0.1", 0)

@@ -17,6 +17,7 @@ from engine.members.seal import Keyring, new_key
 from engine.members.tools import make_card, make_charter_fetch
 from engine.tools.base import RunRef
 from engine.tools.fetch import FetchSettings
+from engine.tools.quarantine import Quarantine
 from tests.members.test_members_card import CARD
 from tests.store import TestStore
 
@@ -69,27 +70,27 @@ async def test_a_charter_that_posts_no_card_takes_none(db: TestStore) -> None:
         await make_card(db, book)(run, {"card": CARD})
 
 
-async def test_the_tools_keep_to_max_tool_calls(db: TestStore) -> None:
+async def test_the_tools_keep_to_max_tool_calls(db: TestStore, quarantine: Quarantine) -> None:
     book, run = await charter_run(db, max_tool_calls=2)
     await record(db, run, *(ToolCallStep(ToolCall(f"f{n}", "fetch", {"url": "https://www.rte.ie/feeds/"}))
                             for n in range(3)))
     with pytest.raises(ToolError, match="used its 2 tool calls"):
-        await make_charter_fetch(db, book, Feeds(FetchSettings(), CharterRules()))(run, {"url": "https://www.rte.ie/feeds/"})
+        await make_charter_fetch(db, book, Feeds(FetchSettings(), CharterRules(), quarantine))(run, {"url": "https://www.rte.ie/feeds/"})
     with pytest.raises(ToolError, match="used its 2 tool calls"):
         await make_card(db, book)(run, {"card": CARD})
 
 
-async def test_no_allow_list_no_network(db: TestStore) -> None:
+async def test_no_allow_list_no_network(db: TestStore, quarantine: Quarantine) -> None:
     book, run = await charter_run(db, allow=[], tools=["fetch", "card"])
     with pytest.raises(ToolError, match="reads nothing from the web"):
-        await make_charter_fetch(db, book, Feeds(FetchSettings(), CharterRules()))(run, {"url": "https://www.rte.ie/"})
+        await make_charter_fetch(db, book, Feeds(FetchSettings(), CharterRules(), quarantine))(run, {"url": "https://www.rte.ie/"})
     book, run = await charter_run(db, tools=["card"])
     with pytest.raises(ToolError, match="reads nothing from the web"):
-        await make_charter_fetch(db, book, Feeds(FetchSettings(), CharterRules()))(run, {"url": "https://www.rte.ie/feeds/"})
+        await make_charter_fetch(db, book, Feeds(FetchSettings(), CharterRules(), quarantine))(run, {"url": "https://www.rte.ie/feeds/"})
 
 
-async def test_a_fetch_off_the_charter_list_is_refused(db: TestStore) -> None:
+async def test_a_fetch_off_the_charter_list_is_refused(db: TestStore, quarantine: Quarantine) -> None:
     book, run = await charter_run(db)
     with pytest.raises(ToolError, match="not on the list this bot may fetch"):
-        await make_charter_fetch(db, book, Feeds(FetchSettings(allow=("https://www.theguardian.com/",)), CharterRules()))(
+        await make_charter_fetch(db, book, Feeds(FetchSettings(allow=("https://www.theguardian.com/",)), CharterRules(), quarantine))(
             run, {"url": "https://www.theguardian.com/uk"})

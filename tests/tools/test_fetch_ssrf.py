@@ -22,6 +22,7 @@ from aiohttp import web
 from engine.errors import ToolError
 from engine.tools.base import RunRef
 from engine.tools.fetch import FetchSettings, fence, make_fetch
+from engine.tools.quarantine import Quarantine
 
 RUN = RunRef(id=1, bot="helper", surface="rooms")
 HOST = "docs.test"
@@ -131,28 +132,28 @@ def settings(server: Server, *, loopback: bool = True, allow: tuple[str, ...] = 
     return FetchSettings(allow=allow or (server.url("/docs/"),), allow_loopback_http_for_tests=loopback, **more)
 
 
-async def test_a_page_on_the_allow_list_is_fetched_and_fenced(server: Server) -> None:
+async def test_a_page_on_the_allow_list_is_fetched_and_fenced(server: Server, quarantine: Quarantine) -> None:
     resolver = Resolver([["127.0.0.1"]])
-    out = await make_fetch(settings(server), resolve=resolver)(RUN, {"url": server.url("/docs/hello")})
+    out = await make_fetch(settings(server), quarantine, resolve=resolver)(RUN, {"url": server.url("/docs/hello")})
     assert out.startswith(f"Untrusted data fetched from {server.url('/docs/hello')} (text/plain")
     assert "Hello from the docs." in out
     assert resolver.calls == [(HOST, server.port)]
     assert server.hits == ["/docs/hello"]
 
 
-async def test_the_connection_carries_the_name_and_goes_to_the_checked_address(server: Server) -> None:
+async def test_the_connection_carries_the_name_and_goes_to_the_checked_address(server: Server, quarantine: Quarantine) -> None:
     # A second lookup would answer with a public address (and a real one would trip the loopback guard):
     # the only lookup is the checked one, and the connection went where it pointed.
     resolver = Resolver([["127.0.0.1"], ["93.184.215.14"]])
-    out = await make_fetch(settings(server), resolve=resolver)(RUN, {"url": server.url("/docs/host")})
+    out = await make_fetch(settings(server), quarantine, resolve=resolver)(RUN, {"url": server.url("/docs/host")})
     assert f"host={HOST}:{server.port}" in out
     assert len(resolver.calls) == 1
     assert server.hits == ["/docs/host"]
 
 
-async def test_each_hop_is_resolved_and_checked_once(server: Server) -> None:
+async def test_each_hop_is_resolved_and_checked_once(server: Server, quarantine: Quarantine) -> None:
     resolver = Resolver([["127.0.0.1"], ["127.0.0.1"], ["10.0.0.7"]])
-    fetch = make_fetch(settings(server), resolve=resolver)
+    fetch = make_fetch(settings(server), quarantine, resolve=resolver)
     out = await fetch(RUN, {"url": server.url("/docs/go?to=/docs/hello")})
     assert "Hello from the docs." in out
     assert len(resolver.calls) == 2
@@ -162,8 +163,8 @@ async def test_each_hop_is_resolved_and_checked_once(server: Server) -> None:
     assert server.hits == ["/docs/go?to=/docs/hello", "/docs/hello"]
 
 
-async def test_html_is_reduced_to_its_text(server: Server) -> None:
-    out = await make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))(RUN, {"url": server.url("/docs/html")})
+async def test_html_is_reduced_to_its_text(server: Server, quarantine: Quarantine) -> None:
+    out = await make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))(RUN, {"url": server.url("/docs/html")})
     assert "# Guide" in out and "Using the bots" in out and "Mention a bot to & ask." in out
     assert "alert" not in out and "color:red" not in out and "<p>" not in out
 
@@ -173,18 +174,18 @@ async def test_html_is_reduced_to_its_text(server: Server) -> None:
     ["http://10.0.0.1/docs/", "http://169.254.169.254/latest/meta-data/", "http://[::ffff:10.0.0.1]/docs/",
      "http://100.100.100.200/docs/", "http://[fd00:ec2::254]/docs/", "http://0.0.0.0/docs/"],
 )
-async def test_a_redirect_to_a_private_address_is_refused(server: Server, target: str) -> None:
+async def test_a_redirect_to_a_private_address_is_refused(server: Server, target: str, quarantine: Quarantine) -> None:
     # The allow-list names the target too: the address rule alone refuses it.
     allow = (server.url("/docs/"), target)
-    fetch = make_fetch(settings(server, allow=allow), resolve=Resolver([["127.0.0.1"]]))
+    fetch = make_fetch(settings(server, allow=allow), quarantine, resolve=Resolver([["127.0.0.1"]]))
     with pytest.raises(ToolError, match="that address is not allowed"):
         await fetch(RUN, {"url": server.url(f"/docs/go?to={target}")})
     assert len(server.hits) == 1 and server.hits[0].startswith("/docs/go?to=")
 
 
-async def test_a_redirect_to_a_name_resolving_inward_is_refused(server: Server) -> None:
+async def test_a_redirect_to_a_name_resolving_inward_is_refused(server: Server, quarantine: Quarantine) -> None:
     resolver = Resolver([["127.0.0.1"], ["192.168.1.1"]])
-    fetch = make_fetch(settings(server), resolve=resolver)
+    fetch = make_fetch(settings(server), quarantine, resolve=resolver)
     with pytest.raises(ToolError, match=r"192\.168\.1\.1 is a private address \(docs\.test resolves to it\)"):
         await fetch(RUN, {"url": server.url(f"/docs/go?to={server.url('/docs/hello')}")})
     assert len(resolver.calls) == 2
@@ -193,75 +194,75 @@ async def test_a_redirect_to_a_name_resolving_inward_is_refused(server: Server) 
 
 @pytest.mark.parametrize("where", ["/secret", "http://127.0.0.1:{port}/secret", "http://evil.test:{port}/docs/",
                                    "http://docs.test.evil.test:{port}/docs/", "http://docs.test:1/docs/"])
-async def test_a_redirect_off_the_allow_list_is_refused(server: Server, where: str) -> None:
+async def test_a_redirect_off_the_allow_list_is_refused(server: Server, where: str, quarantine: Quarantine) -> None:
     target = where.format(port=server.port)
-    fetch = make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))
+    fetch = make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))
     with pytest.raises(ToolError, match="not on the list this bot may fetch"):
         await fetch(RUN, {"url": server.url(f"/docs/go?to={target}")})
     assert "/secret" not in server.hits
 
 
 @pytest.mark.parametrize("where", ["/docs/..;/secret", "/docs/%2e%2e/secret", "/docs/%252e%252e/secret"])
-async def test_a_redirect_to_a_path_read_another_way_is_refused(server: Server, where: str) -> None:
-    fetch = make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))
+async def test_a_redirect_to_a_path_read_another_way_is_refused(server: Server, where: str, quarantine: Quarantine) -> None:
+    fetch = make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))
     with pytest.raises(ToolError, match="in its path, which is not allowed"):
         await fetch(RUN, {"url": server.url(f"/docs/raw-go?to={quote(where, safe='')}")})
     assert len(server.hits) == 1
 
 
-async def test_a_page_that_never_closes_a_tag_is_read_at_once(server: Server) -> None:
-    fetch = make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))
+async def test_a_page_that_never_closes_a_tag_is_read_at_once(server: Server, quarantine: Quarantine) -> None:
+    fetch = make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))
     start = time.process_time()  # CPU time, this process's: the server here is in it too, and cheap
     out = await fetch(RUN, {"url": server.url("/docs/unterminated")})
     assert time.process_time() - start < 1.0
     assert "240000 bytes" in out and "<a<a<a" in out  # a tag never closed is read as text, once
 
 
-async def test_html_past_its_cap_is_not_parsed_and_the_answer_says_so(server: Server) -> None:
-    fetch = make_fetch(settings(server, max_html_chars=64 * 1024), resolve=Resolver([["127.0.0.1"]]))
+async def test_html_past_its_cap_is_not_parsed_and_the_answer_says_so(server: Server, quarantine: Quarantine) -> None:
+    fetch = make_fetch(settings(server, max_html_chars=64 * 1024), quarantine, resolve=Resolver([["127.0.0.1"]]))
     out = await fetch(RUN, {"url": server.url("/docs/long")})
     assert "its HTML read to its first 65536 characters" in out and "THE END" not in out
 
 
-async def test_a_page_not_read_within_its_deadline_is_an_error(server: Server) -> None:
-    fetch = make_fetch(settings(server, parse_seconds=0.000_001), resolve=Resolver([["127.0.0.1"]]))
+async def test_a_page_not_read_within_its_deadline_is_an_error(server: Server, quarantine: Quarantine) -> None:
+    fetch = make_fetch(settings(server, parse_seconds=0.000_001), quarantine, resolve=Resolver([["127.0.0.1"]]))
     with pytest.raises(ToolError, match=r"could not be read within 1e-06s; gave up"):
         await fetch(RUN, {"url": server.url("/docs/long")})
 
 
-async def test_too_many_redirects_stop(server: Server) -> None:
-    fetch = make_fetch(settings(server, max_redirects=3), resolve=Resolver([["127.0.0.1"]]))
+async def test_too_many_redirects_stop(server: Server, quarantine: Quarantine) -> None:
+    fetch = make_fetch(settings(server, max_redirects=3), quarantine, resolve=Resolver([["127.0.0.1"]]))
     with pytest.raises(ToolError, match="more than 3 redirects"):
         await fetch(RUN, {"url": server.url("/docs/loop")})
     assert len(server.hits) == 4
 
 
-async def test_a_name_resolving_to_loopback_is_refused_without_the_test_setting(server: Server) -> None:
+async def test_a_name_resolving_to_loopback_is_refused_without_the_test_setting(server: Server, quarantine: Quarantine) -> None:
     allow = (f"https://{HOST}:{server.port}/docs/",)
     for answer in (["127.0.0.1"], ["::1"], ["::ffff:127.0.0.1"], ["93.184.215.14", "127.0.0.1"]):
-        fetch = make_fetch(settings(server, loopback=False, allow=allow), resolve=Resolver([answer]))
+        fetch = make_fetch(settings(server, loopback=False, allow=allow), quarantine, resolve=Resolver([answer]))
         with pytest.raises(ToolError, match=r"that address is not allowed: .* loopback"):
             await fetch(RUN, {"url": f"https://{HOST}:{server.port}/docs/hello"})
     assert server.hits == []
 
 
-async def test_the_test_setting_relaxes_loopback_only(server: Server) -> None:
+async def test_the_test_setting_relaxes_loopback_only(server: Server, quarantine: Quarantine) -> None:
     allow = (server.url("/docs/"), f"https://{HOST}/docs/")
     for answer, why in ((["10.0.0.1"], "private"), (["169.254.169.254"], "metadata"), (["::ffff:127.0.0.1"], "loopback"),
                         (["127.0.0.1", "172.16.0.1"], "private")):
-        fetch = make_fetch(settings(server, allow=allow), resolve=Resolver([answer]))
+        fetch = make_fetch(settings(server, allow=allow), quarantine, resolve=Resolver([answer]))
         with pytest.raises(ToolError, match=f"that address is not allowed: .*{why}"):
             await fetch(RUN, {"url": server.url("/docs/hello")})
     # http only to loopback, even with the setting on
-    fetch = make_fetch(settings(server, allow=allow), resolve=Resolver([["93.184.215.14"]]))
+    fetch = make_fetch(settings(server, allow=allow), quarantine, resolve=Resolver([["93.184.215.14"]]))
     with pytest.raises(ToolError, match="only https"):
         await fetch(RUN, {"url": server.url("/docs/hello")})
     assert server.hits == []
 
 
-async def test_plain_http_is_refused_before_anything_is_resolved(server: Server) -> None:
+async def test_plain_http_is_refused_before_anything_is_resolved(server: Server, quarantine: Quarantine) -> None:
     resolver = Resolver([["127.0.0.1"]])
-    fetch = make_fetch(settings(server, loopback=False), resolve=resolver)
+    fetch = make_fetch(settings(server, loopback=False), quarantine, resolve=resolver)
     for url in (server.url("/docs/hello"), f"http://127.0.0.1:{server.port}/docs/hello"):
         with pytest.raises(ToolError, match="only https urls can be fetched"):
             await fetch(RUN, {"url": url})
@@ -279,25 +280,25 @@ async def test_plain_http_is_refused_before_anything_is_resolved(server: Server)
     "http://0x7f000001:{port}/docs/hello",
     "http://127.1:{port}/docs/hello",
 ])
-async def test_userinfo_and_lookalike_hosts_are_refused_before_anything_is_resolved(server: Server, url: str) -> None:
+async def test_userinfo_and_lookalike_hosts_are_refused_before_anything_is_resolved(server: Server, url: str, quarantine: Quarantine) -> None:
     resolver = Resolver([["127.0.0.1"]])
-    fetch = make_fetch(settings(server, allow=(server.url("/docs/"), f"http://127.0.0.1:{server.port}/docs/")),
+    fetch = make_fetch(settings(server, allow=(server.url("/docs/"), f"http://127.0.0.1:{server.port}/docs/")), quarantine,
                        resolve=resolver)
     with pytest.raises(ToolError, match=r"user name or password|not on the list|four decimal numbers"):
         await fetch(RUN, {"url": url.format(port=server.port)})
     assert resolver.calls == [] and server.hits == []
 
 
-async def test_an_oversize_body_is_an_error_and_the_read_stops(server: Server) -> None:
-    fetch = make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))
+async def test_an_oversize_body_is_an_error_and_the_read_stops(server: Server, quarantine: Quarantine) -> None:
+    fetch = make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))
     with pytest.raises(ToolError, match="larger than the 512 KiB fetch reads; stopped there"):
         await fetch(RUN, {"url": server.url("/docs/big")})
     with pytest.raises(ToolError, match=r"larger than the 512 KiB fetch reads \(614400 bytes\)"):
         await fetch(RUN, {"url": server.url("/docs/big-declared")})
 
 
-async def test_what_is_not_text_is_refused(server: Server) -> None:
-    fetch = make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))
+async def test_what_is_not_text_is_refused(server: Server, quarantine: Quarantine) -> None:
+    fetch = make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))
     with pytest.raises(ToolError, match="image/png, not text"):
         await fetch(RUN, {"url": server.url("/docs/image")})
     with pytest.raises(ToolError, match="did not say plainly what kind of content"):
@@ -306,15 +307,15 @@ async def test_what_is_not_text_is_refused(server: Server) -> None:
     with pytest.raises(ToolError, match="answered 404"):
         await fetch(RUN, {"url": server.url("/docs/missing")})
     with pytest.raises(ToolError, match="could not be found"):
-        await make_fetch(settings(server), resolve=Resolver([[]]))(RUN, {"url": server.url("/docs/hello")})
+        await make_fetch(settings(server), quarantine, resolve=Resolver([[]]))(RUN, {"url": server.url("/docs/hello")})
     with pytest.raises(ToolError, match=re.escape('fetch needs {"url"')):
         await fetch(RUN, {})
 
 
-async def test_environment_proxies_are_not_used(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_environment_proxies_are_not_used(server: Server, monkeypatch: pytest.MonkeyPatch, quarantine: Quarantine) -> None:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
         monkeypatch.setenv(name, "http://10.9.9.9:3128")
-    out = await make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))(RUN, {"url": server.url("/docs/hello")})
+    out = await make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))(RUN, {"url": server.url("/docs/hello")})
     assert "Hello from the docs." in out
 
 
@@ -347,8 +348,8 @@ def escaped(out: str, body_marker: str) -> bool:
     )
 
 
-async def test_a_page_cannot_break_out_of_the_fence(server: Server) -> None:
-    fetch = make_fetch(settings(server), resolve=Resolver([["127.0.0.1"]]))
+async def test_a_page_cannot_break_out_of_the_fence(server: Server, quarantine: Quarantine) -> None:
+    fetch = make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))
     escapes = 0
     for n in range(len(ATTACKS)):
         marker = f"MARKER{n}"
@@ -373,7 +374,7 @@ def test_the_escape_check_catches_a_fence_that_breaks() -> None:
     assert escaped(naive + "[data ab]\nx\n[end of data ab]\nZQXJ", "ZQXJ") is True
 
 
-async def test_an_ipv6_answer_is_pinned_too() -> None:
+async def test_an_ipv6_answer_is_pinned_too(quarantine: Quarantine) -> None:
     app = web.Application()
     seen: list[str] = []
 
@@ -393,11 +394,11 @@ async def test_an_ipv6_answer_is_pinned_too() -> None:
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     try:
         resolver = Resolver([["::1"], ["127.0.0.1"]])
-        fetch = make_fetch(FetchSettings(allow=(f"http://{HOST}:{port}/docs/",), allow_loopback_http_for_tests=True),
+        fetch = make_fetch(FetchSettings(allow=(f"http://{HOST}:{port}/docs/",), allow_loopback_http_for_tests=True), quarantine,
                            resolve=resolver)
         assert "over IPv6" in await fetch(RUN, {"url": f"http://{HOST}:{port}/docs/hello"})
         assert seen == [f"{HOST}:{port}"] and len(resolver.calls) == 1
-        off = make_fetch(FetchSettings(allow=(f"https://{HOST}:{port}/docs/",)), resolve=Resolver([["::1"]]))
+        off = make_fetch(FetchSettings(allow=(f"https://{HOST}:{port}/docs/",)), quarantine, resolve=Resolver([["::1"]]))
         with pytest.raises(ToolError, match=r"that address is not allowed: ::1 is a loopback address"):
             await off(RUN, {"url": f"https://{HOST}:{port}/docs/hello"})
     finally:

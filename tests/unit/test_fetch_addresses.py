@@ -9,7 +9,7 @@ import ipaddress
 import pytest
 
 from engine.errors import ToolError
-from engine.tools.fetch import FetchSettings, address_allowed, make_fetch, normalise
+from engine.tools.fetch import FetchSettings, address_allowed, make_get, normalise
 
 DENIED = [
     # IPv4
@@ -191,7 +191,7 @@ def test_refused_urls(raw: str, why: str) -> None:
                                    "ftp://example.org/"])
 def test_a_bad_allow_list_entry_is_refused_at_once(entry: str) -> None:
     with pytest.raises(ValueError, match="fetch allow-list"):
-        make_fetch(FetchSettings(allow=(entry,)))
+        make_get(FetchSettings(allow=(entry,)))
 
 
 @pytest.mark.parametrize("url", ["https://example.org/docs/a?x=1;y=%25", "https://example.org/docs/a%20b",
