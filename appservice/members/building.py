@@ -51,6 +51,8 @@ class BuildSettings:
     admins: frozenset[str] = frozenset()
     max_per_person: int = 10
     dry_run_seconds: float = 180.0
+    # Everything making or changing a bot may take before it is born: finding its feeds, then its dry run.
+    create_seconds: float = 240.0
 
 
 @dataclass(frozen=True)
@@ -104,10 +106,11 @@ class Builder:
         if len(owned) >= self.settings.max_per_person:
             raise ToolError(f"Nothing was made: you already have {len(owned)} bots, the most one person may keep "
                             "here. Remove one first.")
+        until = self.clock.monotonic() + self.settings.create_seconds
         data = {key: arguments[key] for key in FIELDS if key in arguments and arguments[key] is not None}
         charter = self._charter(data, person, allow=())
-        charter = await self._discovered(charter)
-        dry = await self._dry_run(charter)
+        charter = await self._discovered(charter, until)
+        dry = await self._dry_run(charter, until)
         if not dry.ok:
             raise ToolError(f"Nothing was made: its first edition {dry.why}. Tell them why, plainly.")
         return await self._birth(person, charter, dry)
@@ -123,16 +126,20 @@ class Builder:
         except ValueError as exc:
             raise ToolError(f"Nothing was made; fix these and call create_bot again: {exc}") from None
 
-    async def _discovered(self, charter: Charter) -> Charter:
+    def _left(self, until: float) -> float:
+        return max(0.0, until - self.clock.monotonic())
+
+    async def _discovered(self, charter: Charter, until: float) -> Charter:
         if not charter.sources:
             return charter
-        found, problems = await self.feeds.discover(charter.sources)
+        found, problems = await self.feeds.discover(
+            charter.sources, seconds=min(self.feeds.discover_seconds, self._left(until)))
         if not found:
             raise ToolError("Nothing was made: none of its sources could be reached — " + "; ".join(problems))
         allow = tuple(dict.fromkeys(url for f in found for url in f.allow))[:20]
         return charter.model_copy(update={"allow": allow})
 
-    async def _dry_run(self, charter: Charter) -> DryRun:
+    async def _dry_run(self, charter: Charter, until: float) -> DryRun:
         pending_id, pending = self.book.seal_pending(charter)
         registry = self._registry()
         async with self.store.transaction("member_dry_run") as tx:
@@ -141,14 +148,15 @@ class Builder:
                 dry_run=pending, script=self.script(charter) if self.script is not None else None))
         if isinstance(outcome, Refused):
             return DryRun(pending_id, False, f"could not be run ({outcome.reason})", "", [])
+        patience = min(self.settings.dry_run_seconds, self._left(until))
         waited = 0.0
         while True:
             row = await self.store.runs.get(outcome.run_id)
             if row is not None and row.status in FINISHED:
                 break
-            if waited >= self.settings.dry_run_seconds:
+            if waited >= patience:
                 await self.store.members.cancel_run(outcome.run_id)
-                return DryRun(pending_id, False, f"took longer than {self.settings.dry_run_seconds:g}s", "", [])
+                return DryRun(pending_id, False, f"took longer than {patience:.3g}s", "", [])
             await self.clock.sleep(0.25)
             waited += 0.25
         steps = [load_step(p) for p in await self.store.runs.steps(outcome.run_id)]
@@ -228,11 +236,12 @@ class Builder:
         merged = {**old.model_dump(mode="json", include=set(FIELDS)), **changes}
         charter = self._charter(merged, old.owner, allow=old.allow)
         charter = charter.model_copy(update={"author": old.author, "room_id": old.room_id})
+        until = self.clock.monotonic() + self.settings.create_seconds
         gated = ("sources" in changes and tuple(changes["sources"] or ()) != old.sources) or "prompt" in changes
         if "sources" in changes and tuple(changes["sources"] or ()) != old.sources:
-            charter = await self._discovered(charter.model_copy(update={"allow": ()}))
+            charter = await self._discovered(charter.model_copy(update={"allow": ()}), until)
         if gated:
-            dry = await self._dry_run(charter)
+            dry = await self._dry_run(charter, until)
             if not dry.ok:
                 raise ToolError(f"Nothing was changed: with that change its edition {dry.why}.")
         try:

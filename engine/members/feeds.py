@@ -144,7 +144,7 @@ class Feeds:
                     found.append(result)
             else:
                 log.info("feed discovery: %s not read within %gs", source, limit)
-                problems.append(f"{source}: could not be read within {limit:g}s")
+                problems.append(f"{source}: could not be read within {limit:.3g}s")
         return found, problems
 
     async def _discover_one(self, source: str) -> Found:

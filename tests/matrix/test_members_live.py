@@ -7,7 +7,9 @@ room."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +208,23 @@ async def test_a_dry_run_that_reads_nothing_makes_nothing_and_says_why(
     assert await sql.fetchval("SELECT count(*) FROM rooms") == rooms_before
     assert await sql.fetchval("SELECT count(*) FROM bot_clock WHERE trigger LIKE 'member:%'") == \
         await sql.fetchval("SELECT count(*) FROM member_bots")
+
+
+async def test_making_a_bot_keeps_one_deadline_however_slow_its_sites(
+        service: Service, people: People, sql: asyncpg.Pool, site: FeedSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert service.members is not None
+    builder = service.members.builder
+    monkeypatch.setattr(builder, "settings", replace(builder.settings, create_seconds=1.5))
+    dave = await people("dave")
+    dm = await dave.room_with("builder")
+    started = time.monotonic()
+    line = await dave.say(dm, "a digest of three slow sites", script=create(
+        name="Slow News", schedule={"every": "1 hour"}, prompt="Digest.", sources=[site.url(f"/slow/{n}") for n in range(3)]))
+    said = await tool_result(sql, line)
+    assert said.startswith("Nothing was made: none of its sources could be reached"), said
+    assert said.count("could not be read within 1.5s") == 3, said
+    assert time.monotonic() - started < 15
+    assert await charters(service, dave.user_id) == []
 
 
 async def test_a_schedule_faster_than_the_floor_is_refused_in_a_sentence(
