@@ -242,6 +242,7 @@ class Service:
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
             status=self.answerer.status(), meter=self.metrics, worker_id=worker_id,
+            openers=self.members.openers() if self.members is not None else None,
             recall=Recall(Embedder(threads=c.memory.embed_threads),
                           RecallSettings(floor=c.memory.recall_floor, count=c.memory.recall_count)),
         )

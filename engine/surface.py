@@ -19,8 +19,9 @@ The other way in is ``engine.run.summon``: a surface asks for a run there, with 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
@@ -59,6 +60,12 @@ class Ended:
 
 
 Outcome = Answered | Ended
+
+# What a surface keeps out of a run's stored context and opens only when the model's request is built (a member
+# bot's charter, sealed at rest): a context may name one (``{"standing": {"by": <opener>, ...}}``), and the opener
+# of that name, given the context, returns the words the model reads as the run's standing note — or None when
+# they cannot be opened (then the run goes on without them, and the opener has said why in the log).
+Opener = Callable[[Mapping[str, Any]], Awaitable[str | None]]
 
 
 class SurfaceFacts(Protocol):

@@ -205,8 +205,8 @@ class Builder:
             raise
         log.info("member bot %s born in %s", charter_id, room_id, extra={"charter": charter_id, "room": room_id})
         return (f"Made {charter.glyph} {charter.name} (bot_id {charter_id}). Its own room, \"{charter.name}\", has "
-                f"its first edition; it posts {schedule_words(charter)}. Reads: "
-                f"{', '.join(charter.sources) or 'nothing from the web'}. Tell them to accept the room's invite.")
+                f"its first edition; it posts {schedule_words(charter)} and reads {_sites(charter)}. Tell them to "
+                "accept the room's invite.")
 
     async def _abandon(self, puppet: str, room_id: str) -> None:
         """No room without a charter: the one made for a bot that could not be stored is left."""
@@ -252,7 +252,7 @@ class Builder:
         renamed = await self._rename(old, charter)
         said = [f"Changed {charter.glyph} {charter.name} (bot_id {bot_id}): it posts {schedule_words(charter)}"]
         if charter.sources:
-            said.append(f"reads {', '.join(charter.sources)}")
+            said.append(f"reads {_sites(charter)}")
         if renamed:
             said.append("its room is renamed too")
         return "; ".join(said) + "."
@@ -353,3 +353,10 @@ class Builder:
         if fixed:
             log.info("the builder's puppet is named after its bot again in %d member bot room(s)", fixed)
         return fixed
+
+
+def _sites(charter: Charter) -> str:
+    """What a bot reads, as its result says it: a count, never the sites (the charter's words stay sealed; the
+    person said them, and the model has their words)."""
+    n = len(charter.sources)
+    return "nothing from the web" if n == 0 else f"the {n} site{'s' if n > 1 else ''} they named"

@@ -18,7 +18,7 @@ from appservice.matrix.said import Line
 from appservice.matrix.surface import facts_now
 from engine.content import Registry
 from engine.members.book import Book
-from engine.members.runs import charter_note
+from engine.members.runs import standing
 from engine.store import Tx
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,8 @@ class MemberRooms:
         bot_id: str | None = None
         for kept in await self.book.owned_by(tx, line.sender):
             if kept.charter.room_id == line.room_id:
-                extra = {"note": charter_note(kept.id, kept.charter, edition=False), "member_room": kept.id}
+                # The charter stays sealed: the run carries its id, and it is opened when the request is built.
+                extra = {"standing": standing(kept.id, edition=False), "member_room": kept.id}
                 bot_id = kept.id
                 break
         script = self.scripts(event) if self.scripts is not None else None

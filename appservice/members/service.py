@@ -23,11 +23,12 @@ from engine.errors import StoreError
 from engine.members.book import Book
 from engine.members.charter import CharterRules
 from engine.members.feeds import Feeds
-from engine.members.runs import SURFACE, MemberScript
+from engine.members.runs import OPENER, SURFACE, MemberScript, charter_opener
 from engine.members.seal import Keyring
 from engine.members.ticks import member_tick
 from engine.members.tools import make_card, make_charter_fetch, on_surface
 from engine.store import Store
+from engine.surface import Opener
 from engine.tools.base import ToolFn
 from engine.tools.fetch import FetchSettings
 from engine.tools.quarantine import Quarantine
@@ -65,6 +66,10 @@ class MemberBots:
         self.edition_script = stand_in_edition
         self.builder.script = stand_in_edition
         self.demo_builder = stand_in_builder
+
+    def openers(self) -> dict[str, Opener]:
+        """What member bots keep sealed off their runs' rows: the charter, opened when a request is built."""
+        return {OPENER: charter_opener(self.store, self.book)}
 
     def tools(self, fetch: ToolFn | None) -> dict[str, ToolFn]:
         """The builder's built-ins, and ``fetch`` for everyone: a member bot's run gets its charter's."""

@@ -9,7 +9,7 @@ worker knows everything the first one did.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
@@ -123,6 +123,29 @@ def dump_step(step: Step) -> dict[str, Any]:
     """The step as plain JSON data, for the jsonb column."""
     data: dict[str, Any] = STEP.dump_python(step, mode="json")
     return data
+
+
+# What a withheld tool call's arguments are stored as (``withheld``).
+WITHHELD = "withheld"
+
+
+def withheld(step: Step, names: frozenset[str], *, kept: frozenset[str] = frozenset({"bot_id"})) -> Step:
+    """``step`` as it is stored when the tools in ``names`` take what must not be stored as given (a member
+    bot's charter, which is sealed): their calls keep only the ``kept`` arguments and a marker. The run that
+    made the call still has it whole in memory, and a call recorded but never reported back is never run again
+    (it is closed as interrupted), so nothing needs the arguments back from the row."""
+
+    def scrubbed(call: ToolCall) -> ToolCall:
+        if call.name not in names:
+            return call
+        return ToolCall(call.id, call.name, {**{k: v for k, v in call.arguments.items() if k in kept},
+                                             WITHHELD: "sealed with what it made; not stored"})
+
+    if isinstance(step, ModelStep) and any(call.name in names for call in step.tool_calls):
+        return replace(step, tool_calls=tuple(scrubbed(call) for call in step.tool_calls))
+    if isinstance(step, ToolCallStep) and step.call.name in names:
+        return ToolCallStep(scrubbed(step.call))
+    return step
 
 
 def load_step(payload: str | bytes | dict[str, Any]) -> Step:

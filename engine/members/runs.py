@@ -4,13 +4,20 @@ builder), with the charter as its standing context and only the charter's id on 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from engine.content import AudienceFacts
+from engine.errors import CharterUnreadable
+from engine.members.book import Book
 from engine.members.charter import AtSchedule, Charter
 from engine.run.summon import Summons
+from engine.store import Store
+from engine.surface import Opener
+
+log = logging.getLogger(__name__)
 
 SURFACE = "members"
 ASK = "Write this edition now."
@@ -44,12 +51,46 @@ def charter_note(charter_id: str | None, charter: Charter, *, edition: bool) -> 
     return "\n".join(lines)
 
 
+OPENER = "charter"
+
+
+def standing(charter_id: str, *, edition: bool) -> dict[str, Any]:
+    """What a run's context carries of its charter: only its id (``engine.surface.Opener``); the words are
+    opened from the seal when the model's request is built, so the run row never holds them."""
+    return {"by": OPENER, "id": charter_id, "edition": edition}
+
+
+def charter_opener(store: Store, book: Book) -> Opener:
+    """Opens a run's charter (stored, or the pending one a dry run carries sealed) into its standing note."""
+
+    async def open_charter(context: Mapping[str, Any]) -> str | None:
+        about = context.get("standing")
+        charter_id = about.get("id") if isinstance(about, Mapping) else None
+        if not isinstance(charter_id, str):
+            return None
+        pending = context.get("dry_run")
+        try:
+            kept = book.open_pending(charter_id, pending) if isinstance(pending, dict) else await book.read(store, charter_id)
+        except CharterUnreadable as exc:
+            log.error("member bot %s: its charter does not open for its run: %s", charter_id, exc,
+                      extra={"charter": charter_id})
+            return None
+        if kept is None:
+            log.info("member bot %s was removed; its run has no charter to read", charter_id,
+                     extra={"charter": charter_id})
+            return None
+        edition = bool(about.get("edition")) if isinstance(about, Mapping) else False
+        return charter_note(None if isinstance(pending, dict) else kept.id, kept.charter, edition=edition)
+
+    return open_charter
+
+
 def edition_summons(kept_id: str, charter: Charter, *, host: str, local_server: str, occurrence: datetime | None,
                     dry_run: dict[str, Any] | None = None, script: list[dict[str, Any]] | None = None) -> Summons:
     """The summons for one edition (``occurrence``), or for the dry run (``dry_run``: the pending charter,
     sealed, for its tools to read — the charter is not stored until the dry run works)."""
     context: dict[str, Any] = {"kind": "member", "charter": kept_id, "lines": [],
-                               "note": charter_note(None if dry_run else kept_id, charter, edition=True)}
+                               "standing": standing(kept_id, edition=True)}
     if dry_run is not None:
         context["dry_run"] = dry_run
     trigger = f"member:{kept_id}:dry" if dry_run is not None else f"member:{kept_id}:{occurrence.isoformat() if occurrence else ''}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -57,6 +57,7 @@ from engine.core.messages import (
     dump_step,
     heard,
     load_step,
+    withheld,
 )
 from engine.core.prompt import capped, later_of, opening, said_since
 from engine.errors import LeaseLost, MemoryUnavailable, StoreError
@@ -66,8 +67,8 @@ from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
-from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
-from engine.tools.base import Offered, RunRef
+from engine.surface import Answered, Ended, Opener, Outcome, RunInfo, Surface
+from engine.tools.base import WITHHELD_ARGUMENTS, Offered, RunRef
 from engine.tools.runner import ToolRunner
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,8 @@ class Hold:
 
     def __init__(self, claim: Claim, *, store: Store, registry: Callable[[], Registry], answerer: Answerer,
                  surface: Surface | None, toolbox: ToolRunner, clock: Clock, owner: str, lease_seconds: float,
-                 budget_seconds: float, recall: Recall | None = None, meter: Meter | None = None) -> None:
+                 budget_seconds: float, recall: Recall | None = None, meter: Meter | None = None,
+                 openers: Mapping[str, Opener] | None = None) -> None:
         self.row = claim.run
         self.run = RunInfo.of(claim.run)
         self.store = store
@@ -104,6 +106,8 @@ class Hold:
         self.recall = recall
         self.answered = False
         self.meter = meter or NO_METER
+        self.openers = openers or {}
+        self.standing: str | None = None  # the context's sealed standing note, opened on taking the run
         # Steps written in the transaction under way, told to the meter once it commits; and when the run's
         # previous step was (how long a step took).
         self._unmetered: list[Step] = []
@@ -121,6 +125,7 @@ class Hold:
         bot = self._registry().get(run.bot)
         memory = bot.memory if bot else "thread"
         self.remembered = await remembered(self.store, self.surface, self.row, memory, self.recall)
+        self.standing = await self._opened(self.row.context)
         facts = await self.toolbox.asker(self.row)
         log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.owner})
         if self.surface is not None:
@@ -136,6 +141,18 @@ class Hold:
         finally:
             if self.surface is not None:
                 await self.surface.working(run, False)
+
+    async def _opened(self, context: Mapping[str, Any]) -> str | None:
+        """The standing note a surface keeps sealed off the row, opened by the opener the context names."""
+        standing = context.get("standing")
+        if not isinstance(standing, Mapping):
+            return None
+        opener = self.openers.get(str(standing.get("by")))
+        if opener is None:
+            log.warning("run %s names a standing note nobody here can open (%s)", self.run.id, standing.get("by"),
+                        extra={"run": self.run.id, "bot": self.run.bot})
+            return None
+        return await opener(context)
 
     async def _remember(self) -> None:
         """person+recall: what the person said, kept after the answer went (never before: a run that fails
@@ -243,6 +260,8 @@ class Hold:
         skills = offer.skills_section(registry.strings.get("skills", "header") or "")
         if skills:
             system = f"{system}\n\n{skills}" if system else skills
+        if self.standing is not None:
+            context = {**context, "note": self.standing}
         memory = with_memory(context, bot.memory if bot is not None else "thread", earlier=self.remembered.earlier,
                              recalled=self.remembered.recalled, words=registry.strings.section("context"))
         request = ModelRequest(
@@ -310,7 +329,7 @@ class Hold:
         self._unmetered.append(step)
         model = step if isinstance(step, ModelStep) else None
         await tx.runs.insert_step(
-            self.run.id, seq, step.kind, dump_step(step), owner=self.owner,
+            self.run.id, seq, step.kind, dump_step(withheld(step, WITHHELD_ARGUMENTS)), owner=self.owner,
             provider=model.provider if model else None, model=model.model if model else None,
             tokens_in=model.tokens_in if model else 0, tokens_out=model.tokens_out if model else 0,
             cost_usd=model.cost_usd if model else 0,

@@ -29,7 +29,7 @@ from engine.providers.base import Answerer, ProviderStatus
 from engine.run.hold import Hold
 from engine.store import Store
 from engine.store.runs import Claim
-from engine.surface import Ended, RunInfo, Surface
+from engine.surface import Ended, Opener, RunInfo, Surface
 from engine.tasks import TaskGroup
 from engine.tools.base import ContentTools, ToolFn
 from engine.tools.runner import SiteClasses, ToolRunner
@@ -75,9 +75,11 @@ class Worker:
         status: ProviderStatus | None = None,
         recall: Recall | None = None,
         meter: Meter | None = None,
+        openers: Mapping[str, Opener] | None = None,
     ) -> None:
         """``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``);
-        ``harness`` are a test's or a bench's own tools, offered to every run (never in production)."""
+        ``harness`` are a test's or a bench's own tools, offered to every run (never in production);
+        ``openers`` open what surfaces keep sealed off a run's context (``engine.surface.Opener``)."""
         self.store = store
         self._registry = registry
         self.answerer = answerer
@@ -91,6 +93,7 @@ class Worker:
         # person+recall's embedder and settings; its model loads on first use (never when no bot recalls).
         self.recall = recall or Recall()
         self.meter = meter or NO_METER
+        self.openers = dict(openers or {})
         self._wake = asyncio.Event()
         self._generation = 0
 
@@ -223,8 +226,7 @@ class Worker:
             claim, store=self.store, registry=self._registry, answerer=self.answerer,
             surface=self.surfaces.get(claim.run.surface), toolbox=self.toolbox, clock=self.clock, owner=self.id,
             lease_seconds=self.settings.lease_seconds, budget_seconds=self.settings.budget_seconds,
-            recall=self.recall,
-            meter=self.meter,
+            recall=self.recall, meter=self.meter, openers=self.openers,
         )
 
     # --- the sweep ------------------------------------------------------------------------------------

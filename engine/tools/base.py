@@ -31,6 +31,11 @@ class ContentTools(Protocol):
     async def call(self, tool: Tool, operation: str | None, run: RunRef, arguments: dict[str, Any]) -> str: ...
 
 
+# The tools whose arguments are a member bot's charter, sealed at rest with what they make: their calls are
+# stored with those arguments withheld (``engine.core.messages.withheld``), so no step row holds the charter.
+WITHHELD_ARGUMENTS = frozenset({"create_bot"})
+
+
 # --- the built-ins: their names and descriptions are prompt, saying when to reach for each ------------
 
 _NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}

@@ -352,3 +352,42 @@ async def test_an_answer_is_said_when_words_join_but_the_run_may_not_ask_again(
     await holding
     assert [s["kind"] for s in await steps_of(db, run_id)] == ["model_started", "model", "answer"]
     assert surface.delivered == [(run_id, Answered("The Air."))]
+
+
+class RecordingModel(MockModel):
+    """The stand-in, keeping every request it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__(SystemClock())
+        self.requests: list[Any] = []
+
+    async def answer(self, request: Any, **kwargs: Any) -> Any:
+        self.requests.append(request)
+        return await super().answer(request, **kwargs)
+
+
+async def test_a_sealed_standing_note_is_opened_for_the_request_and_never_stored(
+        db: TestStore, published: Registry) -> None:
+    opened: list[Any] = []
+
+    async def open_note(context: Any) -> str | None:
+        opened.append(dict(context["standing"]))
+        return "THE NOTE KEPT SEALED OFF THE ROW"
+
+    model = RecordingModel()
+    run_id = await db.runs.insert(
+        bot="helper", surface="rooms", room_id="!room:localhost", thread_root=None, trigger_event=None,
+        asked_by="@alice:localhost", subject="@alice:localhost", prompt="hello",
+        context={"kind": "timeline", "lines": [{"name": "alice", "said": "hello"}],
+                 "standing": {"by": "sealed", "id": "x1"}},
+        script=[{"text": "ok"}], limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
+    assert run_id is not None
+    worker = Worker(db, lambda: published, model, {"rooms": RecordingSurface()}, SystemClock(),
+                    WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="w1",
+                    openers={"sealed": open_note})
+    assert await worker.work_once()
+    assert opened == [{"by": "sealed", "id": "x1"}]
+    assert "THE NOTE KEPT SEALED OFF THE ROW" in model.requests[0].messages[0].text
+    raw = await db.pool.fetchval("SELECT context::text FROM agent_runs WHERE id = $1", run_id)
+    steps = await db.pool.fetchval("SELECT string_agg(payload::text, ' ') FROM agent_steps WHERE run_id = $1", run_id)
+    assert "SEALED OFF" not in raw and "SEALED OFF" not in steps

@@ -137,10 +137,10 @@ async def test_a_member_bot_is_made_by_asking_and_lives_in_its_own_room(
     assert said.startswith("Changed 📰 Morning News"), said
     [changed] = await charters(service, alice.user_id)
     assert changed.charter.schedule == AtSchedule(at="08:00", tz="Europe/Dublin")
-    # Its run had the charter as standing context.
+    # Its run had the charter as standing context: by its id only, opened when the request was built.
     context = await sql.fetchval("SELECT context FROM agent_runs WHERE room_id = $1 AND surface = 'rooms' "
                                  "ORDER BY id DESC LIMIT 1", room)
-    assert f"bot_id {kept.id}" in context["note"]
+    assert "note" not in context and context["standing"] == {"by": "charter", "id": kept.id, "edition": False}
 
     # Renaming the persona renames the room — unless a person named the room themselves.
     line = await alice.say(room, "rename it Evening Post", script=create(bot_id=kept.id, name="Evening Post"))
@@ -176,6 +176,47 @@ async def test_a_member_bot_is_made_by_asking_and_lives_in_its_own_room(
     gone = await eventually(lambda: _says(alice, room, "was removed"), timeout=15)
     assert gone.startswith("📰 Night Post was removed") and "This room and its history stay" in gone
     assert len(await editions(alice, room)) >= 5
+
+
+async def columns_holding(sql: asyncpg.Pool, needle: str) -> list[str]:
+    """Every text and JSON column of every table (summon's), as ``table.column``, where ``needle`` appears."""
+    found = []
+    for column in await sql.fetch(
+            "SELECT table_name, column_name FROM information_schema.columns c JOIN information_schema.tables t "
+            "USING (table_schema, table_name) WHERE table_schema = 'public' AND t.table_type = 'BASE TABLE' "
+            "AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'ARRAY', 'bytea')"):
+        table, name = column["table_name"], column["column_name"]
+        hits = await sql.fetchval(f'SELECT count(*) FROM "{table}" WHERE strpos("{name}"::text, $1) > 0', needle)
+        if hits:
+            found.append(f"{table}.{name}")
+    return found
+
+
+async def test_the_charters_words_are_in_no_table_after_a_birth_and_an_edition(
+        service: Service, people: People, sql: asyncpg.Pool, site: FeedSite) -> None:
+    frank = await people("frank")
+    dm = await frank.room_with("builder")
+    task = "Summarise the quokka wire tersely, zebra style"
+    line = await frank.say(dm, "make me the usual", script=create(
+        name="Quokka Wire", schedule={"every": "1 hour"}, prompt=task, sources=[site.url("/journal/")]))
+    said = await tool_result(sql, line)
+    assert said.startswith("Made 🤖 Quokka Wire"), said
+    [kept] = await charters(service, frank.user_id)
+    room = kept.charter.room_id
+    assert room is not None
+    await frank.client.join(room)
+    await owe_now(sql, kept.id, 1.5)
+    await eventually(lambda: _count(frank, room, 2), timeout=30)
+    # The task and the charter's note (its sites, its fetch list) are sealed: no row of any table holds them — but
+    # the test's own scripted model turns, which ride on the person's event and the run row (the stand-in's
+    # script). (What an edition posts — its card may list what it read — is its room's, like any message.)
+    scripted = {"room_events.content", "agent_runs.script"}
+    for words in (task, "Its task:", "Its sources, as named", "What it may fetch"):
+        assert set(await columns_holding(sql, words)) - scripted == set(), words
+    # What the edition's run was handed: the charter's id, not its words.
+    context = await sql.fetchval("SELECT context FROM agent_runs WHERE surface = 'members' AND trigger_event LIKE $1 "
+                                 "ORDER BY id DESC LIMIT 1", f"member:{kept.id}:2%")
+    assert context["standing"] == {"by": "charter", "id": kept.id, "edition": True} and "note" not in context
 
 
 async def test_all_sources_refusing_makes_nothing_and_says_why(

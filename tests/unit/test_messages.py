@@ -116,3 +116,18 @@ def test_conversation_keeps_a_multi_message_opening_first() -> None:
     out = conversation(opening, [ModelStep(text="d")])
     assert [m.text for m in out] == ["a", "b", "c", "d"]
     assert out[-1].role == "assistant"
+
+
+def test_a_withheld_tools_arguments_are_stored_without_the_charter() -> None:
+    from engine.core.messages import WITHHELD, ModelStep, ToolCall, ToolCallStep, withheld
+
+    made = ToolCall("c1", "create_bot", {"name": "News", "prompt": "secret task", "sources": ["rte.ie"]})
+    changed = ToolCall("c2", "create_bot", {"bot_id": "mb_1", "prompt": "another task"})
+    other = ToolCall("c3", "search_site", {"query": "refunds"})
+    step = withheld(ModelStep(text="", tool_calls=(made, changed, other)), frozenset({"create_bot"}))
+    assert isinstance(step, ModelStep)
+    assert [set(c.arguments) for c in step.tool_calls] == [{WITHHELD}, {"bot_id", WITHHELD}, {"query"}]
+    assert "secret" not in repr(step) and "another" not in repr(step) and step.tool_calls[2] == other
+    call = withheld(ToolCallStep(made), frozenset({"create_bot"}))
+    assert isinstance(call, ToolCallStep) and "secret" not in repr(call) and call.call.id == "c1"
+    assert withheld(ToolCallStep(other), frozenset({"create_bot"})) == ToolCallStep(other)
