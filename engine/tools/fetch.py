@@ -254,8 +254,12 @@ def make_get(settings: FetchSettings, *, resolve: Resolve = system_resolve) -> G
         for ip in addresses:
             why = address_allowed(ip)
             if why is not None and not (settings.allow_loopback_http_for_tests and plain_loopback(ip)):
-                said = "" if ip == host else f" ({host} resolves to it)"
-                raise ToolError(f"that address is not allowed: {why}{said}")
+                if ip == host:  # an address written in the url: saying what it is tells nobody anything new
+                    raise ToolError(f"that address is not allowed: {why}")
+                # A name that resolves inward: which private address it is stays in the log (the words go back
+                # to the model, and through it to whoever asked).
+                log.info("fetch refused %s: it resolves to %s (%s)", host, ip, why)
+                raise ToolError(f"that address is not allowed: {host} is not a public address")
         if url.scheme == "http" and not all(plain_loopback(ip) for ip in addresses):
             raise ToolError(f"only https urls can be fetched, not {url}")
         pinned.checked[host] = addresses
