@@ -114,14 +114,15 @@ def normalise(raw: str | URL) -> URL:
         url = raw if isinstance(raw, URL) else URL(raw.strip())
         # Read before the url is parsed: parsing decodes "%2e" and drops the dot segments it makes.
         as_written = url.raw_path if isinstance(raw, URL) else urlsplit(raw.strip()).path
-    except (ValueError, TypeError) as exc:
-        raise ToolError(f"that is not a url I can read: {raw!s} ({exc})") from exc
+        host_written = url.raw_host
+    except Exception as exc:  # yarl reads hostile text: whatever it raises (IndexError too) is the input's fault
+        raise ToolError(f"that is not a url I can read: {str(raw)[:200]} ({type(exc).__name__})") from None
     shown = str(url)[:200]
     if url.scheme not in ("https", "http"):
         raise ToolError(f"only https urls can be fetched, not {shown}")
     if url.raw_user is not None or url.raw_password is not None:
         raise ToolError(f"a url with a user name or password in it is not allowed: {shown}")
-    host = (url.raw_host or "").lower()
+    host = (host_written or "").lower()
     if host.endswith("."):
         host = host[:-1]
     if not host or not url.is_absolute():
@@ -173,11 +174,12 @@ def _redirected(url: URL, location: str) -> URL:
     as a url the model gave is."""
     try:
         why = _path_refusal(urlsplit(location).path)
-    except ValueError as exc:
-        raise ToolError(f"{url} redirected to a url I cannot read: {location[:200]} ({exc})") from exc
+        joined = url.join(URL(location))
+    except Exception as exc:  # a hostile Location: whatever the parsers raise (IndexError too) is its fault
+        raise ToolError(f"{url} redirected to a url I cannot read: {location[:200]} ({type(exc).__name__})") from None
     if why is not None:
         raise ToolError(f"{url} redirected to a url with {why} in its path, which is not allowed: {location[:200]}")
-    return normalise(url.join(URL(location)))
+    return normalise(joined)
 
 
 def _prefix(text: str) -> _Prefix:

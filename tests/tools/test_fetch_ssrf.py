@@ -409,3 +409,11 @@ async def test_an_ipv6_answer_is_pinned_too(quarantine: Quarantine) -> None:
             await off(RUN, {"url": f"https://{HOST}:{port}/docs/hello"})
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.parametrize("location", ["//x:yxn--[v1.a][::ffff:1.2.3.4]@/", "//1@a%2eé..:", "//[", "http://a:99999999/"])
+async def test_a_hostile_location_is_a_clear_tool_error(server: Server, quarantine: Quarantine, location: str) -> None:
+    # yarl raised IndexError on the first: it escaped the tool-error net and reached the runner as a crash.
+    fetch = make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))
+    with pytest.raises(ToolError, match="redirected to a url I cannot read|not a url I can read|not allowed"):
+        await fetch(RUN, {"url": server.url(f"/docs/raw-go?to={quote(location)}")})
