@@ -256,7 +256,7 @@ async def test_the_test_setting_relaxes_loopback_only(
         fetch = make_fetch(settings(server, allow=allow), quarantine, resolve=Resolver([answer]))
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="engine.tools.fetch"), pytest.raises(
-                ToolError, match="that address is not allowed: docs.test is not a public address"):
+                ToolError, match=r"that address is not allowed: docs\.test is not a public address"):
             await fetch(RUN, {"url": server.url("/docs/hello")})
         assert why in caplog.text and answer[-1] in caplog.text  # the detail is the operator's
     # http only to loopback, even with the setting on
@@ -415,5 +415,5 @@ async def test_an_ipv6_answer_is_pinned_too(quarantine: Quarantine) -> None:
 async def test_a_hostile_location_is_a_clear_tool_error(server: Server, quarantine: Quarantine, location: str) -> None:
     # yarl raised IndexError on the first: it escaped the tool-error net and reached the runner as a crash.
     fetch = make_fetch(settings(server), quarantine, resolve=Resolver([["127.0.0.1"]]))
-    with pytest.raises(ToolError, match="redirected to a url I cannot read|not a url I can read|not allowed"):
+    with pytest.raises(ToolError, match=r"redirected to a url I cannot read|not a url I can read|not allowed"):
         await fetch(RUN, {"url": server.url(f"/docs/raw-go?to={quote(location)}")})
