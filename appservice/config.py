@@ -29,6 +29,19 @@ from engine.errors import ConfigError
 from engine.tools.code import CodeLimits, Sandbox
 from engine.tools.fetch import FetchSettings, make_get
 
+
+class SecretMark:
+    """Marks a setting as a secret (``Secret``): the logs mask every value so marked (``appservice.logs``)."""
+
+    def __repr__(self) -> str:
+        return "SECRET"
+
+
+SECRET = SecretMark()
+# A setting whose value is a secret: a token, a key, a signing secret. Every one is masked in the logs, found by
+# walking the config (``secrets_in``), so a new secret is masked by being declared one.
+Secret = Annotated[str, SECRET]
+
 # Environment variables that override a secret in the file: variable -> dotted key.
 SECRET_ENV = {
     "SUMMON_AS_TOKEN": "appservice.as_token",
@@ -60,8 +73,8 @@ class Appservice(_Strict):
     id: str = Field(default="summon", min_length=1)
     address: str = Field(pattern=r"^https?://")
     listen: Listen = Listen()
-    as_token: str = Field(min_length=16)
-    hs_token: str = Field(min_length=16)
+    as_token: Secret = Field(min_length=16)
+    hs_token: Secret = Field(min_length=16)
     # The service's own user (for `!bots …`). Every bot's puppet is @<puppet_prefix><slug>.
     sender_localpart: str = "summon"
     # Synapse sends up to 100 events of up to 64 KiB each in one transaction.
@@ -160,7 +173,7 @@ _ROOM_SCOPE = r"^(\*|![^:\s]+:\S+)$"
 
 class HookKey(_Strict):
     # Shared with the site, which signs each post with it (HMAC-SHA256); `openssl rand -hex 32`.
-    secret: str = Field(min_length=16)
+    secret: Secret = Field(min_length=16)
     # The site events this key may post: at least one name or prefix.
     events: tuple[Annotated[str, Field(pattern=_SCOPE)], ...] = Field(min_length=1)
     # The rooms it may post for (a body's room_id): at least one room id, or `*` for any room — said
@@ -214,7 +227,7 @@ class Door(_Strict):
     listen: Listen | None = None
     # Grant keys by id ({key id: secret}, each secret at least 32 characters): every one verifies, the one named
     # by `signing_key` signs. Rotate by adding a key, signing with it, and removing the old one 30 minutes later.
-    keys: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")], Annotated[str, Field(min_length=32)]] = Field(
+    keys: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")], Annotated[Secret, Field(min_length=32)]] = Field(
         min_length=1)
     signing_key: str
     # Which door a grant opens (a grant made for another audience is refused). None: summon-door:<server_name>.
@@ -260,7 +273,7 @@ class DeskWebhook(_Strict):
     # Where the desk posts its events, signed like Chatwoot's: X-Chatwoot-Signature: sha256=<hex
     # HMAC-SHA256(secret, "<X-Chatwoot-Timestamp>.<raw body>")>, X-Chatwoot-Delivery: <uuid, the same on retries>.
     url: str = Field(pattern=r"^https?://")
-    secret: str = Field(min_length=16)
+    secret: Secret = Field(min_length=16)
     events: tuple[DeskEvent, ...] = DESK_EVENTS
     # This receiver answers the contact (an agent bot, Chatwoot-style): a message it could not be handed
     # gives the conversation to people (open), as Chatwoot does.
@@ -273,10 +286,10 @@ class DeskInbox(_Strict):
     # What people are shown (the widget's title, the staff room's threads).
     title: str = Field(min_length=1, max_length=200)
     # The staff API's key for this inbox (header api_access_token); `openssl rand -hex 32`.
-    staff_key: str = Field(min_length=16)
+    staff_key: Secret = Field(min_length=16)
     # Signs a signed-in contact's account id (identifier_hash = hex HMAC-SHA256(identity_secret, identifier)).
     # None: every contact is a guest.
-    identity_secret: str | None = Field(default=None, min_length=16)
+    identity_secret: Annotated[str | None, SECRET] = Field(default=None, min_length=16)
     # The desk bots that work this inbox, by slug; None: every bot on the desk.
     bots: tuple[str, ...] | None = None
     webhooks: tuple[DeskWebhook, ...] = ()
@@ -286,7 +299,7 @@ class Desk(_Strict):
     # The desk's own listener: the widget (/desk/widget), its public API and the staff API.
     listen: DeskListen = DeskListen()
     # Signs contacts' tokens; `openssl rand -hex 32`. Changing it signs every contact out.
-    secret: str = Field(min_length=32)
+    secret: Secret = Field(min_length=32)
     # How long a contact's token holds, in days.
     token_days: float = Field(default=30.0, gt=0)
     # How many messages one contact may write in a minute, over all their conversations; more are refused.
@@ -320,7 +333,7 @@ class Members(_Strict):
     # The instance keys charters are sealed under, "<id>:<base64 of 32 bytes>"; the first seals, every one
     # unseals. Put a new key first and run `summon keys rotate` to re-seal. SUMMON_MEMBER_KEYS (comma-separated)
     # wins over this list.
-    keys: list[str] = Field(min_length=1)
+    keys: list[Secret] = Field(min_length=1)
     # The shortest interval a member bot may run at, in seconds (15 minutes). Lower it only for tests and demos.
     min_every_seconds: int = Field(default=900, ge=1)
     # Server admins: they may remove anyone's member bot (without reading it).

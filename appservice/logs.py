@@ -15,9 +15,12 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal, TextIO
+from typing import Annotated, Any, Literal, TextIO, get_args, get_origin
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel
+
+from appservice.config import SECRET, Config
 from engine.logfields import about
 
 Format = Literal["text", "json"]
@@ -105,21 +108,55 @@ def configure(fmt: Format = "text", *, verbose: bool = False, secrets: Iterable[
     logging.getLogger("mautrix").setLevel(logging.WARNING)
 
 
-def secrets_of(config: Any, env: Mapping[str, str]) -> list[str]:
-    """Every secret this deployment holds: the appservice tokens, the database's password, the webhook
-    keys' secrets, the providers' and the speech endpoints' keys, the OpenAPI tools' header values and the
-    member bots' keys."""
-    found = [config.appservice.as_token, config.appservice.hs_token]
+def _marked(annotation: Any) -> bool:
+    return get_origin(annotation) is Annotated and any(m is SECRET for m in getattr(annotation, "__metadata__", ()))
+
+
+def _inner(annotation: Any, at: int) -> Any:
+    """The ``at``-th type argument of a container annotation (dict's value is 1, a list's item 0)."""
+    args = get_args(annotation)
+    return args[at] if len(args) > at else None
+
+
+def secrets_in(model: BaseModel) -> list[str]:
+    """Every value the config declares a secret (``appservice.config.Secret``), wherever it sits: a field, a
+    dict's values, a list's items, a nested section."""
+    found: list[str] = []
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        marked = any(m is SECRET for m in field.metadata)
+        found += _secret_values(value, marked, field.annotation)
+    return found
+
+
+def _secret_values(value: Any, marked: bool, annotation: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value] if marked else []
+    if isinstance(value, BaseModel):
+        return secrets_in(value)
+    if isinstance(value, Mapping):
+        inner = _inner(annotation, 1)
+        return [s for v in value.values() for s in _secret_values(v, _marked(inner), inner)]
+    if isinstance(value, list | tuple):
+        inner = _inner(annotation, 0)
+        return [s for v in value for s in _secret_values(v, marked or _marked(inner), inner)]
+    return []
+
+
+def secrets_of(config: Config, env: Mapping[str, str]) -> list[str]:
+    """Every secret this deployment holds: every setting the config declares a secret (tokens, signing secrets,
+    staff and door keys, member bots' keys — found by walking the config), the database's password, and the
+    secrets the environment holds (the providers' and speech endpoints' keys, the OpenAPI tools' headers)."""
+    found = secrets_in(config)
     for dsn in (config.database.dsn, config.database.direct_dsn):
         password = urlsplit(dsn).password if dsn else None
         if password:
             found.append(password)
-    found += [key.secret for key in config.hooks.keys.values()]
     found += [v for k, v in env.items() if v and re.fullmatch(r"SUMMON_PROVIDER_[A-Z0-9_]+_KEY", k)]
     found += [env[var] for var in ("SUMMON_STT_KEY", "SUMMON_TTS_KEY") if env.get(var)]  # the speech endpoints'
     found += [env[var] for headers in config.tools.openapi_headers.values() for var in headers.values()
               if env.get(var)]
-    if getattr(config, "members", None) is not None:
-        # Member bots' instance keys ("<id>:<key>"): the key itself is the secret.
-        found += [entry.partition(":")[2] or entry for entry in config.members.keys]
+    if config.members is not None:
+        # Member bots' instance keys ("<id>:<key>"): the key itself is the secret, masked alone too.
+        found += [entry.partition(":")[2] for entry in config.members.keys if ":" in entry]
     return found
