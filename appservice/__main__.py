@@ -202,7 +202,7 @@ def cmd_grant(args: argparse.Namespace) -> int:
             async with store.transaction("grant") as tx:
                 token, grant = await issue(tx, door, server_name=config.homeserver.server_name, bot=bot,
                                            person=args.person, room=args.room, now=datetime.now(UTC),
-                                           minutes=minutes, minted_by="operator")
+                                           minutes=minutes, minted_by="operator", one_to_one=args.one_to_one)
         finally:
             await store.close()
         return token, grant.expires_at
@@ -288,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--person", required=True, help="whom it talks for: @name:server")
     p.add_argument("--room", help="the one room the session may be bound to (default: any it is verified in)")
     p.add_argument("--minutes", type=float, help="how long it lives (at most 30; default: door.minutes)")
+    p.add_argument("--one-to-one", action="store_true",
+                   help="the session is heard by this person alone (a headset): with no room, personal tools may answer")
     p.set_defaults(fn=cmd_grant)
     p = sub.add_parser("keys", help="member bots' keys: `new` prints one, `rotate` re-seals every charter")
     p.add_argument("action", choices=["new", "rotate"])

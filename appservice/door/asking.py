@@ -4,7 +4,7 @@ The caller is a process outside the deployment holding a grant, so every check a
 the person the grant names (their ceilings, their live runs, the bot's ``for:`` where the session is), with the
 grant's ceilings under the bot's own. The run is asked on the ``voice`` surface, in the room the session is
 bound to (None: the person's DM), about the person. Its context is the session's own earlier turns as this
-door recorded them — never what the client says was said.
+door recorded them — never what the client says was said — and only those asked where the session is now.
 """
 
 from __future__ import annotations
@@ -46,9 +46,10 @@ class DoorAsking:
         registry = self._registry()
         async with self.store.transaction("door_turn") as tx:
             session = await tx.door.open_session(grant.id, bot=grant.bot, person=grant.person,
-                                                 expires_at=grant.expires_at)
+                                                 expires_at=grant.expires_at, one_to_one=grant.one_to_one)
             facts = await self.surface.facts(tx, session.room_id, grant.person)
-            past = await tx.door.past_turns(grant.id, PAST_TURNS)
+            # Only the turns asked where the session is now: what was said in another room stays there.
+            past = await tx.door.past_turns(grant.id, PAST_TURNS, session.room_id)
             result = await summon(tx, registry, Summons(
                 bot=grant.bot, surface=SURFACE, prompt=text, asked_by=grant.person, subject=grant.person,
                 facts=facts, room_id=session.room_id, context=self.context(registry, grant, session, past, text),

@@ -70,6 +70,7 @@ class Binding:
         room = claim.room_id
         async with self.store.transaction("door_claim") as tx:
             session = await tx.door.open_session(grant.id, bot=grant.bot, person=grant.person,
+                                                 one_to_one=grant.one_to_one,
                                                  expires_at=grant.expires_at)
             if room is not None and room == session.room_id and session.pending_room is None:
                 return Ack(room, session.room_name, bound=True, surface="room")  # announced again: nothing changes

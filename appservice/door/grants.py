@@ -1,8 +1,8 @@
 """Door grants: what a process outside the deployment (a voice front end's worker, a script) holds instead of
 a person's session. Pure: no I/O; ``now`` is handed in.
 
-A grant is one door and a short clock: one bot, one person, one room (or none), the ceilings the runs it asks
-for may not exceed, an audience (which door it opens), when it was made and when it dies (at most thirty
+A grant is one door and a short clock: one bot, one person, one room (or none), whether its front end said the
+session is one-to-one, the ceilings the runs it asks for may not exceed, an audience (which door it opens), when it was made and when it dies (at most thirty
 minutes later), and an id of its own. It is signed rather than stored because the door verifies it on every
 turn, and a lookup per turn is a round trip in the middle of somebody speaking:
 
@@ -64,10 +64,13 @@ class Grant:
     expires_at: datetime
     ceilings: Ceilings
     minted_by: MintedBy
+    # The front end said the session is one-to-one (a headset, a phone to the ear): with no room, it is then the
+    # person's alone, and a personal tool may answer there. Otherwise whoever is near may hear it.
+    one_to_one: bool = False
 
 
 def new_grant(*, bot: str, person: str, room: str | None, audience: str, ceilings: Ceilings, now: datetime,
-              minutes: float, minted_by: MintedBy) -> Grant:
+              minutes: float, minted_by: MintedBy, one_to_one: bool = False) -> Grant:
     """A grant from ``now`` for ``minutes`` (at most thirty), with an id of its own. Raises ``ValueError`` for a
     field no grant may carry (the caller's mistake, not a refusal)."""
     if not 0 < minutes <= MAX_MINUTES:
@@ -81,7 +84,7 @@ def new_grant(*, bot: str, person: str, room: str | None, audience: str, ceiling
     issued = now.astimezone(UTC).replace(microsecond=0)
     grant = Grant(id=secrets.token_urlsafe(18), bot=bot, person=person, room=room, audience=audience,
                   issued_at=issued, expires_at=issued + timedelta(seconds=int(minutes * 60)), ceilings=ceilings,
-                  minted_by=minted_by)
+                  minted_by=minted_by, one_to_one=one_to_one)
     _check(_payload(grant))  # what would not verify is not minted
     return grant
 
@@ -140,15 +143,17 @@ def _payload(grant: Grant) -> dict[str, Any]:
         "v": 1, "id": grant.id, "bot": grant.bot, "sub": grant.person, "room": grant.room, "aud": grant.audience,
         "iat": int(grant.issued_at.timestamp()), "exp": int(grant.expires_at.timestamp()),
         "lim": {"steps": c.steps, "spend": c.spend, "minutes": c.minutes, "per": dict(c.per)},
-        "by": grant.minted_by,
+        "by": grant.minted_by, "one": grant.one_to_one,
     }
 
 
 def _check(fields: Any) -> Grant:
     """A payload read back, every field of the right kind, or ``GrantRefused``. (A payload that verified was
     made by us; this is the second line, for a key that leaked or a version that changed.)"""
-    if not isinstance(fields, dict) or set(fields) != _FIELDS or fields.get("v") != 1:
+    # "one" (one-to-one) came later: a grant made before it (30 minutes at most) still verifies, as not one.
+    if not isinstance(fields, dict) or set(fields) - {"one"} != _FIELDS or fields.get("v") != 1:
         raise GrantRefused("payload has the wrong fields or version")
+    one = fields.get("one", False)
     lim = fields["lim"]
     room = fields["room"]
     ok = (
@@ -158,6 +163,7 @@ def _check(fields: Any) -> Grant:
         and isinstance(lim, dict) and set(lim) == _LIMIT_FIELDS and _whole(lim["steps"]) and lim["steps"] > 0
         and _money(lim["spend"]) and _number(lim["minutes"]) and lim["minutes"] > 0
         and isinstance(lim["per"], dict) and all(w in WINDOWS and _money(usd) for w, usd in lim["per"].items())
+        and isinstance(one, bool)
     )
     if not ok:
         raise GrantRefused("payload field of the wrong kind")
@@ -166,7 +172,7 @@ def _check(fields: Any) -> Grant:
     if not issued < expires <= issued + timedelta(minutes=MAX_MINUTES):
         raise GrantRefused(f"grant {fields['id']} lives longer than {MAX_MINUTES:g} minutes, or not at all")
     return Grant(id=fields["id"], bot=fields["bot"], person=fields["sub"], room=room, audience=fields["aud"],
-                 issued_at=issued, expires_at=expires, minted_by=fields["by"],
+                 issued_at=issued, expires_at=expires, minted_by=fields["by"], one_to_one=one,
                  ceilings=Ceilings(steps=lim["steps"], spend=float(lim["spend"]), minutes=float(lim["minutes"]),
                                    per={w: float(usd) for w, usd in lim["per"].items()}))
 

@@ -177,9 +177,14 @@ class DoorEndpoint:
         except (ValueError, UnicodeDecodeError):
             body = None
         if not isinstance(body, dict) or not isinstance(body.get("bot"), str):
-            return self.bad(Bad("The body is {\"bot\": <slug>, \"room_id\"?: <!id:server>}.", "invalid_start", "bot"))
+            return self.bad(Bad("The body is {\"bot\": <slug>, \"room_id\"?: <!id:server>, \"one_to_one\"?: true}.",
+                                "invalid_start", "bot"))
         room = body.get("room_id")
         minutes = body.get("minutes", self.config.minutes)
+        one_to_one = body.get("one_to_one", False)
+        if not isinstance(one_to_one, bool):
+            return self.bad(Bad("one_to_one is true (the session is heard by this person alone) or false.",
+                                "invalid_start", "one_to_one"))
         if room is not None and not isinstance(room, str):
             return self.bad(Bad("room_id is a room's id (!id:server).", "invalid_start", "room_id"))
         if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 < minutes <= self.config.minutes:
@@ -201,7 +206,7 @@ class DoorEndpoint:
             async with self.store.transaction("door_start") as tx:
                 grant_token, grant = await issue(tx, self.config, server_name=self.server_name, bot=bot,
                                                  person=person, room=room, now=self.clock.now(),
-                                                 minutes=float(minutes), minted_by="start")
+                                                 minutes=float(minutes), minted_by="start", one_to_one=one_to_one)
         except ValueError as exc:
             return self.bad(Bad(str(exc), "invalid_start"))
         return _json({"grant": grant_token, "bot": bot.slug, "person": person, "room_id": grant.room,

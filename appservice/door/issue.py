@@ -23,11 +23,11 @@ def ceilings_of(bot: Bot) -> Ceilings:
 
 
 async def issue(db: Families, door: DoorConfig, *, server_name: str, bot: Bot, person: str, room: str | None,
-                now: datetime, minutes: float, minted_by: MintedBy) -> tuple[str, Grant]:
+                now: datetime, minutes: float, minted_by: MintedBy, one_to_one: bool = False) -> tuple[str, Grant]:
     """A signed grant for ``person`` to talk to ``bot`` (in ``room``, or in no particular room) for ``minutes``,
     recorded; the token and the grant. The token itself is never stored."""
     grant = new_grant(bot=bot.slug, person=person, room=room, audience=door.audience_for(server_name),
-                      ceilings=ceilings_of(bot), now=now, minutes=minutes, minted_by=minted_by)
+                      ceilings=ceilings_of(bot), now=now, minutes=minutes, minted_by=minted_by, one_to_one=one_to_one)
     token = mint(grant, door.signing_key, door.keys[door.signing_key])
     await db.door.record_grant(id=grant.id, bot=grant.bot, person=grant.person, room_id=grant.room,
                                key_id=door.signing_key, minted_by=minted_by, issued_at=grant.issued_at,

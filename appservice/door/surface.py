@@ -2,7 +2,8 @@
 
 - ``facts``: who the person is where the session is. Bound to a room, the room says it (its power levels and
   members, as the Matrix surface reads them), and the place is private only when the room is theirs alone.
-  Bound to nothing, it is their own voice session: read (heard) by them alone, so private.
+  Bound to nothing, it is their own voice session, private only when its front end said it is one-to-one (the
+  grant's ``one_to_one``): what is said aloud may be heard by whoever is near.
 - ``deliver``: in the run's finishing commit, the turn is marked handed over and the door's listeners woken
   (``NOTIFY`` at commit), whichever process holds the response. A turn whose response gave up waiting has
   outlived it: its answer is posted to Matrix instead — to the room it was asked from when the person and the
@@ -47,8 +48,11 @@ class DoorSurface:
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
         if room_id is None:
+            # No room: theirs alone only when the front end said the session is one-to-one (a speakerphone in a
+            # kitchen is no DM).
+            alone = user_id is not None and await db.door.alone(user_id)
             return AudienceFacts(user_id=user_id, local_server=self.server_name, site_classes=site_classes,
-                                 private=user_id is not None)
+                                 private=alone)
         return await facts_now(db, room_id, user_id, server_name=self.server_name, service_user=self.service_user,
                                site_classes=site_classes, puppet_prefix=self.puppet_prefix)
 

@@ -86,9 +86,10 @@ class Door(Family):
 
     # --- sessions and the rooms they are bound to ------------------------------------------------------------
 
-    async def open_session(self, grant_id: str, *, bot: str, person: str, expires_at: datetime) -> Session:
+    async def open_session(self, grant_id: str, *, bot: str, person: str, expires_at: datetime,
+                           one_to_one: bool = False) -> Session:
         """The session a grant opens (made on first use), locked for the rest of the transaction."""
-        await self._run("ensure_door_session", grant_id, bot, person, expires_at)
+        await self._run("ensure_door_session", grant_id, bot, person, expires_at, one_to_one)
         session = maybe(Session, await self._one("lock_door_session", grant_id))
         assert session is not None
         return session
@@ -121,9 +122,14 @@ class Door(Family):
     async def insert_turn(self, run_id: int, grant_id: str, origin_room: str | None) -> None:
         await self._run("insert_door_turn", run_id, grant_id, origin_room)
 
-    async def past_turns(self, grant_id: str, limit: int) -> list[PastTurn]:
-        """The session's last ``limit`` ended turns, oldest first."""
-        return rows(PastTurn, await self._all("door_session_turns", grant_id, limit))
+    async def past_turns(self, grant_id: str, limit: int, origin: str | None) -> list[PastTurn]:
+        """The session's last ``limit`` ended turns asked where it is now (``origin``: a room, None none), oldest
+        first."""
+        return rows(PastTurn, await self._all("door_session_turns", grant_id, limit, origin))
+
+    async def alone(self, person: str) -> bool:
+        """Whether ``person``'s voice sessions bound to no room are theirs alone (their front ends said so)."""
+        return bool(await self._value("door_person_alone", person))
 
     async def finish_turn(self, run_id: int) -> Finished | None:
         """Mark the turn handed over (in the run's finishing commit); None when the run is no door turn."""

@@ -10,9 +10,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 SELECT id, bot, person, room_id, key_id, minted_by, issued_at, expires_at FROM door_grants WHERE id = $1;
 
 -- name: ensure_door_session
--- The session grant $1 opens, made on its first use.
-INSERT INTO door_sessions (grant_id, bot, person, expires_at) VALUES ($1, $2, $3, $4)
+-- The session grant $1 opens, made on its first use; $5: its front end said it is one-to-one.
+INSERT INTO door_sessions (grant_id, bot, person, expires_at, one_to_one) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (grant_id) DO NOTHING;
+
+-- name: door_person_alone
+-- Whether person $1's voice sessions bound to no room are theirs alone: at least one is live, and every live one's
+-- front end said it is one-to-one (a personal tool answers there only then).
+SELECT count(*) > 0 AND coalesce(bool_and(one_to_one), false)
+  FROM door_sessions WHERE person = $1 AND room_id IS NULL AND expires_at > now();
 
 -- name: lock_door_session
 -- Session $1, taken for the rest of the transaction (its claims and turns queue up behind each other).
@@ -59,12 +65,14 @@ SELECT s.grant_id, s.bot, s.person, s.room_id, s.room_name, s.pending_room, s.cl
 INSERT INTO door_turns (run_id, grant_id, origin_room) VALUES ($1, $2, $3);
 
 -- name: door_session_turns
--- The last $2 turns of session $1 that ended, oldest first: what was asked and what came of it (the context a
--- new turn is given — never what a client says was said).
+-- The last $2 turns of session $1 that ended where it is now ($3: the room, NULL none), oldest first: what was
+-- asked and what came of it (the context a new turn is given — never what a client says was said; a turn asked in
+-- another room stays there).
 SELECT * FROM (
     SELECT r.id, r.prompt, r.answer, r.ending
       FROM door_turns t JOIN agent_runs r ON r.id = t.run_id
      WHERE t.grant_id = $1 AND r.status IN ('done', 'failed', 'cancelled')
+       AND t.origin_room IS NOT DISTINCT FROM $3
      ORDER BY t.run_id DESC
      LIMIT $2
 ) last ORDER BY id;

@@ -5,13 +5,15 @@ lower a run's limits and never raise them."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+import base64
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from appservice.config import Door as DoorConfig
 from appservice.door.grants import verify
 from appservice.door.issue import ceilings_of, issue
+from appservice.door.surface import DoorSurface
 from engine.content import AudienceFacts, Registry
 from engine.core.limits import Ceilings
 from engine.run.summon import Refused, Summoned, Summons, summon
@@ -22,12 +24,13 @@ pytestmark = pytest.mark.db
 PERSON = "@alice:localhost"
 
 
-async def mint(db: TestStore, registry: Registry, door: DoorConfig, *, room: str | None = None) -> tuple[str, str]:
+async def mint(db: TestStore, registry: Registry, door: DoorConfig, *, room: str | None = None,
+               one_to_one: bool = False) -> tuple[str, str]:
     bot = registry.get("caller")
     assert bot is not None
     async with db.transaction("test_issue") as tx:
         token, grant = await issue(tx, door, server_name=SERVER, bot=bot, person=PERSON, room=room,
-                                   now=datetime.now(UTC), minutes=10, minted_by="operator")
+                                   now=datetime.now(UTC), minutes=10, minted_by="operator", one_to_one=one_to_one)
     return token, grant.id
 
 
@@ -186,3 +189,68 @@ async def test_a_line_typed_in_the_room_never_joins_a_voice_turn_bound_there(db:
     # It expects its answer in the room, not in somebody's ear: a run of its own.
     assert isinstance(typed, Summoned) and not typed.joined and typed.run_id != voice.run_id
     assert (await db.runs.context(voice.run_id)).get("later") is None
+
+
+async def test_a_turn_is_given_only_the_earlier_turns_asked_where_the_session_is_now(
+        db: TestStore, published: Registry, door_config: DoorConfig) -> None:
+    from appservice.door.asking import DoorAsking
+    from appservice.door.grants import new_grant
+
+    _, grant_id = await mint(db, published, door_config)
+    for prompt, answer, origin in (("in the DM", "dm answer", None), ("in the room", "ROOM SECRET", "!room:localhost")):
+        async with db.transaction("t") as tx:
+            await tx.door.open_session(grant_id, bot="caller", person=PERSON, expires_at=datetime.now(UTC))
+            result = await summon(tx, published, Summons(
+                bot="caller", surface="voice", prompt=prompt, asked_by=PERSON, subject=PERSON, room_id=origin,
+                facts=AudienceFacts(user_id=PERSON, local_server=SERVER)))
+            assert isinstance(result, Summoned)
+            await tx.door.insert_turn(result.run_id, grant_id, origin)
+        await db.pool.execute("UPDATE agent_runs SET status = 'done', answer = $2 WHERE id = $1", result.run_id, answer)
+    # The session is on the DM again: what was answered in the room stays there.
+    assert [t.answer for t in await db.door.past_turns(grant_id, 12, None)] == ["dm answer"]
+    assert [t.answer for t in await db.door.past_turns(grant_id, 12, "!room:localhost")] == ["ROOM SECRET"]
+    surface = DoorSurface(lambda: published, server_name=SERVER, service_user=f"@summon:{SERVER}")
+    session = await db.door.session(grant_id)
+    assert session is not None
+    bot = published.get("caller")
+    assert bot is not None
+    grant = new_grant(bot="caller", person=PERSON, room=None, audience="a", ceilings=ceilings_of(bot),
+                      now=datetime.now(UTC), minutes=5, minted_by="operator")
+    context = DoorAsking(db, lambda: published, surface).context(
+        published, grant, session, await db.door.past_turns(grant_id, 12, session.room_id), "and now?")
+    assert "ROOM SECRET" not in repr(context)
+
+
+async def test_no_room_is_the_persons_alone_only_when_the_front_end_said_one_to_one(
+        db: TestStore, published: Registry, door_config: DoorConfig) -> None:
+    surface = DoorSurface(lambda: published, server_name=SERVER, service_user=f"@summon:{SERVER}")
+    _, kitchen = await mint(db, published, door_config)
+    later = datetime.now(UTC) + timedelta(minutes=10)
+    async with db.transaction("t") as tx:
+        await tx.door.open_session(kitchen, bot="caller", person=PERSON, expires_at=later)
+        assert not (await surface.facts(tx, None, PERSON)).private  # a speakerphone: whoever is near hears
+    await db.pool.execute("DELETE FROM door_sessions WHERE grant_id = $1", kitchen)
+    _, headset = await mint(db, published, door_config, one_to_one=True)
+    async with db.transaction("t") as tx:
+        await tx.door.open_session(headset, bot="caller", person=PERSON, expires_at=later, one_to_one=True)
+        assert (await surface.facts(tx, None, PERSON)).private
+        assert not (await surface.facts(tx, None, "@bob:localhost")).private  # nobody else's session is theirs
+
+
+def test_a_grant_says_whether_its_session_is_one_to_one_and_an_older_grant_reads_as_not() -> None:
+    import json
+
+    from appservice.door.grants import _b64, _sign, new_grant
+    from appservice.door.grants import mint as sign
+
+    ceilings = Ceilings(steps=2, spend=0.1, minutes=1, per={})
+    now = datetime.now(UTC)
+    grant = new_grant(bot="caller", person=PERSON, room=None, audience="aud", ceilings=ceilings, now=now,
+                      minutes=5, minted_by="start", one_to_one=True)
+    assert verify(sign(grant, "k1", KEYS["k1"]), KEYS, audience="aud", now=now).one_to_one
+    old = new_grant(bot="caller", person=PERSON, room=None, audience="aud", ceilings=ceilings, now=now, minutes=5,
+                    minted_by="start")
+    payload = json.loads(base64.urlsafe_b64decode(sign(old, "k1", KEYS["k1"]).split(".")[2] + "=="))
+    del payload["one"]
+    signed = f"sg1.k1.{_b64(json.dumps(payload).encode())}"
+    assert not verify(f"{signed}.{_b64(_sign(KEYS['k1'], signed))}", KEYS, audience="aud", now=now).one_to_one
