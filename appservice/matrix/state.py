@@ -76,6 +76,10 @@ class StateHandler:
             sender = event.get("sender")
             await tx.rooms.set_create(room_id, content, sender if isinstance(sender, str) else None,
                                       version if isinstance(version, str) else "1")
+        elif event_type == "m.room.join_rules" and state_key == "":
+            rule = content.get("join_rule")
+            if isinstance(rule, str):
+                await tx.rooms.set_join_rule(room_id, rule)
         elif event_type == "m.room.history_visibility" and state_key == "":
             vis = content.get("history_visibility")
             if isinstance(vis, str):

@@ -38,12 +38,14 @@ from engine.clock import Clock
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core import choices
+from engine.core.messages import ToolCallStep, load_step
 from engine.core.redact import redact
 from engine.errors import MatrixError
 from engine.store import Families, Tx
 from engine.store.rooms import Room
 from engine.surface import Answered, Outcome, RunInfo
 from engine.tasks import TaskGroup
+from engine.tools.base import is_personal
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,11 @@ def run_content(run: RunInfo, text: str, *, mention: bool = True) -> dict[str, A
     """A notice about ``run``: where it was asked, mentioning the asker unless ``mention`` is False."""
     return answer_content(text, thread_root=run.thread_root, reply_to=run.trigger_event,
                           mention=run.asked_by if mention else None)
+
+
+# The join rules under which nobody joins without being let in by a member (the spec's "invite", and "private",
+# which it reserves and treats as invite).
+INVITE_ONLY = frozenset({"invite", "private"})
 
 
 async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, server_name: str,
@@ -84,9 +91,12 @@ async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: 
                         puppet_prefix: str) -> bool:
     """Whether ``user_id`` is the only human who reads what is said in ``room`` (a DM with a bot), from the
     members as stored: every other joined or invited member is one of ours (a puppet, the service user).
-    Anything less than sure is not private: a room whose state we never read (no creation stored), one we
-    left, and a world-readable one (anyone may read it without joining)."""
+    Anything less than sure is not private: a room whose state we never read (no creation stored, no join
+    rule), one we left, a world-readable one (anyone may read it without joining), and one anybody may join
+    or knock on without an invite (``public``, ``knock``, ``restricted``: who reads it is not fixed)."""
     if room.create_content is None or room.left_at is not None or room.history_visibility == "world_readable":
+        return False
+    if room.join_rule not in INVITE_ONLY:
         return False
     readers = await db.rooms.readers(room.room_id)
     people = {r.user_id for r in readers
@@ -172,6 +182,9 @@ class MatrixSurface:
                                     event_type="m.room.redaction", content={}, run_id=run.id,
                                     of_txn=progress_txn(run.id))
         if isinstance(outcome, Answered):
+            if await self._shared_since(tx, run):
+                await self._withheld(tx, run, puppet)
+                return
             await self._answer(tx, run, puppet, outcome.text)
             return
         # The room hears the ending in the bot's words (strings: the kit's, the site's, the bot's own);
@@ -188,6 +201,33 @@ class MatrixSurface:
         await tx.outbox.enqueue(txn_id=f"summon.run{run.id}.ending", room_id=run.room_id, sender=puppet,
                                 event_type="m.room.message", content=run_content(run, text), run_id=run.id)
         self._queued(run, f"summon.run{run.id}.ending")
+
+    async def _shared_since(self, tx: Tx, run: RunInfo) -> bool:
+        """Whether the answer read the person's own things (a personal tool was called) and the room is no
+        longer theirs alone (somebody joined or was invited, it went public, while the run worked): whether the
+        room was private was judged when the run was taken, and is judged again now, before it is said."""
+        registry = self._registry()
+        steps = [load_step(p) for p in await tx.runs.steps(run.id)]
+        personal = any(isinstance(step, ToolCallStep) and is_personal(step.call.name, registry.tools.get(step.call.name))
+                       for step in steps)
+        if not personal:
+            return False
+        facts = await facts_now(tx, run.room_id, run.asked_by, server_name=self.server_name,
+                                service_user=self.service_user, puppet_prefix=self.puppet_prefix)
+        return not facts.private
+
+    async def _withheld(self, tx: Tx, run: RunInfo, puppet: str) -> None:
+        log.warning("run %s read the person's own things, and its room is no longer theirs alone: its answer is "
+                    "not posted there", run.id, extra={"run": run.id, "bot": run.bot, "room": run.room_id})
+        member = await tx.rooms.member(run.room_id or "", run.asked_by or "") if run.asked_by else None
+        name = (member.display_name if member is not None else None) or run.asked_by or ""
+        words = self._registry().strings.get("tools", "shared_now")
+        if not words:
+            return
+        await tx.outbox.enqueue(txn_id=answer_txn(run.id), room_id=run.room_id or "", sender=puppet,
+                                event_type="m.room.message", content=run_content(run, words.format(name=name)),
+                                run_id=run.id)
+        self._queued(run, answer_txn(run.id))
 
     async def _aloud(self, tx: Tx, run: RunInfo, puppet: str, text: str) -> None:
         """A ``voice:`` bot asked by a voice note answers aloud too: a speak row after the text, which the outbox

@@ -99,8 +99,11 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "skills": {"header": ()},
     # What a personal tool tells the model: nobody to ask about (no person at all, or — for account facts —
     # a guest with no account) is a different answer from none (this person has none); a ticket raised.
-    # ``private_elsewhere`` goes into the prompt where a personal tool is withheld because others read along.
-    "tools": {"nobody": (), "no_account": (), "none": (), "ticket_raised": ("ticket",), "private_elsewhere": ()},
+    # ``private_elsewhere`` goes into the prompt where a personal tool is withheld because others read along;
+    # ``shared_now`` is said instead of an answer that read the person's own things when the room stopped being
+    # theirs alone while it was worked on (somebody joined, it went public).
+    "tools": {"nobody": (), "no_account": (), "none": (), "ticket_raised": ("ticket",), "private_elsewhere": (),
+              "shared_now": ("name",)},
     # The door (a spoken conversation): the header over its earlier turns ({name}: the person), where it is —
     # ``in_room`` once a room the person named was verified, ``no_room`` otherwise — and what a response says
     # when the work outlives its turn: where the answer will be posted once it is ready.

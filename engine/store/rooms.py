@@ -24,6 +24,7 @@ class Room:
     power_levels: dict[str, Any] | None
     history_visibility: str | None
     settings: dict[str, Any]
+    join_rule: str | None = None  # m.room.join_rules, as last stored (None: never seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,9 @@ class Rooms(Family):
 
     async def set_power_levels(self, room_id: str, content: dict[str, Any]) -> None:
         await self._run("set_room_power_levels", room_id, content)
+
+    async def set_join_rule(self, room_id: str, rule: str) -> None:
+        await self._run("set_room_join_rule", room_id, rule)
 
     async def set_history_visibility(self, room_id: str, visibility: str) -> None:
         await self._run("set_room_history_visibility", room_id, visibility)

@@ -34,6 +34,10 @@ UPDATE rooms SET create_content = $2, create_sender = $3, room_version = $4 WHER
 -- The room's current m.room.power_levels content.
 UPDATE rooms SET power_levels = $2 WHERE room_id = $1;
 
+-- name: set_room_join_rule
+-- Room $1's join rule (m.room.join_rules) is now $2.
+UPDATE rooms SET join_rule = $2 WHERE room_id = $1;
+
 -- name: set_room_history_visibility
 -- The room's current history visibility.
 UPDATE rooms SET history_visibility = $2 WHERE room_id = $1;

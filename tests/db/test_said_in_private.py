@@ -51,11 +51,13 @@ You are the clerk.
 
 
 async def room(db: TestStore, room_id: str, members: dict[str, str], *, visibility: str = "shared",
-               created: bool = True) -> None:
-    """A room as the Matrix surface stores it: its creation, history visibility and members."""
+               created: bool = True, join_rule: str | None = "invite") -> None:
+    """A room as the Matrix surface stores it: its creation, join rule, history visibility and members."""
     await db.rooms.ensure(room_id)
     if created:
         await db.rooms.set_create(room_id, {"room_version": "11"}, ANN, "11")
+    if join_rule is not None:
+        await db.rooms.set_join_rule(room_id, join_rule)
     await db.rooms.set_history_visibility(room_id, visibility)
     for user_id, membership in members.items():
         await db.rooms.set_member(room_id, user_id, membership, None)
@@ -63,6 +65,15 @@ async def room(db: TestStore, room_id: str, members: dict[str, str], *, visibili
 
 def facts_reader() -> RoomFacts:
     return RoomFacts("localhost", service_user=SERVICE)
+
+
+@pytest.mark.parametrize(("rule", "private"), [
+    ("invite", True), ("private", True), ("public", False), ("knock", False), ("restricted", False),
+    ("knock_restricted", False), (None, False),  # a join rule never seen: not sure, so not private
+])
+async def test_a_room_anybody_may_join_is_nobodys_alone(db: TestStore, rule: str | None, private: bool) -> None:
+    await room(db, DM, {ANN: "join", CLERK_USER: "join"}, join_rule=rule)
+    assert (await facts_reader().facts(db, DM, ANN)).private is private
 
 
 @pytest.mark.parametrize(
