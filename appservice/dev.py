@@ -76,10 +76,14 @@ def demo_scripts(path: Path = DEMO_SCRIPTS) -> list[dict[str, Any]]:
     return list(entries)
 
 
-def demo_turns(entries: list[dict[str, Any]]) -> Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]:
-    """The demo's scripts, by what a line says: its own script first (a test's), then the first shipped
-    entry whose words it has; None (the stand-in's own answer) for anything else."""
+def demo_turns(entries: list[dict[str, Any]], *,
+               demo_user: str) -> Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]:
+    """The demo's scripts, by what a line says: its own script first, then the first shipped entry whose words
+    it has; None (the stand-in's own answer) for anything else — and for anybody but the demo user: a script
+    makes the stand-in call tools, and anyone else who can reach the dev homeserver is a stranger."""
     def turns(event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        if event.get("sender") != demo_user:
+            return None
         own = scripted_turns(event)
         if own is not None:
             return own
@@ -153,7 +157,7 @@ async def dev(*, verbose: bool = False) -> int:
     config = await with_desk(config, client)
     # The demo shows the machine: its shipped scripts make the stand-in call a tool, offer choices, take a
     # slow step and answer a command; `summon serve` never reads them.
-    service = Service(config, scripts=demo_turns(demo_scripts()))
+    service = Service(config, scripts=demo_turns(demo_scripts(), demo_user=client.mxid))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, service.stop_event.set)
