@@ -61,11 +61,20 @@ class Ended:
 
 Outcome = Answered | Ended
 
+@dataclass(frozen=True)
+class Opened:
+    """A run's standing note, opened: the words the model reads, and — when what it opened says so — the only
+    tools the run may be offered (a member bot's edition uses its charter's tools, never all its host's)."""
+
+    note: str
+    tools: frozenset[str] | None = None
+
+
 # What a surface keeps out of a run's stored context and opens only when the model's request is built (a member
 # bot's charter, sealed at rest): a context may name one (``{"standing": {"by": <opener>, ...}}``), and the opener
-# of that name, given the context, returns the words the model reads as the run's standing note — or None when
-# they cannot be opened (then the run goes on without them, and the opener has said why in the log).
-Opener = Callable[[Mapping[str, Any]], Awaitable[str | None]]
+# of that name, given the context, returns the note opened — or None when it cannot be opened (then the run goes
+# on without it, and the opener has said why in the log).
+Opener = Callable[[Mapping[str, Any]], Awaitable[Opened | None]]
 
 
 class SurfaceFacts(Protocol):

@@ -15,7 +15,7 @@ from engine.members.book import Book
 from engine.members.charter import AtSchedule, Charter
 from engine.run.summon import Summons
 from engine.store import Store
-from engine.surface import Opener
+from engine.surface import Opened, Opener
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def standing(charter_id: str, *, edition: bool) -> dict[str, Any]:
 def charter_opener(store: Store, book: Book) -> Opener:
     """Opens a run's charter (stored, or the pending one a dry run carries sealed) into its standing note."""
 
-    async def open_charter(context: Mapping[str, Any]) -> str | None:
+    async def open_charter(context: Mapping[str, Any]) -> Opened | None:
         about = context.get("standing")
         charter_id = about.get("id") if isinstance(about, Mapping) else None
         if not isinstance(charter_id, str):
@@ -80,7 +80,10 @@ def charter_opener(store: Store, book: Book) -> Opener:
                      extra={"charter": charter_id})
             return None
         edition = bool(about.get("edition")) if isinstance(about, Mapping) else False
-        return charter_note(None if isinstance(pending, dict) else kept.id, kept.charter, edition=edition)
+        note = charter_note(None if isinstance(pending, dict) else kept.id, kept.charter, edition=edition)
+        # An edition (or a dry run) uses its charter's tools, never all its host's; a person talking to the bot
+        # in its room talks to the builder, with the builder's.
+        return Opened(note, frozenset(kept.charter.tools) if edition else None)
 
     return open_charter
 

@@ -67,7 +67,7 @@ from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
-from engine.surface import Answered, Ended, Opener, Outcome, RunInfo, Surface
+from engine.surface import Answered, Ended, Opened, Opener, Outcome, RunInfo, Surface
 from engine.tools.base import WITHHELD_ARGUMENTS, Offered, RunRef
 from engine.tools.runner import ToolRunner
 
@@ -107,7 +107,7 @@ class Hold:
         self.answered = False
         self.meter = meter or NO_METER
         self.openers = openers or {}
-        self.standing: str | None = None  # the context's sealed standing note, opened on taking the run
+        self.standing: Opened | None = None  # the context's sealed standing note, opened on taking the run
         # Steps written in the transaction under way, told to the meter once it commits; and when the run's
         # previous step was (how long a step took).
         self._unmetered: list[Step] = []
@@ -142,7 +142,7 @@ class Hold:
             if self.surface is not None:
                 await self.surface.working(run, False)
 
-    async def _opened(self, context: Mapping[str, Any]) -> str | None:
+    async def _opened(self, context: Mapping[str, Any]) -> Opened | None:
         """The standing note a surface keeps sealed off the row, opened by the opener the context names."""
         standing = context.get("standing")
         if not isinstance(standing, Mapping):
@@ -189,7 +189,7 @@ class Hold:
                 text, count = said_since(context, heard(steps))
                 cancelled = bool(count) and await self.record(steps, HeardStep(text, count))
                 if not cancelled:
-                    request, turn = self._request(context, steps, self.toolbox.offer(ref, steps, facts))
+                    request, turn = self._request(context, steps, self._offer(ref, steps, facts))
                     allowance = left(self.view, steps)
                     estimate = self.answerer.estimate(request, script=self.row.script, turn=turn, allowance=allowance)
                     if estimate is None:
@@ -224,7 +224,7 @@ class Hold:
                 if not cancelled:
                     # Checked against what the model was offered when it asked (the steps before its turn),
                     # so a skill opened in the same turn does not hand over that skill's tools.
-                    offer = self.toolbox.offer(ref, _before_last_turn(steps), facts)
+                    offer = self._offer(ref, _before_last_turn(steps), facts)
                     content, is_error = await self.toolbox.run(ref, offer, action.call.name, action.call.arguments)
                     # Capped before it is recorded, so what reaches the model stays within the context's budget.
                     cancelled = await self.record(steps, ToolResultStep(action.call.id, capped(content), is_error=is_error))
@@ -239,6 +239,10 @@ class Hold:
             if self.clock.monotonic() - started >= self.budget_seconds:
                 await self._hand_back()
                 return
+
+    def _offer(self, ref: RunRef, steps: list[Step], facts: AudienceFacts | None) -> Offered:
+        only = self.standing.tools if self.standing is not None else None
+        return self.toolbox.offer(ref, steps, facts, only=only)
 
     def _asked(self, registry: Registry, context: dict[str, Any]) -> str:
         """What the run asks: a command's prompt, resolved here from the command as published; otherwise
@@ -261,7 +265,7 @@ class Hold:
         if skills:
             system = f"{system}\n\n{skills}" if system else skills
         if self.standing is not None:
-            context = {**context, "note": self.standing}
+            context = {**context, "note": self.standing.note}
         memory = with_memory(context, bot.memory if bot is not None else "thread", earlier=self.remembered.earlier,
                              recalled=self.remembered.recalled, words=registry.strings.section("context"))
         request = ModelRequest(

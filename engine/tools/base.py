@@ -192,7 +192,7 @@ def _private(facts: AudienceFacts | None) -> bool:
 
 def offered(
     run: RunRef, steps: Sequence[Step], registry: Registry, facts: AudienceFacts | None,
-    *, harness: Mapping[str, ToolSpec] | None = None,
+    *, harness: Mapping[str, ToolSpec] | None = None, only: frozenset[str] | None = None,
 ) -> Offered:
     """The tools and the skills line for the run's next model call (SPEC §3, §8).
 
@@ -204,14 +204,16 @@ def offered(
     the person the run is about alone reads the answer (``facts.private``); withheld elsewhere, and the
     site's words (``### tools`` ``private_elsewhere``) let the bot offer to go on in private. ``harness``
     tools (a test or bench harness's, given to the worker by the composition root) are offered to every run.
+    ``only`` (what the run's standing note allows: a member bot's charter) caps the bot's own tools, and a
+    run so capped opens no skills.
     """
     bot = registry.get(run.bot) or registry.kit_bots.get(run.bot)
     if bot is None:
         return Offered()
-    skills = tuple(s for s in registry.skills_of(bot) if _allowed(s.audience, facts))
+    skills = tuple(s for s in registry.skills_of(bot) if _allowed(s.audience, facts)) if only is None else ()
     known = {s.name for s in skills}
     opened = [name for name in opened_skills(steps) if name in known]
-    wanted: list[str] = list(bot.tools)
+    wanted: list[str] = [name for name in bot.tools if only is None or name in only]
     for name in opened:
         wanted.extend(t for t in registry.skills[name].tools if t not in wanted)
     specs: dict[str, ToolSpec] = {}

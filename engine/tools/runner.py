@@ -53,9 +53,11 @@ class ToolRunner:
         self.content_tools = content_tools
         self.site_classes = site_classes
 
-    def offer(self, run: RunRef, steps: list[Step], facts: AudienceFacts | None) -> Offered:
+    def offer(self, run: RunRef, steps: list[Step], facts: AudienceFacts | None, *,
+              only: frozenset[str] | None = None) -> Offered:
+        """What the run may use next; ``only``: the most it may (what its standing note allows), or None."""
         harness = {name: ToolSpec(name, f"The {name} tool.") for name in self.harness}
-        return offered(run, steps, self._registry(), facts, harness=harness)
+        return offered(run, steps, self._registry(), facts, harness=harness, only=only)
 
     async def asker(self, row: Run) -> AudienceFacts | None:
         """What is known about whoever asked the run, now (None: nobody asked — a schedule, an event), as

@@ -23,7 +23,7 @@ from engine.errors import LeaseLost
 from engine.providers.mock import MockModel
 from engine.run.worker import Worker, WorkerSettings
 from engine.store import Families, Tx
-from engine.surface import Answered, Ended, Outcome, RunInfo
+from engine.surface import Answered, Ended, Opened, Outcome, RunInfo
 from engine.tools.base import BUILTIN_SPECS
 from tests.db.runs import insert_run, steps_of
 from tests.store import TestStore
@@ -370,9 +370,9 @@ async def test_a_sealed_standing_note_is_opened_for_the_request_and_never_stored
         db: TestStore, published: Registry) -> None:
     opened: list[Any] = []
 
-    async def open_note(context: Any) -> str | None:
+    async def open_note(context: Any) -> Opened | None:
         opened.append(dict(context["standing"]))
-        return "THE NOTE KEPT SEALED OFF THE ROW"
+        return Opened("THE NOTE KEPT SEALED OFF THE ROW")
 
     model = RecordingModel()
     run_id = await db.runs.insert(

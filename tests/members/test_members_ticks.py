@@ -61,8 +61,9 @@ async def test_an_owed_edition_is_an_ordinary_run_with_its_clock_armed_first(db:
     assert run is not None and (run.bot, run.surface, run.asked_by, run.subject, run.room_id) == (
         "builder", "members", None, ALICE, "!news:localhost")
     assert run.context["charter"] == charter_id and "note" not in run.context  # the charter stays sealed
-    note = await charter_opener(db, book)(run.context)  # opened only when the model's request is built
-    assert note is not None and "Morning News" in note and "You are writing one of its editions now" in note
+    opened = await charter_opener(db, book)(run.context)  # opened only when the model's request is built
+    assert opened is not None and "Morning News" in opened.note and "writing one of its editions now" in opened.note
+    assert opened.tools == frozenset({"fetch", "card"})  # its charter's tools, not all the builder's
     fired = await db.pool.fetchval("SELECT last_fired_at FROM bot_clock WHERE trigger = $1", f"member:{charter_id}")
     assert run.trigger_event == f"member:{charter_id}:{fired.isoformat()}"
     assert await member_tick(db, book, registry, host="builder") == []  # armed: nothing more is owed

@@ -294,3 +294,13 @@ def test_a_builtin_with_a_file_honours_its_for_and_needs() -> None:
 def test_a_builtin_without_a_file_is_offered_as_before() -> None:
     offer = offered(RUN, [], personal_registry({"bots/clerk.md": BUILTIN_FILES["bots/clerk.md"]}), member())
     assert offer.names == {"fetch", "raise_ticket", "search_site"}  # about_me is personal: not in a shared room
+
+
+def test_a_run_capped_by_its_standing_note_is_offered_only_those_tools_and_no_skills() -> None:
+    # A member bot's edition runs as the builder: it is offered its charter's tools, never all the builder file's.
+    extra = {"bots/host.md": "---\nname: Host\nsurfaces: [rooms]\ntools: [search_site, fetch, raise_ticket]\n"
+                             "skills: all\n---\nBe brief.\n"}
+    whole = offered(RunRef(1, "host", "rooms"), [], registry(extra), member())
+    assert {"search_site", "fetch", "raise_ticket"} <= whole.names and whole.skills
+    capped = offered(RunRef(1, "host", "rooms"), [], registry(extra), member(), only=frozenset({"fetch", "card"}))
+    assert capped.names == frozenset({"fetch"}) and capped.skills == ()
