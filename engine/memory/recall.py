@@ -60,12 +60,15 @@ class Recall:
         """What the run's person told its bot nearest in meaning to what the run asks, read as the tools role
         answering for that person (row security keeps everybody else's out)."""
         vector = await self.embedder.query(row.prompt)
+        # Where others read along, only what was said in this room since all of them came in: a line from before
+        # somebody joined is not repeated to them.
+        since = await store.rooms.read_by_all_since(row.room_id) if not private and row.room_id else None
         async with store.transaction("recall") as tx:
             if not await tx.people.become(row.id):
                 return ()
             await tx.people.as_tools()
             found = await tx.memories.recall(row.bot, vector, floor=self.settings.floor, count=self.settings.count,
-                                             room_id=None if private else row.room_id)
+                                             room_id=None if private else row.room_id, since=since)
         return tuple(Recalled(f.said, f.at) for f in found)
 
     async def remember(self, store: Store, row: Run) -> None:

@@ -64,10 +64,12 @@ class Memories(Family):
         found = await self._value("remember", run_id, said, vector_text(vector))
         return None if found is None else int(found)
 
-    async def recall(self, bot: str, vector: Vector, *, floor: float, count: int, room_id: str | None) -> list[Recalled]:
+    async def recall(self, bot: str, vector: Vector, *, floor: float, count: int, room_id: str | None,
+                     since: datetime | None = None) -> list[Recalled]:
         """In a transaction answering for a run's person as the tools role (``people.become`` + ``as_tools``):
-        what they told ``bot`` nearest to ``vector``, within cosine distance ``floor``, at most ``count``."""
-        return rows(Recalled, await self._all("recall", bot, vector_text(vector), floor, count, room_id))
+        what they told ``bot`` nearest to ``vector``, within cosine distance ``floor``, at most ``count``; with
+        ``room_id``, only what was said there, and with ``since``, only since then."""
+        return rows(Recalled, await self._all("recall", bot, vector_text(vector), floor, count, room_id, since))
 
     async def of(self, person: str, bot: str, limit: int) -> list[Memory]:
         """What ``person`` told ``bot``, newest first: their own ``!memories``."""

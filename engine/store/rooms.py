@@ -111,6 +111,11 @@ class Rooms(Family):
         """Everyone who reads what is said there from now on: joined, or invited (they read it on joining)."""
         return rows(Membership, await self._all("room_readers", room_id))
 
+    async def read_by_all_since(self, room_id: str) -> datetime | None:
+        """Since when everybody who reads the room now has been in it (the latest join or invite among them)."""
+        value = await self._value("room_read_by_all_since", room_id)
+        return value if isinstance(value, datetime) else None
+
     async def people(self, room_id: str) -> list[Person]:
         """Who is joined now, with the display name the room shows."""
         return rows(Person, await self._all("room_people", room_id))

@@ -64,6 +64,11 @@ SELECT membership, display_name, updated_at FROM room_members WHERE room_id = $1
 SELECT user_id, membership FROM room_members
  WHERE room_id = $1 AND membership IN ('join', 'invite') ORDER BY user_id;
 
+-- name: room_read_by_all_since
+-- Since when everybody who reads room $1 now (joined or invited) has been in it: the latest of their memberships.
+-- NULL: nobody.
+SELECT max(updated_at) FROM room_members WHERE room_id = $1 AND membership IN ('join', 'invite');
+
 -- name: room_people
 -- Who is joined to room $1 now, with the display name the room shows (a person argument is one of them).
 SELECT user_id, display_name FROM room_members WHERE room_id = $1 AND membership = 'join' ORDER BY user_id;

@@ -97,6 +97,19 @@ async def test_a_shared_room_recalls_only_what_was_said_there(db: TestStore, tmp
     assert "Biscuit" not in await opening_of(db, registry, asked)
 
 
+async def test_a_shared_room_does_not_repeat_what_was_said_before_somebody_joined(
+        db: TestStore, tmp_path: Path) -> None:
+    registry = await recall_registry(db, tmp_path)
+    await told(db, registry, ANN, "My dog is called Biscuit.", room_id=GROUP)  # said in the group, before Cal came
+    asked = await run_in(db, room_id=GROUP, asked_by=ANN, subject=ANN, prompt="What was my dog's name again?",
+                         thread_root="$t1")
+    assert "Biscuit" in await opening_of(db, registry, asked)  # everybody reading it now was there
+    await db.rooms.set_member(GROUP, "@cal:localhost", "join", None)  # Cal joins: that line was never theirs
+    later = await run_in(db, room_id=GROUP, asked_by=ANN, subject=ANN, prompt="What was my dog's name again?",
+                         thread_root="$t2")
+    assert "Biscuit" not in await opening_of(db, registry, later)
+
+
 async def test_row_security_another_person_reads_nothing_and_no_tool_writes(db: TestStore, tmp_path: Path) -> None:
     registry = await recall_registry(db, tmp_path)
     await told(db, registry, ANN, "My dog is called Biscuit.")
