@@ -39,6 +39,9 @@ ENTRY_FIELDS = ("title", "link", "published", "updated", "summary")
 
 _DECLARED_ENCODING = re.compile(rb"""^\s*<\?xml[^>]{0,200}?encoding\s*=\s*["']([A-Za-z0-9._:-]{1,40})["']""")
 _ASCII = bytes(range(0x20, 0x7F))
+# A numeric character reference: feedparser raises on one past the last code point (``chr`` of it), so such a
+# reference is read as U+FFFD, as a browser reads it, before the feed is parsed.
+_NUMERIC_REFERENCE = re.compile(rb"&#(?:[xX]([0-9A-Fa-f]{1,64})|([0-9]{1,64}))")
 # The EBCDIC signature of "<?xm" (feedparser reads such a document as cp037).
 _EBCDIC = b"\x4c\x6f\xa7\x94"
 
@@ -84,6 +87,12 @@ def _internal_subset(lowered: bytes) -> bool:
     return False
 
 
+def _in_range(match: re.Match[bytes]) -> bytes:
+    hexadecimal, decimal = match.groups()
+    code = int(hexadecimal, 16) if hexadecimal is not None else int(decimal)
+    return match.group(0) if code <= 0x10FFFF else b"&#xFFFD"
+
+
 def _text(value: Any, cap: int) -> str:
     return value[:cap] if isinstance(value, str) else ""
 
@@ -96,7 +105,12 @@ def read_feed(body: bytes) -> dict[str, Any] | str:
     why = refusal(body)
     if why is not None:
         return why
-    parsed = feedparser.parse(io.BytesIO(body))
+    try:
+        parsed = feedparser.parse(io.BytesIO(_NUMERIC_REFERENCE.sub(_in_range, body)))
+    except (MemoryError, RecursionError):
+        raise  # the child reports these as what they are
+    except Exception as exc:  # feedparser's loose parser trips over hostile markup (a KeyError, an IndexError…)
+        return f"it does not parse as a feed ({type(exc).__name__} in the feed parser)"
     entries = [{key: _text(entry.get(key), FIELD_CHARS) for key in ENTRY_FIELDS if isinstance(entry.get(key), str)}
                for entry in parsed.entries[:MAX_ENTRIES]]
     return {"version": _text(parsed.get("version"), 40), "title": _text(parsed.feed.get("title"), TITLE_CHARS),
