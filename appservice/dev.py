@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +76,13 @@ def demo_scripts(path: Path = DEMO_SCRIPTS) -> list[dict[str, Any]]:
     return list(entries)
 
 
-def demo_turns(entries: list[dict[str, Any]], *,
-               demo_user: str) -> Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]:
+def demo_turns(entries: list[dict[str, Any]], *, demo_user: str,
+               commands: Callable[[], Collection[str]]) -> Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]:
     """The demo's scripts, by what a line says: its own script first, then the first shipped entry whose words
     it has; None (the stand-in's own answer) for anything else — and for anybody but the demo user: a script
-    makes the stand-in call tools, and anyone else who can reach the dev homeserver is a stranger."""
+    makes the stand-in call tools, and anyone else who can reach the dev homeserver is a stranger. A script
+    answers for the model, never for a command: an entry for ``!name`` applies only while ``commands()`` (those
+    published) has it, so a command that failed to publish is not masked by its script."""
     def turns(event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         if event.get("sender") != demo_user:
             return None
@@ -94,11 +96,17 @@ def demo_turns(entries: list[dict[str, Any]], *,
         said = body.lower()
         for entry in entries:
             words = [str(w).lower() for w in entry["when"]]
-            if any(said.lstrip().startswith(w) if w.startswith("!") else w in said for w in words):
+            if any(_said(said, w, commands) for w in words):
                 return list(entry["turns"])
         return None
 
     return turns
+
+
+def _said(said: str, words: str, commands: Callable[[], Collection[str]]) -> bool:
+    if words.startswith("!"):
+        return said.lstrip().startswith(words) and words[1:].split()[0] in commands()
+    return words in said
 
 
 def run_dir() -> Path:
@@ -157,7 +165,8 @@ async def dev(*, verbose: bool = False) -> int:
     config = await with_desk(config, client)
     # The demo shows the machine: its shipped scripts make the stand-in call a tool, offer choices, take a
     # slow step and answer a command; `summon serve` never reads them.
-    service = Service(config, scripts=demo_turns(demo_scripts(), demo_user=client.mxid))
+    service: Service = Service(config, scripts=demo_turns(demo_scripts(), demo_user=client.mxid,
+                                                          commands=lambda: service.registry().commands))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, service.stop_event.set)

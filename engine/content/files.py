@@ -5,6 +5,7 @@ files and urls the tool files name (OpenAPI specs through ``fetch_spec``, module
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -220,11 +221,29 @@ def check(root: Path, server_name: str, *, kit: Path = KIT_DIR, fetch_spec: Fetc
     return [where(root, error, kit) for error in compiled]
 
 
+def files_under(root: Path, suffix: str = "") -> list[Path]:
+    """Every file under ``root`` (ending in ``suffix``), sorted, following linked folders as well as linked
+    files: a site may link a folder of shared skills into its content, and ``make dev`` lays its overlay out
+    so (``Path.rglob`` does not follow a linked folder before Python 3.13). A folder reached twice — a link
+    back up, a loop — is read once."""
+    found: list[Path] = []
+    seen: set[str] = set()
+    for folder, subfolders, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            subfolders[:] = []
+            continue
+        seen.add(real)
+        subfolders.sort()
+        found.extend(Path(folder) / name for name in names if name.endswith(suffix))
+    return sorted(found)
+
+
 def _read(root: Path, *, skip_docs: bool = True) -> tuple[dict[str, str], list[CompileError]]:
     """Every ``*.md`` under ``root``; the ``docs/`` folder below it is not content (``read_docs``)."""
     sources: dict[str, str] = {}
     unreadable: list[CompileError] = []
-    for file in sorted(root.rglob("*.md")):
+    for file in files_under(root, ".md"):
         relative = file.relative_to(root)
         if any(part.startswith(".") for part in relative.parts) or not file.is_file():
             continue

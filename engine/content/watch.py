@@ -15,7 +15,7 @@ from pathlib import Path
 
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
-from engine.content.files import FetchSpec, compile_content, fetch_url, where
+from engine.content.files import FetchSpec, compile_content, fetch_url, files_under, where
 from engine.tools.code import Sandbox
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def snapshot(*roots: Path | None) -> Snapshot:
     for root in roots:
         if root is None or not root.is_dir():
             continue
-        for file in root.rglob("*"):
+        for file in files_under(root):
             relative = file.relative_to(root)
             if any(part.startswith(".") for part in relative.parts):
                 continue

@@ -19,6 +19,8 @@ import asyncpg
 from mautrix.client import ClientAPI
 from mautrix.types import PaginationDirection, RoomID, UserID
 
+from engine.content import Registry
+from engine.content.files import compile_content
 from tests.e2e.support import REPO, RUNS, ports, read_env
 from tests.faults.support import alive
 
@@ -87,6 +89,8 @@ async def test_make_dev_shows_the_machine_and_ctrl_c_stops_everything(tmp_path: 
 
         code, catch_up = await summon("say", "!summarise", env=env, cwd=here)
         assert code == 0 and "Catch-up" in catch_up, catch_up
+        code, helped = await summon("say", "!help", env=env, cwd=here)
+        assert code == 0 and "!summarise" in helped, helped
 
         code, status = await summon("status", env=env, cwd=here)
         assert code == 0, status
@@ -108,8 +112,19 @@ async def test_make_dev_shows_the_machine_and_ctrl_c_stops_everything(tmp_path: 
             progress = await conn.fetchval("SELECT count(*) FROM outbox WHERE txn_id LIKE 'summon.run%.progress' "
                                            "AND status = 'sent'")
             kinds = {r["kind"] for r in await conn.fetch("SELECT DISTINCT kind FROM agent_steps")}
+            published = {table: {r["name"] for r in await conn.fetch(
+                f"SELECT {key} AS name FROM {table} WHERE withdrawn_at IS NULL")}
+                for table, key in (("skills", "name"), ("commands", "name"), ("tools", "name"))}
+            searched = {(r["collection"], r["slug"]) for r in await conn.fetch("SELECT collection, slug FROM site_search")}
         finally:
             await conn.close()
+        # What `make dev` published is what `summon check` compiles from content/ (with the demo's builder on).
+        compiled = compile_content(REPO / "content", server_name="localhost", fetch_spec=None)
+        assert isinstance(compiled, Registry), compiled
+        assert published["commands"] == set(compiled.commands) and "summarise" in published["commands"]
+        assert set(compiled.skills) <= published["skills"] and "matrix-help" in published["skills"]
+        assert published["tools"] == set(compiled.tools)
+        assert {("docs", path) for path in compiled.docs} <= searched and compiled.docs
         assert progress == 1
         assert {"tool_call", "tool_result", "answer"} <= kinds
     finally:

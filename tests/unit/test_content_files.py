@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.content import Registry, references
-from engine.content.files import compile_content, read_referenced
+from engine.content.files import compile_content, read_content, read_referenced
 
 SERVER = "example.org"
 SPEC = """\
@@ -124,3 +124,18 @@ def test_stray_markdown_is_not_content(tmp_path: Path, name: str) -> None:
     root = write(tmp_path, {name: "# hi\n"})
     errors = compile_content(root, server_name=SERVER, kit=None)
     assert isinstance(errors, list) and str(errors[0]).startswith(f"{name}:1: not a content file")
+
+
+def test_a_linked_folder_is_read_like_any_and_a_loop_once(tmp_path: Path) -> None:
+    # `make dev` lays its overlay out as links to content/'s folders; a site may link shared skills in.
+    shared = tmp_path / "shared"
+    (shared / "commands").mkdir(parents=True)
+    (shared / "commands" / "recap.md").write_text("---\nhint: A recap\nbot: helper\n---\nRecap.\n")
+    site = tmp_path / "site"
+    (site / "bots").mkdir(parents=True)
+    (site / "bots" / "helper.md").write_text("---\nname: Helper\n---\nHelp.\n")
+    (site / "commands").symlink_to(shared / "commands")
+    (site / "bots" / "again").symlink_to(site)  # a link back up: read once, never forever
+    assert set(read_content(site)) == {"bots/helper.md", "commands/recap.md"}
+    registry = compile_content(site, server_name="localhost", fetch_spec=None)
+    assert isinstance(registry, Registry) and set(registry.commands) == {"recap"}

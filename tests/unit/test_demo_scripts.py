@@ -17,9 +17,17 @@ def line(sender: str, body: str, script: list[dict[str, object]] | None = None) 
 
 
 def test_only_the_demo_users_lines_are_scripted() -> None:
-    turns = demo_turns(demo_scripts(), demo_user=DEMO)
+    turns = demo_turns(demo_scripts(), demo_user=DEMO, commands=lambda: {"summarise"})
     assert turns(line(DEMO, "hello", TOOL_CALL)) == TOOL_CALL
     shipped = turns(line(DEMO, "@Helper search the docs"))
     assert shipped is not None and "tool_calls" in shipped[0]
     assert turns(line("@mallory:localhost", "hello", TOOL_CALL)) is None
     assert turns(line("@mallory:localhost", "@Helper search the docs")) is None
+
+
+def test_a_script_never_answers_for_a_command_that_was_not_published() -> None:
+    published: set[str] = {"summarise"}
+    turns = demo_turns(demo_scripts(), demo_user=DEMO, commands=lambda: published)
+    assert turns(line(DEMO, "!summarise since=2h")) is not None
+    published.clear()  # content/commands/ did not publish: the command is not there, and no script says it is
+    assert turns(line(DEMO, "!summarise since=2h")) is None
