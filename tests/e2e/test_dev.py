@@ -1,7 +1,8 @@
 """`make dev` end to end, as a newcomer meets it: on ports of its own, the demo comes up on the stand-in model;
 `summon say` gets answers that show the machine (the stand-in saying what it is, a tool call, choices with
-keycaps, a slow step with its progress line, a command); `summon runs` and `summon status` work without
-`-c`; and Ctrl-C (SIGINT) stops every process it started."""
+keycaps, a slow step with its progress line, a command, `!help` listing it); what was published is what
+`summon check` compiles from content/; `summon runs` and `summon status` work without `-c`; `make client-check`
+passes against it in a real Matrix client; and Ctrl-C (SIGINT) stops every process it started."""
 
 from __future__ import annotations
 
@@ -127,6 +128,11 @@ async def test_make_dev_shows_the_machine_and_ctrl_c_stops_everything(tmp_path: 
         assert {("docs", path) for path in compiled.docs} <= searched and compiled.docs
         assert progress == 1
         assert {"tool_call", "tool_result", "answer"} <= kinds
+
+        # The same demo in a real Matrix client (Hydrogen in Chromium): `make client-check` against this stack.
+        checked = subprocess.run(["make", "-s", "client-check"], cwd=REPO, env=env, capture_output=True, text=True,
+                                 timeout=300)
+        assert checked.returncode == 0 and "client-check: passed" in checked.stdout, checked.stdout + checked.stderr
     finally:
         # Ctrl-C in the terminal: SIGINT to the whole foreground group.
         if make.poll() is None:
