@@ -72,12 +72,13 @@ class Worker:
         content_tools: ContentTools | None = None,
         site_classes: SiteClasses | None = None,
         worker_id: str | None = None,
-        status: ProviderStatus | None = None,
+        status: ProviderStatus,
         recall: Recall | None = None,
         meter: Meter | None = None,
         openers: Mapping[str, Opener] | None = None,
     ) -> None:
-        """``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``);
+        """``status``: whether a provider is usable here (``Answerer.status()``), said on every heartbeat.
+        ``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``);
         ``harness`` are a test's or a bench's own tools, offered to every run (never in production);
         ``openers`` open what surfaces keep sealed off a run's context (``engine.surface.Opener``)."""
         self.store = store
@@ -89,7 +90,9 @@ class Worker:
         self.toolbox = ToolRunner(registry, surfaces, store, tools=tools, harness=harness,
                                   content_tools=content_tools, site_classes=site_classes)
         self.id = worker_id or new_worker_id()
-        self.status = status or ProviderStatus(usable=True, mode="stand-in")
+        # Whether this worker can answer model calls, as its heartbeat says: required, since a default would be a
+        # guess — and the old guess, "usable as the stand-in", is the one SPEC §2 forbids.
+        self.status = status
         # person+recall's embedder and settings; its model loads on first use (never when no bot recalls).
         self.recall = recall or Recall()
         self.meter = meter or NO_METER

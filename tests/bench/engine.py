@@ -39,6 +39,7 @@ from engine.surface import RunInfo
 from engine.tools.base import RunRef
 from tests.bench.results import Ratio, write
 from tests.store import TestStore
+from tests.support import STAND_IN
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = REPO / ".dev" / "bench-engine-run"
@@ -196,7 +197,7 @@ async def round_(dsn: str, registry: Registry, workers: int) -> dict[str, float]
         pool = []
         for n in range(workers):
             w = Timed(db, lambda: registry, MockModel(clock), {"rooms": Silent()}, clock, WorkerSettings(),
-                      harness={"noop": noop}, worker_id=f"bench-{n}")
+                      harness={"noop": noop}, worker_id=f"bench-{n}", status=STAND_IN)
             w.claims, w.commits = [], []
             pool.append(w)
 

@@ -31,6 +31,7 @@ from engine.run.worker import Worker, WorkerSettings
 from engine.store import Store, migrate
 from tests.bench.engine import Silent
 from tests.store import TestStore
+from tests.support import STAND_IN
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = REPO / ".dev" / "bench-slots-run"
@@ -56,7 +57,7 @@ async def round_(dsn: str, registry: Registry, slots: int, latency: float) -> No
             [({}, script, {"steps": 8, "spend": 1, "minutes": 5})] * runs)
         clock = SystemClock()
         worker = Worker(db, lambda: registry, MockModel(clock, reason="chosen"), {"rooms": Silent()}, clock,
-                        WorkerSettings(slots=slots, poll_seconds=0.5), worker_id=f"bench-slots-{slots}")
+                        WorkerSettings(slots=slots, poll_seconds=0.5), worker_id=f"bench-slots-{slots}", status=STAND_IN)
         stop = asyncio.Event()
         busiest = 0
 

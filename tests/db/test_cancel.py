@@ -18,6 +18,7 @@ from tests.db.runs import insert_run, steps_of
 from tests.db.test_ingest import HELPER, ROOM, feed, message, pipeline, state
 from tests.db.test_worker import RecordingSurface
 from tests.store import TestStore
+from tests.support import STAND_IN
 
 pytestmark = pytest.mark.db
 
@@ -70,7 +71,7 @@ async def test_a_cancelled_queued_run_ends_cancelled_when_claimed(ingest: Dispat
     surface = RecordingSurface()
     clock = SystemClock()
     await Worker(db, lambda: published, MockModel(clock), {"rooms": surface}, clock, WorkerSettings(),
-                 worker_id="w").work_once()
+                 worker_id="w", status=STAND_IN).work_once()
     row = await db.pool.fetchrow("SELECT id, status, ending, answer FROM agent_runs")
     assert (row["status"], row["ending"], row["answer"]) == ("cancelled", "cancelled", None)
     assert surface.delivered == [(row["id"], Ended("cancelled"))]
@@ -108,7 +109,7 @@ async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, publ
     clock = SystemClock()
     surface = RecordingSurface()
     worker = CancelAfterModelStep(db, lambda: published, MockModel(clock), {"rooms": surface}, clock,
-                                  WorkerSettings(), tools={"raise_ticket": raise_ticket}, worker_id="w")
+                                  WorkerSettings(), tools={"raise_ticket": raise_ticket}, worker_id="w", status=STAND_IN)
     await worker.work_once()
     assert await db.pool.fetchval("SELECT count(*) FROM tickets_for_test") == 0  # the effect does not exist
     steps = await steps_of(db, run_id)

@@ -22,6 +22,7 @@ from tests.db.test_said_in_private import room
 from tests.db.test_tools import RecordingModel
 from tests.db.test_worker import RecordingSurface
 from tests.store import TestStore
+from tests.support import STAND_IN
 
 pytestmark = pytest.mark.db
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ async def opening_of(db: TestStore, registry: Registry, run_id: int, surface: Re
     surface.room_facts = RoomFacts("localhost", service_user=SERVICE)
     clock = SystemClock()
     worker = Worker(db, lambda: registry, model, {surface.name: surface}, clock,
-                    WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="memory-test")
+                    WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="memory-test", status=STAND_IN)
     assert await worker.work_once()
     assert model.requests, "the model was never asked"
     first = model.requests[0].messages[0]

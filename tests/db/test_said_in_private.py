@@ -31,6 +31,7 @@ from tests.db.runs import steps_of
 from tests.db.test_tools import RecordingModel, call
 from tests.db.test_worker import RecordingSurface
 from tests.store import TestStore
+from tests.support import STAND_IN
 from tests.tools.shop_api import Shop, serve
 
 pytestmark = pytest.mark.db
@@ -160,7 +161,7 @@ def clerk_worker(db: TestStore, registry: Registry, model: RecordingModel) -> Wo
 
     return Worker(db, lambda: registry, model, {"rooms": RecordingSurface()}, SystemClock(),
                   WorkerSettings(lease_seconds=30, poll_seconds=0.2),
-                  tools={"about_me": make_about_me(db, words)}, worker_id="w")
+                  tools={"about_me": make_about_me(db, words)}, worker_id="w", status=STAND_IN)
 
 
 ASKS_ABOUT_ME = [call(1, "about_me"), {"text": "Here is what I know."}]

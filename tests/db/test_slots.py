@@ -17,7 +17,7 @@ from engine.store.runs import Claim
 from tests.db.runs import insert_run
 from tests.db.test_worker import RecordingSurface
 from tests.store import TestStore
-from tests.support import eventually
+from tests.support import STAND_IN, eventually
 
 pytestmark = pytest.mark.db
 
@@ -39,7 +39,7 @@ class CountingWorker(Worker):
 def worker(db: TestStore, registry: Registry, **settings: Any) -> CountingWorker:
     clock = SystemClock()
     return CountingWorker(db, lambda: registry, MockModel(clock, reason="chosen"), {"rooms": RecordingSurface()},
-                          clock, WorkerSettings(**{**QUIET, **settings}), worker_id="w-slots")
+                          clock, WorkerSettings(**{**QUIET, **settings}), worker_id="w-slots", status=STAND_IN)
 
 
 async def in_use(db: TestStore) -> tuple[int, int]:

@@ -36,6 +36,7 @@ from tests.db.runs import steps_of
 from tests.db.test_worker import RecordingSurface
 from tests.providers.fake_provider import Canned, FakeProvider, openai_text
 from tests.store import TestStore
+from tests.support import STAND_IN
 
 pytestmark = pytest.mark.db
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ async def chain(fake: FakeProvider) -> AsyncIterator[Chain]:
 
 def buying_worker(db: TestStore, registry: Registry, chain: Chain, surface: RecordingSurface, name: str) -> Worker:
     return Worker(db, lambda: registry, chain, {"rooms": surface}, SystemClock(),
-                  WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id=name)
+                  WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id=name, status=STAND_IN)
 
 
 async def ask(db: TestStore, registry: Registry, prompt: str, n: int = 0) -> Summoned | Refused:

@@ -22,6 +22,7 @@ from engine.tools.runner import UNKNOWN_TOOL
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_worker import RecordingSurface
 from tests.store import TestStore
+from tests.support import STAND_IN
 
 pytestmark = pytest.mark.db
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +79,7 @@ def worker(db: TestStore, registry: Registry, model: MockModel, tools: dict[str,
     harness = {name: fn for name, fn in tools.items() if name not in BUILTIN_SPECS}
     return Worker(db, lambda: registry, model, {"rooms": RecordingSurface()}, clock,
                   WorkerSettings(lease_seconds=30, poll_seconds=0.2), tools=builtins, harness=harness,
-                  worker_id="w")
+                  worker_id="w", status=STAND_IN)
 
 
 def call(n: int, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from engine.surface import Answered, Ended, Opened, Outcome, RunInfo
 from engine.tools.base import BUILTIN_SPECS
 from tests.db.runs import insert_run, steps_of
 from tests.store import TestStore
-from tests.support import eventually
+from tests.support import STAND_IN, eventually
 
 pytestmark = pytest.mark.db
 REPO = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def make_worker(db: TestStore, registry: Registry, surface: RecordingSurface, *,
     harness = {name: fn for name, fn in (tools or {}).items() if name not in BUILTIN_SPECS}
     return Worker(db, lambda: registry, MockModel(clock), {"rooms": surface}, clock,
                   WorkerSettings(**{"lease_seconds": 30, "poll_seconds": 0.2, **settings}),
-                  tools=builtins, harness=harness, worker_id=worker_id)
+                  tools=builtins, harness=harness, worker_id=worker_id, status=STAND_IN)
 
 
 async def run_row(db: TestStore, run_id: int) -> asyncpg.Record:
@@ -384,10 +384,18 @@ async def test_a_sealed_standing_note_is_opened_for_the_request_and_never_stored
     assert run_id is not None
     worker = Worker(db, lambda: published, model, {"rooms": RecordingSurface()}, SystemClock(),
                     WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="w1",
-                    openers={"sealed": open_note})
+                    openers={"sealed": open_note}, status=STAND_IN)
     assert await worker.work_once()
     assert opened == [{"by": "sealed", "id": "x1"}]
     assert "THE NOTE KEPT SEALED OFF THE ROW" in model.requests[0].messages[0].text
     raw = await db.pool.fetchval("SELECT context::text FROM agent_runs WHERE id = $1", run_id)
     steps = await db.pool.fetchval("SELECT string_agg(payload::text, ' ') FROM agent_steps WHERE run_id = $1", run_id)
     assert "SEALED OFF" not in raw and "SEALED OFF" not in steps
+
+
+def test_a_worker_says_whether_a_provider_is_usable_or_is_not_built() -> None:
+    # The old default counted a worker built without a status as the usable stand-in: "no provider, no bots"
+    # one call site away from failing open.
+    clock = SystemClock()
+    with pytest.raises(TypeError, match="status"):
+        Worker(None, lambda: None, MockModel(clock), {}, clock, WorkerSettings())  # type: ignore[arg-type, call-arg]

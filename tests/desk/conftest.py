@@ -27,6 +27,7 @@ from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
 from engine.tasks import TaskGroup
 from tests.store import TestStore
+from tests.support import STAND_IN
 
 BOTS = {
     # The conversation's bot from the start.
@@ -239,7 +240,7 @@ async def desk(db: TestStore, desk_registry: Registry, request: pytest.FixtureRe
     await service.load()
     service.retry_after = (0.05, 0.1)  # three attempts, quickly
     worker = Worker(db, lambda: desk_registry, MockModel(clock), {"desk": service.surface}, clock,
-                    WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="desk-test")
+                    WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="desk-test", status=STAND_IN)
     stop = asyncio.Event()
     tasks = TaskGroup("desk-test")
     await service.serve(tasks, stop)

@@ -30,6 +30,7 @@ from tests.db.runs import insert_run
 from tests.db.test_worker import RecordingSurface
 from tests.faults.support import Postgres, wait_for
 from tests.store import TestStore
+from tests.support import STAND_IN
 
 pytestmark = pytest.mark.db
 
@@ -69,7 +70,7 @@ async def started_worker(dsn: str, registry: Registry, **settings: Any) -> tuple
     clock = SystemClock()
     surface = RecordingSurface()
     worker = Worker(db, lambda: registry, MockModel(clock), {"rooms": surface}, clock,
-                    WorkerSettings(**settings), worker_id="survivor")
+                    WorkerSettings(**settings), worker_id="survivor", status=STAND_IN)
     return worker, surface, db
 
 

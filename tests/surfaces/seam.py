@@ -20,6 +20,7 @@ from engine.run.worker import Worker, WorkerSettings
 from engine.store import Store
 from engine.surface import Answered
 from engine.tools.base import RunRef
+from tests.support import STAND_IN
 from tests.surfaces.memory import MemorySurface
 
 BOT = """---
@@ -45,7 +46,7 @@ async def main(dsn: str) -> dict[str, object]:
     store = await Store.connect(dsn, min_size=1, max_size=4, clock=clock)
     surface = MemorySurface("desk")
     worker = Worker(store, lambda: registry, MockModel(clock), {surface.name: surface}, clock,
-                    WorkerSettings(slots=1, poll_seconds=0.2), harness={"lookup": lookup}, worker_id="seam")
+                    WorkerSettings(slots=1, poll_seconds=0.2), harness={"lookup": lookup}, worker_id="seam", status=STAND_IN)
     stop = asyncio.Event()
     try:
         await publish(store, registry)
