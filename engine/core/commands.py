@@ -91,6 +91,18 @@ def strip_address(text: str, names: Iterable[str]) -> str:
     return stripped
 
 
+def without_address(text: str, names: Iterable[str]) -> str:
+    """What a person said to a bot, without their address to it at either end ("Recall Bot: my dog is
+    Biscuit", "my dog is Biscuit, @Recall Bot"): the words themselves, as a memory keeps and compares them."""
+    said = strip_address(text, names)
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        match = re.search(rf"[\s,;:]*@?{re.escape(name)}[\s.!?]*$", said, re.IGNORECASE)
+        if match is not None and match.start() > 0:
+            said = said[:match.start()]
+            break
+    return said.strip() or text.strip()
+
+
 # --- the arguments -----------------------------------------------------------------------------
 
 

@@ -9,8 +9,10 @@ asked in that same room is carried — what they asked the bot in a DM stays out
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from engine.core.commands import without_address
 from engine.core.memory import Asked, Recalled, uses_person, uses_recall
 from engine.errors import MemoryUnavailable, StoreError
 from engine.memory.embedder import Embedder
@@ -56,10 +58,12 @@ class Recall:
         self.embedder = embedder or Embedder()
         self.settings = settings or RecallSettings()
 
-    async def recalled(self, store: Store, row: Run, *, private: bool) -> tuple[Recalled, ...]:
-        """What the run's person told its bot nearest in meaning to what the run asks, read as the tools role
-        answering for that person (row security keeps everybody else's out)."""
-        vector = await self.embedder.query(row.prompt)
+    async def recalled(self, store: Store, row: Run, *, private: bool,
+                       names: Sequence[str] = ()) -> tuple[Recalled, ...]:
+        """What the run's person told its bot nearest in meaning to what the run asks (their words, without
+        their address to the bot: ``names``), read as the tools role answering for that person (row security
+        keeps everybody else's out)."""
+        vector = await self.embedder.query(without_address(row.prompt, names))
         # Where others read along, only what was said in this room since all of them came in: a line from before
         # somebody joined is not repeated to them.
         since = await store.rooms.read_by_all_since(row.room_id) if not private and row.room_id else None
@@ -71,9 +75,11 @@ class Recall:
                                              room_id=None if private else row.room_id, since=since)
         return tuple(Recalled(f.said, f.at) for f in found)
 
-    async def remember(self, store: Store, row: Run) -> None:
-        """What the person said in finished run ``row``, kept as that run's (the worker, after an answer)."""
-        said = row.prompt.strip()
+    async def remember(self, store: Store, row: Run, *, names: Sequence[str] = ()) -> None:
+        """What the person said in finished run ``row``, kept as that run's (the worker, after an answer): their
+        words without their address to the bot (``names``) — "Recall Bot:" in every memory would make unrelated
+        remarks look alike."""
+        said = without_address(row.prompt, names)
         if not said:
             return
         vector = await self.embedder.passage(said[:4000])
@@ -94,7 +100,7 @@ async def private_to_subject(store: Store, surface: SurfaceFacts | None, row: Ru
 
 
 async def remembered(store: Store, surface: SurfaceFacts | None, row: Run, memory: str,
-                     recall: Recall | None = None) -> Remembered:
+                     recall: Recall | None = None, *, names: Sequence[str] = ()) -> Remembered:
     """What ``row``'s bot remembers of its person under ``memory``; nothing (logged) when it cannot be read —
     the run still answers from its conversation."""
     if not uses_person(memory):
@@ -114,7 +120,7 @@ async def remembered(store: Store, surface: SurfaceFacts | None, row: Run, memor
     recalled: tuple[Recalled, ...] = ()
     if uses_recall(memory) and recall is not None:
         try:
-            recalled = await recall.recalled(store, row, private=private)
+            recalled = await recall.recalled(store, row, private=private, names=names)
         except (StoreError, MemoryUnavailable) as exc:
             log.warning("run %s: nothing could be recalled (%s); answering without it", row.id, exc,
                         extra={"run": row.id, "bot": row.bot})

@@ -124,7 +124,8 @@ class Hold:
         steps = await self.steps()
         bot = self._registry().get(run.bot)
         memory = bot.memory if bot else "thread"
-        self.remembered = await remembered(self.store, self.surface, self.row, memory, self.recall)
+        self.remembered = await remembered(self.store, self.surface, self.row, memory, self.recall,
+                                           names=self._names())
         self.standing = await self._opened(self.row.context)
         facts = await self.toolbox.asker(self.row)
         log.info("holding run %s", run.id, extra={"run": run.id, "bot": run.bot, "worker": self.owner})
@@ -142,6 +143,11 @@ class Hold:
             if self.surface is not None:
                 await self.surface.working(run, False)
 
+    def _names(self) -> tuple[str, ...]:
+        """What the run's bot is called, as a person addresses it (its name, its user)."""
+        bot = self._registry().get(self.run.bot)
+        return (bot.name, bot.user_id) if bot is not None else ()
+
     async def _opened(self, context: Mapping[str, Any]) -> Opened | None:
         """The standing note a surface keeps sealed off the row, opened by the opener the context names."""
         standing = context.get("standing")
@@ -158,7 +164,7 @@ class Hold:
         """person+recall: what the person said, kept after the answer went (never before: a run that fails
         remembers nothing); a memory that cannot be kept is logged, the answer stands."""
         try:
-            await self.recall.remember(self.store, self.row)  # type: ignore[union-attr]
+            await self.recall.remember(self.store, self.row, names=self._names())  # type: ignore[union-attr]
         except (StoreError, MemoryUnavailable) as exc:
             log.warning("run %s: what the person said could not be remembered (%s)", self.run.id, exc,
                         extra={"run": self.run.id, "bot": self.run.bot})

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from engine.core.commands import without_address
 from engine.memory.embedder import Embedder
 from engine.memory.recall import RECALL_COUNT, RECALL_FLOOR
 
@@ -39,3 +40,23 @@ async def test_the_count_holds_every_right_memory_that_passes_the_floor() -> Non
         within = [t for d, t in ranked if d <= RECALL_FLOOR]
         if pair["told"] in within:
             assert within.index(pair["told"]) < RECALL_COUNT, pair
+
+
+async def test_lines_as_a_client_sends_them_are_compared_without_the_bots_name() -> None:
+    # A client sends "Recall Bot: My dog is called Biscuit." (the pill read as the display name): with the name
+    # kept, every memory shares it and unrelated remarks fall under the floor (8 of the set did). The words are
+    # remembered and compared without the address, and the floor holds as it does for the bare words.
+    embedder = Embedder()
+    names = ("Recall Bot", "@bot_recall:localhost")
+
+    async def far(pair: dict[str, str], *, strip: bool) -> float:
+        told, asked = (f"Recall Bot: {pair['told']}", f"Recall Bot: {pair['asked']}")
+        if strip:
+            told, asked = without_address(told, names), without_address(asked, names)
+        return distance(await embedder.passage(told), await embedder.query(asked))
+
+    kept = [await far(p, strip=False) for p in PAIRS["unrelated"]]
+    assert sum(d <= RECALL_FLOOR for d in kept) >= 3  # what the mention did to recall before
+    assert min([await far(p, strip=True) for p in PAIRS["unrelated"]]) > RECALL_FLOOR
+    related = [await far(p, strip=True) for p in PAIRS["related"]]
+    assert sum(d <= RECALL_FLOOR for d in related) >= 13

@@ -353,3 +353,16 @@ def test_args_read_back_resolve_the_same_prompt() -> None:
     back = args_from_json(EVERYTHING, args_json(args))
     assert {k: v for k, v in back.items() if k != "who"} == {k: v for k, v in args.items() if k != "who"}
     assert back["who"] == Person("@bob:hs")  # the id is kept; the name is the room's to show
+
+
+@pytest.mark.parametrize(("said", "words"), [
+    ("Recall Bot: my dog is Biscuit.", "my dog is Biscuit."),
+    ("@bot_recall:localhost my dog is Biscuit", "my dog is Biscuit"),
+    ("my dog is Biscuit, @Recall Bot", "my dog is Biscuit"),
+    ("my dog is Biscuit", "my dog is Biscuit"),
+    ("Recall Bot", "Recall Bot"),  # nothing but the address: kept, not emptied
+])
+def test_what_was_said_to_a_bot_is_read_without_the_address(said: str, words: str) -> None:
+    from engine.core.commands import without_address
+
+    assert without_address(said, ("Recall Bot", "@bot_recall:localhost")) == words
