@@ -68,6 +68,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     root = Path(args.content) if args.content else Path(_config(args).content.dir)
     server = args.server_name or (None if args.content else _config(args).homeserver.server_name) or "localhost"
     errors = check(root, server)
+    if not errors:
+        errors = _unpriced(root, server)
     for line in errors:
         print(line)
     if errors:
@@ -76,13 +78,32 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unpriced(root: Path, server: str) -> list[str]:
+    """With buying on (the providers in this environment), a line per bot whose model has no price: such a bot is
+    refused when it is published (every other bot runs), so ``check`` says so first."""
+    from engine.clock import SystemClock
+    from engine.content import Registry
+    from engine.content.files import compile_content
+    from engine.providers.config import choose_answerer
+
+    registry = compile_content(root, server_name=server, fetch_spec=None)
+    if not isinstance(registry, Registry):
+        return []
+    answering = choose_answerer(os.environ, SystemClock())
+    try:
+        return [f"{line}; it is refused when published, every other bot runs"
+                for line in answering.unpriced(registry.bots.values())]
+    finally:
+        asyncio.run(answering.aclose())
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     from appservice.app import compile_content, keep_puppet_prefix
     from appservice.database import migrate_database, open_store
     from engine.clock import SystemClock
     from engine.memory.ready import recallable
     from engine.providers.config import choose_answerer
-    from engine.run.publish import publish
+    from engine.run.publish import buyable, publish
 
     config = _config(args)
 
@@ -95,10 +116,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
             registry, refused = await recallable(store, compile_content(config, await store.rooms.encrypted()))
             for line in refused:
                 print(line, file=sys.stderr)
-            # With buying on, a model with no price is refused: no spend limit could hold against it.
-            unpriced = answering.unpriced(registry.bots.values())
-            if unpriced:
-                raise ContentError(unpriced)
+            # With buying on, a bot whose model has no price is refused (no spend limit could hold against it):
+            # that bot alone; every other bot is published.
+            registry, _, unpriced = buyable(registry, answering.unpriced)
+            for line in unpriced:
+                print(line, file=sys.stderr)
             slugs = await publish(store, registry)
         finally:
             await answering.aclose()

@@ -61,7 +61,7 @@ from appservice.matrix.waiting import WaitingLines
 from appservice.members.service import MemberBots
 from appservice.metrics import Metrics
 from engine.clock import Clock, SystemClock
-from engine.content import Registry
+from engine.content import Bot, Registry
 from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
@@ -71,7 +71,7 @@ from engine.memory.ready import recallable
 from engine.memory.recall import Recall, RecallSettings
 from engine.meter import Meter
 from engine.providers.config import choose_answerer
-from engine.run.publish import publish
+from engine.run.publish import buyable, publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings, new_worker_id
@@ -174,6 +174,8 @@ class Service:
         self.desk: DeskService | None = None
         self.staff_room: StaffRoom | None = None
         self.metrics = Metrics(slots=config.worker.slots)
+        # Bots refused because a model they may be sent to has no price (buying on): their puppets say so.
+        self.unpriced: dict[str, Bot] = {}
         self._metrics_runner: web.AppRunner | None = None
         # Where fetched pages and feeds are parsed: children of their own, started on first use.
         self.quarantine = Quarantine()
@@ -187,16 +189,14 @@ class Service:
         await migrate_database(c.database)
         self.store = await open_store(c.database, clock=self.clock)
         await self._keep_puppet_prefix()
-        # What answers model calls, chosen first: with buying on, a bot whose model has no price is refused
-        # like any content error (no spend limit could hold against it). A chain of providers must answer well
-        # inside the lease, which no step renews meanwhile; its limits are kept with every other worker.
+        # What answers model calls, chosen first: with buying on, a bot whose model has no price is refused (no
+        # spend limit could hold against it) — that bot, never the service. A chain of providers must answer
+        # well inside the lease; its limits are kept with every other worker.
         worker_id = new_worker_id()
         self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, c.worker.lease_seconds * 2 / 3),
                                         store=self.store, worker_id=worker_id)
-        self._registry, _ = await recallable(self.store, compile_content(c, await self.store.rooms.encrypted()))
-        unpriced = self.answerer.unpriced(self._registry.bots.values())
-        if unpriced:
-            raise ContentError(unpriced)
+        registry, _ = await recallable(self.store, compile_content(c, await self.store.rooms.encrypted()))
+        self._registry, self.unpriced, _ = buyable(registry, self.answerer.unpriced)
         await publish(self.store, self._registry)
         if self.http:
             # The deployment's caps, read by every summons (only a process that takes summonses writes them).
@@ -349,16 +349,17 @@ class Service:
 
     async def presence(self) -> None:
         """Puppets say whether anything can answer them: with no provider, no bots (SPEC §2)."""
-        shown: tuple[bool, str | None] | None = None
+        shown: tuple[bool, str | None, tuple[str, ...]] | None = None
         while not self.stop_event.is_set():
+            refused = tuple(sorted(self.unpriced))
             try:
                 state = await self.store.workers.provider_state(LIVENESS_SECONDS)
-                now = (state.usable, None if state.usable else state.mode)
+                now = (state.usable, None if state.usable else state.mode, refused)
             except StoreError:
                 log.warning("could not read the provider status (the database is unavailable)")
-                now = (False, None)
+                now = (False, None, refused)
             if now != shown:
-                await self.rooms.set_presence(*now)
+                await self.rooms.set_presence(now[0], now[1], refused=list(self.unpriced.values()))
                 shown = now
             await self.clock.wait(self.stop_event, PRESENCE_SECONDS)
 
@@ -386,13 +387,10 @@ class Service:
     async def republish(self, registry: Registry) -> None:
         """A changed content file that compiles goes live: published, swapped in, puppets renamed. An
         edit that does not compile never gets here; the last good registry stays live — as it does when, with
-        buying on, the edit names a model with no price."""
-        unpriced = self.answerer.unpriced(registry.bots.values())
-        if unpriced:
-            for line in unpriced:
-                log.error("%s", line)
-            self.content_errors(unpriced)
-            return
+        buying on, a bot whose model has no price is refused (that bot alone)."""
+        registry, self.unpriced, lines = buyable(registry, self.answerer.unpriced)
+        if lines:
+            self.content_errors(lines)
         registry, _ = await recallable(self.store, registry)
         if self.http:
             await publish(self.store, registry)

@@ -130,6 +130,8 @@ class LineHandler:
         registry = self._registry()
         named = named_bots(line, self.ours.puppets())
         if not named:
+            named = await self._dm_of(tx, line, registry)
+        if not named:
             return
         by_user = {b.user_id: b for b in registry.bots.values()}
         bots = [by_user[user_id] for user_id in named if user_id in by_user]
@@ -139,6 +141,16 @@ class LineHandler:
                 return
             log.info("line %s names %s, which does not hear mentions (hears: in %s)", line.event_id, bot.slug,
                      bot.source_path, extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})
+
+    async def _dm_of(self, tx: Tx, line: Line, registry: Registry) -> list[str]:
+        """In a DM with one bot — the room's only other reader is that bot's puppet (the service user aside) —
+        every line is addressed to it, as the peers answer a DM: no Matrix user expects to name whom they are
+        talking to there. Anywhere else a line must name its bot."""
+        readers = await tx.rooms.few_readers(line.room_id, 4)  # the person, the bot, the service user: 3 at most
+        puppets = {b.user_id for b in registry.bots.values() if "rooms" in b.surfaces}
+        people = [r.user_id for r in readers if not self.ours(r.user_id)]
+        bots = [r.user_id for r in readers if r.user_id in puppets]
+        return bots if people == [line.sender] and len(bots) == 1 else []
 
     def _may_summon(self, line: Line) -> bool:
         # m.notice is never answered (no bot loops), nor our own users' lines, nor edits and redactions.

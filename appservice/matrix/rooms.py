@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from appservice.matrix.dispatch import FIRST_TRY_SECONDS, Dispatcher, remember
@@ -31,7 +31,7 @@ from appservice.matrix.followups import (
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.ours import Ours
 from engine.clock import Clock
-from engine.content import Registry
+from engine.content import Bot, Registry
 from engine.errors import MatrixError, NotLeft, StoreError
 from engine.store import Store
 
@@ -70,6 +70,7 @@ REASONS = {
     "no_provider": "No model provider is available right now, so this bot cannot answer.",
     "no_key": "No model provider is configured here, so this bot cannot answer.",
     "not_switched_on": "Buying model calls is not switched on here, so this bot cannot answer.",
+    "unpriced": "This bot's model has no price here, so it is switched off: no spend limit could hold.",
     "not_local": "This bot accepts invites only from people on its own server.",
     "not_listed": "This bot accepts invites only from people on the servers its operator lists.",
 }
@@ -111,13 +112,16 @@ class Rooms:
         except MatrixError as exc:
             log.error("could not set the service user's profile: %s", exc)
 
-    async def set_presence(self, usable: bool, mode: str | None = None) -> None:
+    async def set_presence(self, usable: bool, mode: str | None = None, *, refused: Iterable[Bot] = ()) -> None:
         """Online when something can answer; otherwise unavailable, with the reason as the status (``mode``:
-        what the freshest heartbeat said, e.g. that no key is configured)."""
+        what the freshest heartbeat said, e.g. that no key is configured). A bot refused at publish because its
+        model has no price (``refused``) is unavailable, saying so."""
         status = presence_status(usable, mode)
-        for bot in self._registry().bots.values():
+        shown = [(bot, usable, status) for bot in self._registry().bots.values()]
+        shown += [(bot, False, REASONS["unpriced"]) for bot in refused]
+        for bot, online, why in shown:
             try:
-                await self.homeserver.set_presence(bot.user_id, usable, status)
+                await self.homeserver.set_presence(bot.user_id, online, why)
             except MatrixError as exc:
                 log.warning("could not set %s's presence: %s", bot.user_id, exc, extra={"bot": bot.slug})
 

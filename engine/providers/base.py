@@ -69,6 +69,9 @@ class ProviderConfig:
     model: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     limits: ProviderLimits = NO_LIMITS  # kept by every worker together (engine/providers/limits.py)
+    # Every model on it costs nothing (a local llama.cpp, Ollama or vLLM): priced 0 without a price file, and no
+    # key needed.
+    free: bool = False
 
 
 class SdkAdapter(ABC):

@@ -7,6 +7,8 @@
     SUMMON_PROVIDER_<NAME>_KEY=…                   the key; a provider without one is never called
     SUMMON_PROVIDER_<NAME>_MODEL=…                 the model for a bot that names none (optional)
     SUMMON_PROVIDER_<NAME>_TIMEOUT=120             seconds for one call (optional)
+    SUMMON_PROVIDER_<NAME>_FREE=1                  every model on it costs nothing (a local model: llama.cpp,
+                                                   Ollama, vLLM): priced 0 with no price file, and no key needed
     SUMMON_PROVIDER_<NAME>_MAX_IN_FLIGHT=20        calls to it at once, all workers together (optional)
     SUMMON_PROVIDER_<NAME>_RPM=500                 requests per minute, all workers together (optional)
     SUMMON_PROVIDER_<NAME>_TPM=200000              tokens per minute (prompt estimate + max_tokens), likewise
@@ -84,11 +86,16 @@ def providers_from_env(env: Mapping[str, str]) -> list[ProviderConfig]:
             raise ConfigError(f"{prefix}TIMEOUT: {raw_timeout!r} is not a number of seconds") from None
         if not 0 < timeout <= 600:
             raise ConfigError(f"{prefix}TIMEOUT: {raw_timeout!r} is not between 0 and 600 seconds")
+        raw_free = env.get(prefix + "FREE", "").strip().lower()
+        if raw_free not in ("", "0", "false", "no", "off") and raw_free not in _YES:
+            raise ConfigError(f"{prefix}FREE: {raw_free!r} is not 1 or 0")
+        free = raw_free in _YES
+        # A local model wants no key; its SDK wants a string, which it never checks.
+        key = env.get(prefix + "KEY", "").strip() or ("no-key-needed" if free else None)
         out.append(ProviderConfig(
-            name=name, kind="anthropic" if kind == "anthropic" else "openai", url=url,
-            key=env.get(prefix + "KEY", "").strip() or None,
+            name=name, kind="anthropic" if kind == "anthropic" else "openai", url=url, key=key,
             model=env.get(prefix + "MODEL", "").strip() or None,
-            timeout=timeout, limits=limits_from_env(env, prefix),
+            timeout=timeout, limits=limits_from_env(env, prefix), free=free,
         ))
     return out
 
@@ -220,6 +227,7 @@ def choose_answerer(
         if not p.key:
             log.warning("provider %s has no key (%sKEY) and is left out", p.name, env_prefix(p.name))
     table = prices if prices is not None else load_prices(env.get("SUMMON_PRICES") or None)
+    table = replace(table, free=frozenset(p.name for p in keyed if p.free))
     mock = MockModel(clock, reason="not_switched_on")
     limiter = (Limiter(store, clock, worker_id or f"answerer-{uuid.uuid4().hex[:8]}",
                        {p.name: replace(p.limits, call_seconds=p.timeout) for p in keyed}) if store is not None else None)

@@ -44,13 +44,21 @@ class Price(BaseModel):
 _DATED = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8})$")
 
 
+FREE = Price(input=0, output=0)
+
+
 @dataclass(frozen=True)
 class PriceTable:
     prices: Mapping[tuple[str, str], Price]
     version: str = ""
+    # Providers whose every model costs nothing (``SUMMON_PROVIDER_<NAME>_FREE=1``: a local model).
+    free: frozenset[str] = frozenset()
 
     def price(self, provider: str, model: str, *, kind: str | None = None) -> Price | None:
-        """The provider's own entry first, then its kind's; each by the exact name, then undated."""
+        """The provider's own entry first, then its kind's; each by the exact name, then undated. A provider
+        declared free prices every model at 0."""
+        if provider in self.free:
+            return FREE
         names = [model]
         undated = _DATED.sub("", model)
         if undated != model:

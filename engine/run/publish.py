@@ -4,14 +4,36 @@ whole. A thing whose file is gone is withdrawn, not deleted: its runs keep their
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Callable, Iterable
 
-from engine.content import Registry
+from engine.content import Bot, Registry
 from engine.memory.ready import recallable
 from engine.store import Store
 from engine.tools.search import index_rows
 
 log = logging.getLogger(__name__)
+
+
+def buyable(registry: Registry, unpriced: Callable[[Iterable[Bot]], list[str]]) -> tuple[Registry, dict[str, Bot],
+                                                                                     list[str]]:
+    """``registry`` without the bots that may be sent to a model with no price (``Answerer.unpriced``: with
+    buying on, no spend limit could hold against it), those bots by slug, and a line for each: such a bot is
+    refused, never the service — every other bot runs, and a provider declared free prices its models at 0."""
+    refused: dict[str, Bot] = {}
+    lines: list[str] = []
+    for bot in registry.bots.values():
+        why = unpriced([bot])
+        if why:
+            refused[bot.slug] = bot
+            lines += [f"{line}; {bot.slug} is refused, every other bot runs" for line in why]
+    for line in lines:
+        log.error("%s", line)
+    if not refused:
+        return registry, {}, []
+    kept = {slug: bot for slug, bot in registry.bots.items() if slug not in refused}
+    return dataclasses.replace(registry, bots=kept), refused, lines
 
 
 async def publish(store: Store, registry: Registry) -> list[str]:

@@ -111,6 +111,10 @@ class Rooms(Family):
         """Everyone who reads what is said there from now on: joined, or invited (they read it on joining)."""
         return rows(Membership, await self._all("room_readers", room_id))
 
+    async def few_readers(self, room_id: str, most: int) -> list[Membership]:
+        """At most ``most`` of the room's readers: a DM is told from a room without reading a big room whole."""
+        return rows(Membership, await self._all("room_few_readers", room_id, most))
+
     async def read_by_all_since(self, room_id: str) -> datetime | None:
         """Since when everybody who reads the room now has been in it (the latest join or invite among them)."""
         value = await self._value("room_read_by_all_since", room_id)

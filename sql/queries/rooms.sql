@@ -64,6 +64,11 @@ SELECT membership, display_name, updated_at FROM room_members WHERE room_id = $1
 SELECT user_id, membership FROM room_members
  WHERE room_id = $1 AND membership IN ('join', 'invite') ORDER BY user_id;
 
+-- name: room_few_readers
+-- At most $2 of room $1's readers (joined or invited): enough to tell a DM from a room, whatever its size.
+SELECT user_id, membership FROM room_members
+ WHERE room_id = $1 AND membership IN ('join', 'invite') LIMIT $2;
+
 -- name: room_read_by_all_since
 -- Since when everybody who reads room $1 now (joined or invited) has been in it: the latest of their memberships.
 -- NULL: nobody.

@@ -222,22 +222,35 @@ def publish_cli(root: Path, dsn: str, tmp_path: Path, **env: str) -> subprocess.
                           capture_output=True, text=True, timeout=120, env={**base, **provider, **env})
 
 
-async def test_publish_refuses_a_model_with_no_price_when_buying_is_on(db: TestStore, dsn: str, tmp_path: Path) -> None:
+async def test_a_model_with_no_price_refuses_its_bot_and_never_the_service(db: TestStore, dsn: str,
+                                                                           tmp_path: Path) -> None:
     root = tmp_path / "content"
     shutil.copytree(REPO / "content", root)
     (root / "bots" / "thrifty.md").write_text(THRIFTY.replace("model: dear-model", "model: mystery-model"))
     refused = publish_cli(root, dsn, tmp_path, AGENTS_LIVE="1")
-    assert refused.returncode == 1
-    # One line, naming the bot's file and the model (after the start-up log lines).
-    assert refused.stderr.strip().splitlines()[-1:] == [
-        "bots/thrifty.md: model 'mystery-model' on provider 'openai' has no price, so its spend limit cannot hold; "
-        "add it to the price table (SUMMON_PRICES), at 0 if it is free"]
-    assert await db.pool.fetchval("SELECT count(*) FROM bots") == 0  # nothing published
+    assert refused.returncode == 0, refused.stderr  # the bot is refused; the rest are published
+    # One line, naming the bot's file and the model, and that the bot alone is refused.
+    assert ("bots/thrifty.md: model 'mystery-model' on provider 'openai' has no price, so its spend limit cannot hold; "
+            "add it to the price table (SUMMON_PRICES), at 0 if it is free; thrifty is refused, every other bot runs"
+            ) in refused.stderr.splitlines()
+    live = {r["slug"] for r in await db.pool.fetch("SELECT slug FROM bots WHERE withdrawn_at IS NULL")}
+    assert "thrifty" not in live and "helper" in live
+    # `summon check` says it first.
+    checked = subprocess.run([sys.executable, "-m", "appservice", "check", str(root)], cwd=REPO,
+                             capture_output=True, text=True, timeout=120,
+                             env={**{k: v for k, v in os.environ.items() if not k.startswith(("SUMMON_", "AGENTS_"))},
+                                  "SUMMON_PROVIDERS": "openai", "SUMMON_PROVIDER_OPENAI_KEY": "sk-test",
+                                  "AGENTS_LIVE": "1"})
+    assert checked.returncode == 1 and "mystery-model" in checked.stdout and "refused when published" in checked.stdout
     # Nothing is bought with buying off, so nothing needs a price.
-    assert publish_cli(root, dsn, tmp_path).returncode == 0
+    assert "thrifty" in publish_cli(root, dsn, tmp_path).stdout
     # A model the table says is free (price 0, explicitly) is bounded: it is published.
     prices = tmp_path / "prices.yaml"
     prices.write_text("prices:\n  openai:\n    mystery-model: {input: 0, output: 0}\n")
     published = publish_cli(root, dsn, tmp_path, AGENTS_LIVE="1", SUMMON_PRICES=str(prices))
     assert published.returncode == 0, published.stderr
     assert "thrifty" in published.stdout
+    # Or the provider is declared free in one setting, with no price file and no key (a local model).
+    local = publish_cli(root, dsn, tmp_path, AGENTS_LIVE="1", SUMMON_PROVIDER_OPENAI_FREE="1",
+                        SUMMON_PROVIDER_OPENAI_KEY="")
+    assert local.returncode == 0 and "thrifty" in local.stdout, local.stderr

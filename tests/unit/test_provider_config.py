@@ -143,3 +143,18 @@ def test_a_providers_limits_come_from_the_environment() -> None:
 def test_a_bad_limit_names_its_key(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=f"SUMMON_PROVIDER_GROQ_{key}"):
         providers_from_env({"SUMMON_PROVIDERS": "groq", f"SUMMON_PROVIDER_GROQ_{key}": value})
+
+
+def test_a_provider_declared_free_prices_every_model_at_nothing_and_needs_no_key() -> None:
+    from engine.providers.prices import PriceTable
+
+    env = {"SUMMON_PROVIDERS": "local", "SUMMON_PROVIDER_LOCAL_URL": "http://127.0.0.1:11434/v1",
+           "SUMMON_PROVIDER_LOCAL_FREE": "1"}
+    [local] = providers_from_env(env)
+    assert local.free and local.key  # the SDK wants a string; a local model never checks it
+    table = PriceTable({}, free=frozenset({"local"}))
+    price = table.price("local", "llama3.2")
+    assert price is not None and (price.input, price.output) == (0, 0)
+    assert table.price("openai", "llama3.2") is None
+    with pytest.raises(ConfigError, match="SUMMON_PROVIDER_LOCAL_FREE: 'maybe' is not 1 or 0"):
+        providers_from_env({**env, "SUMMON_PROVIDER_LOCAL_FREE": "maybe"})
