@@ -13,9 +13,10 @@
   command is there.
 - A bot command asks its bot through ``asking`` (every refusal applies) with the prompt
   resolved here, and the name and arguments kept on the run's context, so a worker can resolve it
-  afresh. A tool command is run by a bot in the room that has the tool (the one named, else the first
-  by slug), asked in the site's words (``tool_prompt``) to call it with the arguments: rooms have no
-  model-free way to run a tool yet, and this keeps every refusal and the run on record.
+  afresh. A tool command runs its tool directly: a run of a bot in the room that has the tool (the one
+  named, else the first by slug), whose one step is the tool called with the command's typed fields as its
+  arguments — no model is asked (``engine.core.loop``) — under every refusal, ceiling and whose-data rule
+  a summons has, its result said as the answer.
 - A bad argument is answered by the command's bot as a notice replying to the line (in its thread),
   naming the field and what it accepts. ``!help`` lists what *this* person may run *here* and whom
   they may ask, answered by the service's own user (or, if it is not in the room, the first of our
@@ -98,11 +99,7 @@ class Commands:
         # run's prompt stays what the person said.
         context: dict[str, Any] = {"name": command.name, "args": args_json(args)}
         if command.bot is None:
-            if registry.strings.get(SECTION, "tool_prompt") is None:
-                log.warning("!%s runs a tool, and the strings have no tool_prompt; not run", name,
-                            extra={"room": line.room_id})
-                return True
-            context["tool"] = command.tool
+            context["tool"] = command.tool  # run directly, with the fields as its arguments
         script = self.scripts(event) if self.scripts is not None else None
         await self.asking.ask(tx, line, bot, extra_context={"command": context}, script=script)
         return True

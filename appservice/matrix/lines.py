@@ -143,10 +143,13 @@ class LineHandler:
                      bot.source_path, extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})
 
     async def _dm_of(self, tx: Tx, line: Line, registry: Registry) -> list[str]:
-        """In a DM with one bot — the room's only other reader is that bot's puppet (the service user aside) —
-        every line is addressed to it, as the peers answer a DM: no Matrix user expects to name whom they are
-        talking to there. Anywhere else a line must name its bot."""
-        readers = await tx.rooms.few_readers(line.room_id, 4)  # the person, the bot, the service user: 3 at most
+        """In a DM with one bot — a room its puppet was invited to as a direct chat, whose only other reader
+        is that puppet (the service user aside) — every line is addressed to it, as the peers answer a DM: no
+        Matrix user expects to name whom they are talking to there. Anywhere else a line must name its bot; and
+        a ``!word`` that is no command of ours is another bot's, even there."""
+        if line.text.lstrip().startswith(("!", "/")):
+            return []
+        readers = await tx.rooms.direct_readers(line.room_id, 4)  # the person, the bot, the service user: 3 at most
         puppets = {b.user_id for b in registry.bots.values() if "rooms" in b.surfaces}
         people = [r.user_id for r in readers if not self.ours(r.user_id)]
         bots = [r.user_id for r in readers if r.user_id in puppets]

@@ -110,6 +110,9 @@ class StateHandler:
             if user_id != self.ours.service_user and not by_ours and not self.ours.offered_in_rooms(user_id):
                 followups.append(Decline(room_id, user_id, "not_offered"))
                 return
+            content = event.get("content")
+            if isinstance(content, Mapping) and content.get("is_direct") is True:
+                await tx.rooms.mark_direct(room_id)  # a DM with this bot, as the inviter's client made it
             followups.append(Join(room_id, user_id))
         elif membership == "join":
             await tx.rooms.mark_joined(room_id)

@@ -83,7 +83,6 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "twice": ("command", "field", "label"),
         "too_many": ("command", "value", "fields"),
         "ambiguous": ("command", "field", "label", "value", "matches"),
-        "tool_prompt": ("command", "tool", "args"),
         "tool_no_bot": ("command", "tool"),
         "help_commands": (), "help_field": ("field", "label", "accepts"), "help_default": ("default",),
         "help_bots": ("bots",), "help_nothing": (), "help_no_provider": (),

@@ -17,7 +17,6 @@ the prompt's own language and live here.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -370,14 +369,10 @@ def command_prompt(commands: Mapping[str, Command], strings: Strings, context: M
     command = commands.get(asked["name"])
     if command is None:
         return None
+    if command.bot is None:
+        return None  # a tool command asks no model: its run runs the tool (``engine.core.loop``)
     stored = asked.get("args")
-    args = args_from_json(command, stored if isinstance(stored, Mapping) else {})
-    if command.bot is not None:
-        return resolve_prompt(command, args)
-    template = strings.get(SECTION, "tool_prompt")
-    if template is None:
-        return None
-    return template.format(command=command.name, tool=command.tool, args=json.dumps(args_json(args), ensure_ascii=False))
+    return resolve_prompt(command, args_from_json(command, stored if isinstance(stored, Mapping) else {}))
 
 
 __all__ = [

@@ -16,10 +16,15 @@ Order matters, and each rule says why:
 6. a requested tool runs; otherwise the model is called — with what is ``left`` of the budget, which its
    worst case must fit (the worker lowers ``max_tokens`` to fit, and ends the run out of money when even the
    call's input does not: ``engine/providers/worst.py``).
+
+A run whose whole work is one tool call (``RunView.direct``: a command that names a tool, SPEC §3 — "runs a
+tool directly") never calls the model: after rules 0-2 and the limits its call runs, and its result is what it
+says.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -45,6 +50,9 @@ class RunView:
     limits: Limits
     started_at: datetime
     cancel_requested: bool = False
+    # A command that runs a tool directly: the one call the run makes, with the command's fields as its
+    # arguments; no model is asked.
+    direct: ToolCall | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,9 @@ def decide(run: RunView, steps: list[Step], now: datetime) -> Action:
         if call.id not in results:
             return CloseInterrupted(call)
 
+    if run.direct is not None:
+        return _direct(run, run.direct, steps, now)
+
     last_model = next((s for s in reversed(steps) if isinstance(s, ModelStep)), None)
     if last_model is not None and last_model.error is not None and last_model.gave_up:
         return End("failed", last_model.error)
@@ -147,16 +158,43 @@ def decide(run: RunView, steps: list[Step], now: datetime) -> Action:
             text = last_model.text.strip()
             return Say(text) if text else End("nothing_to_add")
 
+    over = _over(run, steps, now)
+    if over is not None:
+        return over
+
+    if pending:
+        return RunTool(pending[0])
+    return CallModel()
+
+
+def _over(run: RunView, steps: list[Step], now: datetime) -> End | None:
     if counted_steps(steps) >= run.limits.steps:
         return End("out_of_steps")
     if spent(steps) >= run.limits.spend > 0 or (run.limits.spend == 0 and spent(steps) > 0):
         return End("out_of_money")
     if now - run.started_at >= timedelta(minutes=run.limits.minutes):
         return End("out_of_time")
+    return None
 
-    if pending:
-        return RunTool(pending[0])
-    return CallModel()
+
+def _direct(run: RunView, call: ToolCall, steps: list[Step], now: datetime) -> Action:
+    """A tool command's run: its one call, then what the tool said is the answer (JSON shown as JSON)."""
+    result = next((s for s in steps if isinstance(s, ToolResultStep) and s.call_id == call.id), None)
+    if result is not None:
+        return Say(shown(result.content)) if result.content.strip() else End("nothing_to_add")
+    return _over(run, steps, now) or RunTool(call)
+
+
+def shown(content: str) -> str:
+    """A tool's result as a person reads it: structured data as a block of JSON, anything else as it is."""
+    text = content.strip()
+    if text[:1] in "{[":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text
+        return "```json\n" + json.dumps(data, indent=2, ensure_ascii=False) + "\n```"
+    return text
 
 
 def _last_is(steps: list[Step], step: Step) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,6 +52,7 @@ from engine.core.messages import (
     ModelStartedStep,
     ModelStep,
     Step,
+    ToolCall,
     ToolCallStep,
     ToolResultStep,
     conversation,
@@ -240,7 +242,7 @@ class Hold:
             else:  # pragma: no cover - the Action union is closed
                 raise AssertionError(action)
             if cancelled:
-                self.view = RunView(self.view.id, self.view.limits, self.view.started_at, cancel_requested=True)
+                self.view = replace(self.view, cancel_requested=True)
                 continue
             if self.clock.monotonic() - started >= self.budget_seconds:
                 await self._hand_back()
@@ -418,13 +420,17 @@ class Hold:
 
 def _view(row: Run) -> RunView:
     limits = row.limits or {}
+    asked = row.context.get("command")
+    tool = asked.get("tool") if isinstance(asked, Mapping) else None
+    args = asked.get("args") if isinstance(asked, Mapping) else None
+    direct = ToolCall("command", tool, dict(args) if isinstance(args, Mapping) else {}) if isinstance(tool, str) else None
     return RunView(
         id=row.id,
         limits=Limits(steps=int(limits.get("steps", DEFAULT_LIMITS.steps)),
                       spend=float(limits.get("spend", DEFAULT_LIMITS.spend)),
                       minutes=float(limits.get("minutes", DEFAULT_LIMITS.minutes))),
         started_at=row.started_at or row.created_at,
-        cancel_requested=row.cancel_requested,
+        cancel_requested=row.cancel_requested, direct=direct,
     )
 
 

@@ -25,6 +25,7 @@ class Room:
     history_visibility: str | None
     settings: dict[str, Any]
     join_rule: str | None = None  # m.room.join_rules, as last stored (None: never seen)
+    direct: bool = False  # one of our puppets was invited to it as a direct chat (is_direct)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,9 @@ class Rooms(Family):
     async def set_power_levels(self, room_id: str, content: dict[str, Any]) -> None:
         await self._run("set_room_power_levels", room_id, content)
 
+    async def mark_direct(self, room_id: str) -> None:
+        await self._run("mark_room_direct", room_id)
+
     async def set_join_rule(self, room_id: str, rule: str) -> None:
         await self._run("set_room_join_rule", room_id, rule)
 
@@ -111,9 +115,10 @@ class Rooms(Family):
         """Everyone who reads what is said there from now on: joined, or invited (they read it on joining)."""
         return rows(Membership, await self._all("room_readers", room_id))
 
-    async def few_readers(self, room_id: str, most: int) -> list[Membership]:
-        """At most ``most`` of the room's readers: a DM is told from a room without reading a big room whole."""
-        return rows(Membership, await self._all("room_few_readers", room_id, most))
+    async def direct_readers(self, room_id: str, most: int) -> list[Membership]:
+        """At most ``most`` of the room's readers when it is a direct chat (none otherwise): a DM is told from a
+        room without reading a big room whole."""
+        return rows(Membership, await self._all("room_direct_readers", room_id, most))
 
     async def read_by_all_since(self, room_id: str) -> datetime | None:
         """Since when everybody who reads the room now has been in it (the latest join or invite among them)."""

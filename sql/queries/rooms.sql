@@ -34,6 +34,10 @@ UPDATE rooms SET create_content = $2, create_sender = $3, room_version = $4 WHER
 -- The room's current m.room.power_levels content.
 UPDATE rooms SET power_levels = $2 WHERE room_id = $1;
 
+-- name: mark_room_direct
+-- One of our puppets was invited to room $1 as a direct chat.
+UPDATE rooms SET direct = true WHERE room_id = $1;
+
 -- name: set_room_join_rule
 -- Room $1's join rule (m.room.join_rules) is now $2.
 UPDATE rooms SET join_rule = $2 WHERE room_id = $1;
@@ -64,10 +68,11 @@ SELECT membership, display_name, updated_at FROM room_members WHERE room_id = $1
 SELECT user_id, membership FROM room_members
  WHERE room_id = $1 AND membership IN ('join', 'invite') ORDER BY user_id;
 
--- name: room_few_readers
--- At most $2 of room $1's readers (joined or invited): enough to tell a DM from a room, whatever its size.
-SELECT user_id, membership FROM room_members
- WHERE room_id = $1 AND membership IN ('join', 'invite') LIMIT $2;
+-- name: room_direct_readers
+-- At most $2 of room $1's readers (joined or invited) when it is a direct chat, none otherwise: enough to tell a
+-- DM with one bot, in one round trip, whatever the room's size.
+SELECT m.user_id, m.membership FROM rooms r JOIN room_members m ON m.room_id = r.room_id
+ WHERE r.room_id = $1 AND r.direct AND m.membership IN ('join', 'invite') LIMIT $2;
 
 -- name: room_read_by_all_since
 -- Since when everybody who reads room $1 now (joined or invited) has been in it: the latest of their memberships.

@@ -34,11 +34,13 @@ class Person:
         assert bot is not None
         return bot.user_id
 
-    async def room_with(self, *slugs: str, initial_state: list[dict[str, Any]] | None = None) -> str:
-        """A new room with these bots invited; returns once every puppet has joined."""
+    async def room_with(self, *slugs: str, initial_state: list[dict[str, Any]] | None = None,
+                        direct: bool = False) -> str:
+        """A new room with these bots invited (``direct``: as a direct chat, as Element's "Start chat" makes
+        one); returns once every puppet has joined."""
         resp = await self.client.room_create(name=f"test {uuid.uuid4().hex[:6]}",
                                              invite=[self.puppet(s) for s in slugs],
-                                             initial_state=initial_state or [])
+                                             initial_state=initial_state or [], is_direct=direct)
         assert isinstance(resp, RoomCreateResponse), resp
         for s in slugs:
             await self.wait_membership(resp.room_id, self.puppet(s), "join")

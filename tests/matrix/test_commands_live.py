@@ -114,3 +114,27 @@ async def test_no_command_state_where_the_puppet_lacks_power(people: People, ser
     await eventually(known)
     assert not await service.command_state.publish_in_room(service.registry(), room, puppet)
     assert await command_state(alice, room, puppet) is None
+
+
+async def test_a_command_that_names_a_tool_runs_the_tool_and_asks_no_model(
+        people: People, service: Service, sql: asyncpg.Pool, content_dir: Any) -> None:
+    command = content_dir / "commands" / "lookup.md"
+    command.parent.mkdir(exist_ok=True)
+    command.write_text("---\nhint: Search this site's docs\ntool: search_site\n"
+                       "args:\n  - {name: query, kind: text, label: What to look for}\n---\n")
+    try:
+        await eventually(lambda: "lookup" in service.registry().commands, timeout=10)
+        alice = await people("alice")
+        room = await alice.room_with("helper")
+        # A script the model would answer with, if anything asked it: nothing does.
+        asked = await alice.say(room, "!lookup query=commands", script=[{"text": "THE MODEL WAS ASKED"}])
+        answer = await alice.answer_to(room, asked)
+        body = answer["content"]["body"]
+        assert answer["sender"] == alice.puppet("helper")
+        assert "THE MODEL WAS ASKED" not in body and "!summarise" in body, body  # found in the site's own pages
+        run_id = await sql.fetchval("SELECT id FROM agent_runs WHERE trigger_event = $1", asked)
+        steps = await sql.fetch("SELECT kind, payload FROM agent_steps WHERE run_id = $1 ORDER BY seq", run_id)
+        assert [s["kind"] for s in steps] == ["tool_call", "tool_result", "answer"]
+        assert steps[0]["payload"]["call"] == {"id": "command", "name": "search_site", "arguments": {"query": "commands"}}
+    finally:
+        command.unlink(missing_ok=True)

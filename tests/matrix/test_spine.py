@@ -82,7 +82,7 @@ async def test_a_pill_without_m_mentions_summons_like_an_older_client(people: Pe
 
 async def test_no_mention_is_met_with_silence(people: People, service: Service, sql: asyncpg.Pool) -> None:
     alice = await people("alice")
-    room = await alice.room_with("helper", "echo")  # two bots: a line must say which it is for
+    room = await alice.room_with("helper")  # not a direct chat: a line must say whom it is for
     quiet = await alice.say(room, "just talking among ourselves about helpers", script=[{"text": "no"}])
     fence = await alice.say(room, "now you", mention="helper", script=[{"text": "yes"}])
     await alice.answer_to(room, fence)
@@ -93,10 +93,11 @@ async def test_no_mention_is_met_with_silence(people: People, service: Service, 
 
 async def test_in_a_dm_with_a_bot_every_line_is_for_it(people: People, service: Service, sql: asyncpg.Pool) -> None:
     alice, bob = await people("alice"), await people("bob")
-    dm = await alice.room_with("helper")
+    dm = await alice.room_with("helper", direct=True)
     asked = await alice.say(dm, "what can you do?", script=[{"text": "Plenty."}])  # no mention: it is her DM
     answer = await alice.answer_to(dm, asked)
     assert answer["sender"] == alice.puppet("helper") and "Plenty." in answer["content"]["body"]
+    theirs = await alice.say(dm, "!hookshot help", script=[{"text": "no"}])  # another bot's command, even here
     # Somebody else reads along: a line says whom it is for again.
     await alice.client.room_invite(dm, bob.user_id)
     await eventually(lambda: sql.fetchval("SELECT membership = 'invite' FROM room_members WHERE room_id = $1 "
@@ -104,7 +105,7 @@ async def test_in_a_dm_with_a_bot_every_line_is_for_it(people: People, service: 
     quiet = await alice.say(dm, "and this one?", script=[{"text": "no"}])
     fence = await alice.say(dm, "now you", mention="helper", script=[{"text": "yes"}])
     await alice.answer_to(dm, fence)
-    assert await stored(sql, quiet) and await runs_for(sql, quiet) == 0
+    assert await stored(sql, quiet) and await runs_for(sql, quiet) == 0 and await runs_for(sql, theirs) == 0
 
 
 async def test_another_bots_notice_naming_ours_is_met_with_silence(people: People, service: Service,

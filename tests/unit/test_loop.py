@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -216,3 +217,17 @@ def test_spent_counts_a_started_call_at_its_estimate_until_it_reports_back() -> 
     assert spent([ModelStartedStep(0.1), said("x", cost=0.03)]) == pytest.approx(0.03)  # the real cost, once
     assert spent([ModelStartedStep(0.1), INTERRUPTED_CALL, ModelStartedStep(0.1)]) == pytest.approx(0.12)
     assert counted_steps([ModelStartedStep(0.1), INTERRUPTED_CALL, ModelStartedStep(0.1), said("x")]) == 1
+
+
+def test_a_tool_commands_run_calls_its_tool_then_says_what_it_returned_and_asks_no_model() -> None:
+    from engine.core.loop import shown
+
+    call = ToolCall("command", "search_site", {"query": "refunds"})
+    view = replace(run(), direct=call)
+    assert decide(view, [], NOW) == RunTool(call)
+    ran = [ToolCallStep(call), ToolResultStep("command", '{"found": ["Refunds take 14 days."]}')]
+    said = decide(view, ran, NOW)
+    assert isinstance(said, Say) and said.text == shown(ran[1].content) and said.text.startswith("```json")
+    assert decide(view, [ToolCallStep(call), ToolResultStep("command", "  ")], NOW) == End("nothing_to_add")
+    assert decide(view, [ToolCallStep(call)], NOW) == CloseInterrupted(call)  # never run twice
+    assert decide(replace(view, cancel_requested=True), [], NOW) == End("cancelled")
