@@ -56,6 +56,7 @@ from appservice.matrix.staff import tell_staff
 from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.transactions import TransactionEndpoint
+from appservice.matrix.undelivered import Undelivered
 from appservice.matrix.voice import Hearing, Speaking
 from appservice.matrix.waiting import WaitingLines
 from appservice.members.service import MemberBots
@@ -328,7 +329,8 @@ class Service:
                                service=Face(self.service_user, c.appservice.display_name, None, c.appservice.avatar),
                                emoji_font=Path(os.environ.get("SUMMON_EMOJI_FONT") or EMOJI_FONT))
         self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
-                             self.clock)
+                             self.clock, undelivered=Undelivered(self.registry, service_user=self.service_user,
+                                                                 metrics=self.metrics))
         self.surface.hand_over = self.outbox.send_now
         # Voice notes heard and answers said (SPEC §12): one Speech per process, so a fallen endpoint stays fallen.
         self.speech = Speech(speech_from_env(self.env), self.clock, timeout_seconds=c.speech.timeout_seconds,

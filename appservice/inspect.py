@@ -21,6 +21,8 @@ def _step_line(step: InspectedStep) -> str:
         what = ("error: " if payload.get("is_error") else "") + (payload.get("content") or "")[:60]
     elif step.kind == "ending":
         what = payload.get("ending", "")
+    elif step.kind == "undelivered":
+        what = f"not delivered: {payload.get('reason', '')}"[:120]
     elif step.kind == "heard":
         what = (payload.get("text") or "")[:60].replace("\n", " ")
     elif step.kind == "model_started":
@@ -37,13 +39,17 @@ async def runs_report(store: Store, *, run_id: int | None, room: str | None, bot
     latest refused summonses — a refusal starts no run, so it is a row of its own."""
     lines: list[str] = []
     for run in await store.runs.inspect(run_id, room, bot, limit):
+        steps = await store.runs.inspect_steps(run.id)
         outcome = run.ending or ("answered" if run.status == "done" else run.status)
+        lost = next((s for s in steps if s.kind == "undelivered"), None)
+        if lost is not None:
+            outcome = f"not delivered: {lost.payload.get('reason', '')}"
         lines.append(f"run {run.id} · {run.bot} · {run.status} ({outcome}) · asked by "
                      f"{run.asked_by or 'nobody'} in {run.room_id} · attempts {run.attempts} · "
                      f"created {run.created_at:%Y-%m-%d %H:%M:%S}")
         if run.reason:
             lines.append(f"  reason: {run.reason}")
-        for step in await store.runs.inspect_steps(run.id):
+        for step in steps:
             lines.append(_step_line(step))
         # Speech is paid for outside the run's steps (a voice note heard before the run was claimed, an answer
         # said after it ended): its calls are rows of their own, shown with the run they were for.

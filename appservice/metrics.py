@@ -50,6 +50,8 @@ class Metrics:
         self.fallbacks = Counter("summon_provider_fallbacks", "A provider's failure after which the chain moved on, "
                                  "by the failure's class.", ["provider", "reason"], registry=r)
         self.spend = Counter("summon_spend_usd", "What model calls cost, in USD.", ["bot"], registry=r)
+        self.undelivered_answers = Counter("summon_answers_undelivered", "Runs whose answer or ending the homeserver "
+                                           "refused for good, or was given up on after retries.", ["bot"], registry=r)
         self.transaction_seconds = Histogram("summon_transaction_seconds", "Taking in one homeserver transaction "
                                              "(stored, summonses made, committed).", buckets=LATENCY, registry=r)
         self.transaction_events = Histogram("summon_transaction_events", "Events in one homeserver transaction.",
@@ -105,6 +107,9 @@ class Metrics:
             self.slots_busy.dec()
 
     # --- the Matrix side ----------------------------------------------------------------------------
+
+    def undelivered(self, bot: str) -> None:
+        self.undelivered_answers.labels(bot).inc()
 
     def transaction(self, seconds: float, events: int) -> None:
         self.transaction_seconds.observe(seconds)

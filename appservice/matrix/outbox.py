@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from appservice.matrix.undelivered import Undelivered, is_outcome
 from appservice.matrix.voice import SPEAK, Speaking
 from engine.clock import Clock
 from engine.errors import MatrixError, StoreError
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 CLAIM_BATCH = 100
 HIDE_SECONDS = 30.0
 MAX_BACKOFF = 10.0  # our own homeserver: when it comes back, answers should follow within seconds
+# A message still refused as "try again" after a day of it (at the cap, a try every 10 s) is given up on, and
+# its run says so: a homeserver down that long is an outage somebody must hear about, not a queue.
+GIVE_UP_ATTEMPTS = 24 * 60 * 6
 TXN_MARKER = "org.summon.txn"
 RELATED_WAIT = 0.2  # an edit or redaction whose message is not sent yet waits this long
 # Relations that only point at the earlier message (a thread's reply points at its root, the desk's staff room).
@@ -129,10 +133,12 @@ class Outbox:
     carries an ``m.annotation`` or ``m.reference`` relation without an event id (a reaction, a poll's end),
     points at that message)."""
 
-    def __init__(self, store: Store, sender: MatrixSender, clock: Clock) -> None:
+    def __init__(self, store: Store, sender: MatrixSender, clock: Clock, *,
+                 undelivered: Undelivered | None = None) -> None:
         self.store = store
         self.sender = sender
         self.clock = clock
+        self.undelivered = undelivered
         self._wake = asyncio.Event()
         self.speaking: Speaking | None = None  # turns a speak row into a voice message (none: dropped)
 
@@ -216,16 +222,27 @@ class Outbox:
                     return
                 event_id = sent
         except MatrixError as exc:
-            if exc.retryable:
+            if exc.retryable and row.attempts < GIVE_UP_ATTEMPTS:
                 wait = exc.retry_after_ms / 1000 if exc.retry_after_ms else backoff(row.attempts)
                 log.warning("outbox: send failed (%s); retrying in %.1fs", exc, wait, extra=extra)
                 await self.store.outbox.retry(row.id, wait, str(exc))
+            elif exc.retryable:
+                log.error("outbox: gave up on a message after %d attempts: %s", row.attempts, exc, extra=extra)
+                await self._failed(row, f"gave up after {row.attempts} attempts: {exc}")
             else:
                 log.error("outbox: the homeserver refused a message for good: %s", exc, extra=extra)
-                await self.store.outbox.failed(row.id, str(exc))
+                await self._failed(row, str(exc))
             return
         await self.store.outbox.sent(row.id, event_id)
         log.info("outbox: sent %s", event_id, extra=extra)
+
+    async def _failed(self, row: Outgoing, why: str) -> None:
+        """The message will never be sent: kept with the reason — and, when it was a run's answer or ending, the
+        run says so and the room is told (``Undelivered``), in the same commit."""
+        async with self.store.transaction("outbox_failed") as tx:
+            await tx.outbox.failed(row.id, why)
+            if self.undelivered is not None and is_outcome(row, SPEAK):
+                await self.undelivered(tx, row, why)
 
     async def _related(self, row: Outgoing) -> str | None:
         """An edit or a redaction of an earlier message: sent once that message has its event id."""

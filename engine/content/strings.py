@@ -90,6 +90,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         # command the person may run here (a typo) is pointed at it.
         "cancelled": ("runs",), "nothing_to_cancel": (), "did_you_mean": ("given", "command"),
     },
+    # A run's answer the homeserver would not take (refused for good, or given up on after retries), told in the
+    # room once by the service's own user: whose answer ({bot}) and the homeserver's reason.
+    "delivery": {"undelivered": ("bot", "reason")},
     # A bot's choices: a press on a spent offer is told it is gone ({name} took {choice}); the spent
     # set marks the one taken (numbered {number}); a poll's end says who chose what.
     "choices": {"gone": ("bot", "choice", "name"), "taken": ("number", "choice", "name"),

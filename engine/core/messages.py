@@ -112,8 +112,19 @@ class HeardStep:
     kind: Literal["heard"] = "heard"
 
 
+@dataclass(frozen=True)
+class UndeliveredStep:
+    """The run's answer (or ending) could not be delivered where it was asked: the surface refused it for good, or
+    gave up after retrying. Recorded by the delivery, after the run ended, with the surface's own reason — so
+    "why didn't it answer?" has an answer on the run itself."""
+
+    reason: str
+    kind: Literal["undelivered"] = "undelivered"
+
+
 Step = Annotated[
-    ModelStep | ModelStartedStep | ToolCallStep | ToolResultStep | AnswerStep | EndingStep | HeardStep,
+    ModelStep | ModelStartedStep | ToolCallStep | ToolResultStep | AnswerStep | EndingStep | HeardStep
+    | UndeliveredStep,
     Field(discriminator="kind"),
 ]
 STEP = TypeAdapter[Step](Step)

@@ -51,6 +51,11 @@ class Outbox(Family):
         when ``txn_id`` was queued before)."""
         return await self._value("enqueue_progress", txn_id, run_id, room_id, sender, content, of_txn) is not None
 
+    async def undelivered(self, run_id: int, reason: str) -> bool:
+        """Say on run ``run_id`` that its answer could not be delivered (a step of its own); False when it said
+        so already."""
+        return await self._value("outbox_undelivered_step", run_id, reason) is not None
+
     async def claim(self, batch: int, hide_seconds: float) -> list[Outgoing]:
         return rows(Outgoing, await self._all("claim_outbox", batch, hide_seconds))
 

@@ -91,3 +91,14 @@ UPDATE outbox o
   FROM due
  WHERE o.id = due.id
 RETURNING o.id, o.txn_id, o.run_id, o.room_id, o.sender, o.event_type, o.content, o.attempts, o.of_txn;
+
+-- name: outbox_undelivered_step
+-- Run $1's answer (or ending) could not be delivered, for reason $2: recorded as the run's next step, once (the
+-- delivery writes it, after the run ended: outside any lease). Returns the step's number, or nothing when the run
+-- already says so.
+INSERT INTO agent_steps (run_id, seq, kind, payload, worker)
+SELECT $1, coalesce(max(seq), 0) + 1, 'undelivered',
+       jsonb_build_object('kind', 'undelivered', 'reason', $2::text), 'delivery'
+  FROM agent_steps WHERE run_id = $1
+HAVING NOT coalesce(bool_or(kind = 'undelivered'), false)
+RETURNING seq;

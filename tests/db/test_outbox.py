@@ -311,3 +311,53 @@ async def test_a_runs_message_waits_while_an_earlier_one_of_its_run_backs_off(
         assert await outbox.send_due() == 2
     order = [r["body"]["org.summon.txn"] for r in fake.requests]
     assert order.index("t-first") < order.index("t-second")
+
+
+async def test_an_answer_refused_for_good_says_so_on_its_run_and_the_room_is_told_once(
+        db: TestStore, published: Registry, homeserver: tuple[FakeHomeserver, str]) -> None:
+    from appservice.inspect import runs_report
+    from appservice.matrix.undelivered import Undelivered
+    from appservice.metrics import Metrics
+
+    fake, url = homeserver
+    fake.answers = [(403, {"errcode": "M_FORBIDDEN", "error": "User @bot_helper:localhost not in room"})]
+    run_id = await insert_run(db, script=None)
+    await db.pool.execute("UPDATE agent_runs SET status = 'done', answer = 'the answer' WHERE id = $1", run_id)
+    metrics = Metrics()
+    async with aiohttp.ClientSession() as session:
+        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock(),
+                        undelivered=Undelivered(lambda: published, service_user="@summon:localhost", metrics=metrics))
+        async with db.transaction("t") as tx:
+            await tx.outbox.enqueue(txn_id=f"summon.run{run_id}.answer", room_id="!r:localhost",
+                                    sender="@bot_helper:localhost", event_type="m.room.message",
+                                    content={"msgtype": "m.notice", "body": "the answer",
+                                             "m.relates_to": {"m.in_reply_to": {"event_id": "$asked"}},
+                                             "m.mentions": {"user_ids": ["@alice:localhost"]}}, run_id=run_id)
+        await outbox.send_due()
+        await outbox.send_due()  # the room is told, by the service's own user
+    steps = await db.pool.fetch("SELECT kind, payload FROM agent_steps WHERE run_id = $1 ORDER BY seq", run_id)
+    assert [s["kind"] for s in steps][-1:] == ["undelivered"] and "M_FORBIDDEN" in steps[-1]["payload"]["reason"]
+    told = [r for r in fake.requests if r["user_id"] == "@summon:localhost"]
+    assert len(told) == 1 and "Helper's answer could not be posted here" in told[0]["body"]["body"]
+    assert told[0]["body"]["m.relates_to"] == {"m.in_reply_to": {"event_id": "$asked"}}
+    report = "\n".join(await runs_report(db, run_id=run_id, room=None, bot=None, limit=1))
+    assert f"run {run_id}" in report and "not delivered: 403 M_FORBIDDEN" in report, report
+    assert metrics.registry.get_sample_value("summon_answers_undelivered_total", {"bot": "helper"}) == 1
+    # Said once: the same failure seen again records nothing more.
+    async with db.transaction("t") as tx:
+        assert not await tx.outbox.undelivered(run_id, "again")
+
+
+async def test_a_message_still_refused_as_try_again_after_a_day_of_it_is_given_up_on(
+        db: TestStore, homeserver: tuple[FakeHomeserver, str]) -> None:
+    from appservice.matrix.outbox import GIVE_UP_ATTEMPTS
+
+    fake, url = homeserver
+    fake.answers = [(502, {})]
+    async with aiohttp.ClientSession() as session:
+        outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
+        await enqueue(db, "t-day")
+        await db.pool.execute("UPDATE outbox SET attempts = $1 WHERE txn_id = 't-day'", GIVE_UP_ATTEMPTS - 1)
+        await outbox.send_due()
+    row = await db.pool.fetchrow("SELECT status, last_error FROM outbox WHERE txn_id = 't-day'")
+    assert row["status"] == "failed" and row["last_error"].startswith(f"gave up after {GIVE_UP_ATTEMPTS} attempts")
