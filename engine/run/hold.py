@@ -6,7 +6,12 @@ back. I/O around the pure ``decide`` (``engine/core/loop.py``).
   and the database's time) in the same commit; a fence that matches no row raises ``LeaseLost`` and the
   hold stops at once.
 - A tool call is recorded before it runs, and runs only if that same commit read "not cancelled"; its result
-  is capped to the context's token budget before it is recorded.
+  is capped to the context's token budget before it is recorded. While it runs (no step is written then, and a
+  tool may take longer than the lease) the lease is renewed every third of it, fenced; a renewal that finds the
+  run held by another stops the tool (its task is cancelled) and the hold (``LeaseLost``).
+- A tool call that never reported back is closed with the first result of the call when the tool has side
+  effects and it finished (``tool_calls``, keyed by run and call id: the runner's), else as interrupted; it is
+  never run again.
 - A model call is priced at its worst case before it is made, within what is left of the run's budget (its
   ``max_tokens`` lowered to fit; not made at all, and the run out of money, when its input alone does not fit).
   It is recorded as started, with that worst case drawn from the run's reservation, before it is made (and only
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -67,6 +72,7 @@ from engine.providers.base import Answerer
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
 from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
+from engine.tasks import TaskGroup
 from engine.tools.base import Offered, RunRef
 from engine.tools.runner import ToolRunner
 
@@ -208,12 +214,20 @@ class Hold:
                     # Checked against what the model was offered when it asked (the steps before its turn),
                     # so a skill opened in the same turn does not hand over that skill's tools.
                     offer = self.toolbox.offer(ref, _before_last_turn(steps), facts)
-                    content, is_error = await self.toolbox.run(ref, offer, action.call.name, action.call.arguments)
+                    content, is_error = await self._kept(self.toolbox.run(
+                        ref, offer, action.call.name, action.call.arguments, call_id=action.call.id, holder=self.owner))
                     # Capped before it is recorded, so what reaches the model stays within the context's budget.
                     cancelled = await self.record(steps, ToolResultStep(action.call.id, capped(content), is_error=is_error))
             elif isinstance(action, CloseInterrupted):
-                cancelled = await self.record(
-                    steps, ToolResultStep(action.call.id, INTERRUPTED, is_error=True, interrupted=True))
+                first = await self.toolbox.first_result(run.id, action.call.id)
+                if first is None:
+                    cancelled = await self.record(
+                        steps, ToolResultStep(action.call.id, INTERRUPTED, is_error=True, interrupted=True))
+                else:
+                    log.info("run %s: tool call %s was done before its result was recorded; its first result is "
+                             "recorded", run.id, action.call.id, extra={"run": run.id, "bot": run.bot})
+                    cancelled = await self.record(steps, ToolResultStep(action.call.id, capped(first[0]),
+                                                                        is_error=first[1]))
             else:  # pragma: no cover - the Action union is closed
                 raise AssertionError(action)
             if cancelled:
@@ -263,6 +277,34 @@ class Hold:
         for attempt in earlier:
             cancelled = await self.record(steps, attempt) or cancelled
         return cancelled, last
+
+    # --- the lease kept while a tool runs -------------------------------------------------------------
+
+    async def _kept(self, work: Coroutine[Any, Any, tuple[str, bool]]) -> tuple[str, bool]:
+        """Carry out a tool call while keeping the run's lease: renewed every third of it, fenced, until the call
+        returns. A renewal that finds the run held by another cancels the call (what it had yet to do is not
+        done) and raises ``LeaseLost``; so does a shutdown, which cancels it too."""
+        async with TaskGroup(f"run {self.run.id} tool") as group:
+            task = group.spawn(_carried(work), name=f"run-{self.run.id}-tool")
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.lease_seconds / 3)
+                if done:
+                    outcome: tuple[str, bool] | LeaseLost = task.result()
+                    if isinstance(outcome, LeaseLost):
+                        raise outcome
+                    return outcome
+                await self._keep_lease()
+
+    async def _keep_lease(self) -> None:
+        try:
+            await self.store.runs.keep_lease(self.run.id, self.owner, self.lease_seconds)
+        except LeaseLost:
+            log.warning("run %s: its lease was lost while a tool ran; the tool is stopped", self.run.id,
+                        extra={"run": self.run.id, "bot": self.run.bot})
+            raise
+        except StoreError as exc:  # the next beat tries again; the lease has two more thirds to run
+            log.warning("run %s: could not renew its lease while a tool ran (%s)", self.run.id, exc,
+                        extra={"run": self.run.id, "bot": self.run.bot})
 
     # --- fenced writes ------------------------------------------------------------------------------
 
@@ -385,6 +427,15 @@ class Hold:
 
     async def steps(self) -> list[Step]:
         return [load_step(payload) for payload in await self.store.runs.steps(self.run.id)]
+
+
+async def _carried(work: Coroutine[Any, Any, tuple[str, bool]]) -> tuple[str, bool] | LeaseLost:
+    """A tool call's outcome, with a lease found lost when it began handed back as a value (re-raised by the
+    hold), so the task that carries it ends as an outcome, not as a failure logged by its group."""
+    try:
+        return await work
+    except LeaseLost as exc:
+        return exc
 
 
 def _view(row: Run) -> RunView:
