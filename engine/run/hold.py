@@ -7,8 +7,8 @@ back. I/O around the pure ``decide`` (``engine/core/loop.py``).
   hold stops at once.
 - A tool call is recorded before it runs, and runs only if that same commit read "not cancelled"; its result
   is capped to the context's token budget before it is recorded. While it runs (no step is written then, and a
-  tool may take longer than the lease) the lease is renewed every third of it, fenced; a renewal that finds the
-  run held by another stops the tool (its task is cancelled) and the hold (``LeaseLost``).
+  tool may take longer than the lease) the lease is kept (``engine/run/lease.py``): renewed every third of it,
+  fenced; a renewal that finds the run held by another stops the tool and the hold (``LeaseLost``).
 - A tool call that never reported back is closed with the first result of the call when the tool has side
   effects and it finished (``tool_calls``, keyed by run and call id: the runner's), else as interrupted; it is
   never run again.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -69,10 +69,10 @@ from engine.logfields import about_run
 from engine.memory.recall import Recall, Remembered, remembered
 from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer
+from engine.run.lease import kept
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
 from engine.surface import Answered, Ended, Outcome, RunInfo, Surface
-from engine.tasks import TaskGroup
 from engine.tools.base import Offered, RunRef
 from engine.tools.runner import ToolRunner
 
@@ -214,8 +214,10 @@ class Hold:
                     # Checked against what the model was offered when it asked (the steps before its turn),
                     # so a skill opened in the same turn does not hand over that skill's tools.
                     offer = self.toolbox.offer(ref, _before_last_turn(steps), facts)
-                    content, is_error = await self._kept(self.toolbox.run(
-                        ref, offer, action.call.name, action.call.arguments, call_id=action.call.id, holder=self.owner))
+                    content, is_error = await kept(
+                        self.toolbox.run(ref, offer, action.call.name, action.call.arguments, call_id=action.call.id,
+                                         holder=self.owner),
+                        store=self.store, run_id=run.id, owner=self.owner, lease_seconds=self.lease_seconds)
                     # Capped before it is recorded, so what reaches the model stays within the context's budget.
                     cancelled = await self.record(steps, ToolResultStep(action.call.id, capped(content), is_error=is_error))
             elif isinstance(action, CloseInterrupted):
@@ -277,34 +279,6 @@ class Hold:
         for attempt in earlier:
             cancelled = await self.record(steps, attempt) or cancelled
         return cancelled, last
-
-    # --- the lease kept while a tool runs -------------------------------------------------------------
-
-    async def _kept(self, work: Coroutine[Any, Any, tuple[str, bool]]) -> tuple[str, bool]:
-        """Carry out a tool call while keeping the run's lease: renewed every third of it, fenced, until the call
-        returns. A renewal that finds the run held by another cancels the call (what it had yet to do is not
-        done) and raises ``LeaseLost``; so does a shutdown, which cancels it too."""
-        async with TaskGroup(f"run {self.run.id} tool") as group:
-            task = group.spawn(_carried(work), name=f"run-{self.run.id}-tool")
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=self.lease_seconds / 3)
-                if done:
-                    outcome: tuple[str, bool] | LeaseLost = task.result()
-                    if isinstance(outcome, LeaseLost):
-                        raise outcome
-                    return outcome
-                await self._keep_lease()
-
-    async def _keep_lease(self) -> None:
-        try:
-            await self.store.runs.keep_lease(self.run.id, self.owner, self.lease_seconds)
-        except LeaseLost:
-            log.warning("run %s: its lease was lost while a tool ran; the tool is stopped", self.run.id,
-                        extra={"run": self.run.id, "bot": self.run.bot})
-            raise
-        except StoreError as exc:  # the next beat tries again; the lease has two more thirds to run
-            log.warning("run %s: could not renew its lease while a tool ran (%s)", self.run.id, exc,
-                        extra={"run": self.run.id, "bot": self.run.bot})
 
     # --- fenced writes ------------------------------------------------------------------------------
 
@@ -427,15 +401,6 @@ class Hold:
 
     async def steps(self) -> list[Step]:
         return [load_step(payload) for payload in await self.store.runs.steps(self.run.id)]
-
-
-async def _carried(work: Coroutine[Any, Any, tuple[str, bool]]) -> tuple[str, bool] | LeaseLost:
-    """A tool call's outcome, with a lease found lost when it began handed back as a value (re-raised by the
-    hold), so the task that carries it ends as an outcome, not as a failure logged by its group."""
-    try:
-        return await work
-    except LeaseLost as exc:
-        return exc
 
 
 def _view(row: Run) -> RunView:

@@ -28,8 +28,8 @@ the compile says so at its ``module:`` line): it never runs unjailed.
 
 Loading (its top level, imports included) has its own allowance (``load_seconds``), so the tool's
 ``seconds`` measure its ``run``. The compile's proof that a module imports (``check_module``, from
-``engine.content.files``) loads it the same way, in a process of its own, with the same limits: the service
-never executes site code, not when content changes either.
+``engine.content.files``) loads it the same way, in the same jail (with no network: loading needs none) and
+with the same limits: the service never executes site code, not when content changes either.
 """
 
 from __future__ import annotations
@@ -249,20 +249,21 @@ class CodeTools:
         block_r, block_w = os.pipe()
         etc = {name: _data_fd(data) for name, data in jail.etc_files().items()}
         try:
-            argv = shut.argv(box.command(), uid=uid, info_fd=info_w, block_fd=block_r, etc_fds=etc)
-            process = await asyncio.create_subprocess_exec(*argv, pass_fds=(info_w, block_r, *etc.values()),
-                                                           **common)
-        finally:
-            for fd in (info_w, block_r, *etc.values()):
-                os.close(fd)
-        try:
-            network = await jail.attach_network(info_r, block_w, root=uid is not None)
-        except SandboxUnavailable as exc:
-            _kill(process.pid)
-            await process.wait()
-            log.error("code tool %s: its network could not be made: %s", tool.name, exc, extra=where)
-            raise SandboxUnavailable(f"{tool.name} cannot run on this site right now (it has been logged); tell "
-                                     "the person it did not work") from exc
+            try:
+                argv = shut.argv(box.command(), uid=uid, info_fd=info_w, block_fd=block_r, etc_fds=etc)
+                process = await asyncio.create_subprocess_exec(*argv, pass_fds=(info_w, block_r, *etc.values()),
+                                                               **common)
+            finally:
+                for fd in (info_w, block_r, *etc.values()):
+                    os.close(fd)
+            try:
+                network = await jail.attach_network(info_r, block_w, root=uid is not None)
+            except SandboxUnavailable as exc:
+                _kill(process.pid)
+                await process.wait()
+                log.error("code tool %s: its network could not be made: %s", tool.name, exc, extra=where)
+                raise SandboxUnavailable(f"{tool.name} cannot run on this site right now (it has been logged); "
+                                         "tell the person it did not work") from exc
         finally:
             os.close(info_r)
             os.close(block_w)

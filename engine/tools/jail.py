@@ -47,7 +47,7 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -230,28 +230,29 @@ class Network:
 async def attach_network(info_fd: int, block_fd: int, *, root: bool) -> Network:
     """Read the jail's pid from ``info_fd``, give its network namespace a network (slirp4netns: NAT through
     this machine, never to its loopback), and let the jail go on (``block_fd``). Raises ``SandboxUnavailable``."""
+    info = await _read(info_fd, _is_json, NETWORK_SECONDS)
     try:
-        info = await asyncio.wait_for(asyncio.to_thread(_read_all, info_fd), NETWORK_SECONDS)
         pid = int(json.loads(info)["child-pid"])
-    except (TimeoutError, ValueError, KeyError, TypeError) as exc:
-        raise SandboxUnavailable("the sandbox did not start (no pid from bwrap)") from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SandboxUnavailable("the sandbox did not start (bwrap said no pid)") from exc
     ready_r, ready_w = os.pipe()
     exit_r, exit_w = os.pipe()
     where = [] if root else [f"--userns-path=/proc/{pid}/ns/user"]
     try:
-        process = await asyncio.create_subprocess_exec(
-            _which("slirp4netns"), "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
-            "--enable-seccomp", "--ready-fd", str(ready_w), "--exit-fd", str(exit_r), *where, str(pid), "tap0",
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            pass_fds=(ready_w, exit_r), env={"PATH": SYSTEM_PATH}, start_new_session=True)
-    finally:
-        os.close(ready_w)
-        os.close(exit_r)
-    network = Network(process, exit_w)
-    try:
-        ready = await asyncio.wait_for(asyncio.to_thread(os.read, ready_r, 1), NETWORK_SECONDS)
-    except TimeoutError:
-        ready = b""
+        try:
+            process = await asyncio.create_subprocess_exec(
+                _which("slirp4netns"), "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
+                "--enable-seccomp", "--ready-fd", str(ready_w), "--exit-fd", str(exit_r), *where, str(pid), "tap0",
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                pass_fds=(ready_w, exit_r), env={"PATH": SYSTEM_PATH}, start_new_session=True)
+        except BaseException:
+            os.close(exit_w)
+            raise
+        finally:
+            os.close(ready_w)
+            os.close(exit_r)
+        network = Network(process, exit_w)
+        ready = await _read(ready_r, bool, NETWORK_SECONDS)
     finally:
         os.close(ready_r)
     if ready != b"1":
@@ -262,12 +263,36 @@ async def attach_network(info_fd: int, block_fd: int, *, root: bool) -> Network:
     return network
 
 
-def _read_all(fd: int) -> bytes:
-    """Everything written to ``fd`` until its writer closes it or a JSON object is complete."""
+async def _read(fd: int, enough: Callable[[bytes], bool], seconds: float) -> bytes:
+    """What is written to ``fd`` until ``enough`` says so, its writer closes it, or ``seconds`` pass — read on
+    the event loop (never a thread left blocked on a descriptor that is then closed)."""
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
+    readable = asyncio.Event()
+    loop.add_reader(fd, readable.set)
     data = b""
-    while chunk := os.read(fd, 4096):
-        data += chunk
-        with contextlib.suppress(ValueError):
-            json.loads(data)
-            return data
+    try:
+        async with asyncio.timeout(seconds):
+            while not enough(data):
+                await readable.wait()
+                readable.clear()
+                try:
+                    chunk = os.read(fd, 4096)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                data += chunk
+    except TimeoutError:
+        pass
+    finally:
+        loop.remove_reader(fd)
     return data
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
