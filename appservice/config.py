@@ -192,8 +192,10 @@ class CodeToolLimits(_Strict):
     load_seconds: float = Field(default=30.0, gt=0)
     # Processor seconds for its whole process; None: seconds + load_seconds.
     cpu_seconds: int | None = Field(default=None, ge=1)
-    # Address space its process may map, in MiB.
+    # Address space each of its processes may map, in MiB.
     memory_mb: int = Field(default=1024, ge=64)
+    # How many processes it may run at once (its jail's uid is its own: they alone count).
+    processes: int = Field(default=32, ge=1)
     # The service's environment variables a code tool is handed, by name; nothing else of the environment is.
     env: list[str] = Field(default_factory=list)
 
@@ -454,7 +456,7 @@ def code_sandbox(config: Config) -> Sandbox:
     """How a code tool's process is made, from ``tools.code``."""
     c = config.tools.code
     return Sandbox(CodeLimits(seconds=c.seconds, load_seconds=c.load_seconds, cpu_seconds=c.cpu_seconds,
-                              memory_bytes=c.memory_mb * 1024 * 1024), tuple(c.env))
+                              memory_bytes=c.memory_mb * 1024 * 1024, processes=c.processes), tuple(c.env))
 
 
 def openapi_headers(config: Config, env: Mapping[str, str]) -> dict[str, dict[str, str]]:

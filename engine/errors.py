@@ -22,6 +22,8 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     │   ├── RequestFault     the request's fault: fail the run, never fall back
     │   └── NotAnAnswer      a 2xx body that carries an error, or no answer at all
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
+    │   └── SandboxUnavailable  a code tool cannot be jailed here (no bubblewrap, no network for it): it is
+    │                        refused, never run unjailed
     ├── GrantRefused         a door grant that does not verify (why is for the log; the caller hears one answer)
     ├── SpeechFailed         a speech endpoint (transcription, speech) failed, or was given what it cannot take
     ├── MemoryUnavailable    memories (person+recall) cannot be kept here: no pgvector, or no embedding model
@@ -141,6 +143,11 @@ class MemoryUnavailable(SummonError):
 class ToolError(SummonError):
     """A tool's failure in words the model can act on (a bad argument, an API's 404, a denied URL). The
     worker hands the message back as the tool's result, marked as an error."""
+
+
+class SandboxUnavailable(ToolError):
+    """A code tool cannot be jailed on this machine (bubblewrap or what it needs is missing, or the jail could
+    not be made): the tool is refused — never run without its jail — and the reason logged for the operator."""
 
 
 class GrantRefused(SummonError):

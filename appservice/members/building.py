@@ -31,7 +31,7 @@ from engine.members.feeds import Feeds
 from engine.members.runs import MemberScript, edition_summons, schedule_words
 from engine.run.summon import Refused, summon
 from engine.store import Store
-from engine.tools.base import RunRef, ToolFn
+from engine.tools.base import RunRef, SideEffects, ToolFn
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class Builder:
         self._named: dict[str, tuple[str, float, datetime | None]] = {}
 
     def tools(self) -> dict[str, ToolFn]:
-        return {"create_bot": self.create_bot, "remove_bot": self.remove_bot}
+        return {"create_bot": SideEffects(self.create_bot), "remove_bot": SideEffects(self.remove_bot)}  # done once
 
     def _puppet(self) -> str:
         bot = self._registry().get(self.settings.host)

@@ -110,7 +110,8 @@ class ToolFile(Strict):
     ``needs:`` and ``personal:`` (which kind a file is needs its name: ``engine.content.link_tools``).
 
     ``personal``: the tool reads the person's own data, so it is offered only where the person the run
-    is about is the only human who reads the answer. ``subject``: the parameter of the allowed
+    is about is the only human who reads the answer. ``network``: a code tool's process may reach the
+    network (``engine.tools.jail``); without it, it has none. ``subject``: the parameter of the allowed
     operations that names the person (``user_id``): filled from the run's subject, never shown to or
     taken from the model — which makes the tool personal."""
 
@@ -124,6 +125,8 @@ class ToolFile(Strict):
     needs: Literal["desk"] | None = None
     personal: StrictBool | None = None  # None: not said (a subject or a personal built-in makes it personal)
     subject: Line | None = None
+    # A code tool's process gets a network of its own (never this machine's loopback); without it, none.
+    network: StrictBool = False
 
     @model_validator(mode="after")
     def _one_kind(self) -> ToolFile:
@@ -146,6 +149,9 @@ class ToolFile(Strict):
             )
         if self.module is not None and self.operations:
             raise Refusal("operations: belong to an OpenAPI tool; a module says what it does itself", "operations")
+        if self.network and self.module is None:
+            raise Refusal("network: says a code tool's process may reach the network; only a module: has one",
+                          "network")
         return self
 
 

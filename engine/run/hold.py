@@ -6,7 +6,12 @@ back. I/O around the pure ``decide`` (``engine/core/loop.py``).
   and the database's time) in the same commit; a fence that matches no row raises ``LeaseLost`` and the
   hold stops at once.
 - A tool call is recorded before it runs, and runs only if that same commit read "not cancelled"; its result
-  is capped to the context's token budget before it is recorded.
+  is capped to the context's token budget before it is recorded. While it runs (no step is written then, and a
+  tool may take longer than the lease) the lease is kept (``engine/run/lease.py``): renewed every third of it,
+  fenced; a renewal that finds the run held by another stops the tool and the hold (``LeaseLost``).
+- A tool call that never reported back is closed with the first result of the call when the tool has side
+  effects and it finished (``tool_calls``, keyed by run and call id: the runner's), else as interrupted; it is
+  never run again.
 - A model call is priced at its worst case before it is made, within what is left of the run's budget (its
   ``max_tokens`` lowered to fit; not made at all, and the run out of money, when its input alone does not fit).
   It is recorded as started, with that worst case drawn from the run's reservation, before it is made (and only
@@ -67,6 +72,7 @@ from engine.logfields import about_run
 from engine.memory.recall import Recall, Remembered, remembered
 from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer
+from engine.run.lease import kept
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
 from engine.surface import Answered, Ended, Opened, Opener, Outcome, RunInfo, Surface
@@ -233,12 +239,22 @@ class Hold:
                     # Checked against what the model was offered when it asked (the steps before its turn),
                     # so a skill opened in the same turn does not hand over that skill's tools.
                     offer = self._offer(ref, _before_last_turn(steps), facts)
-                    content, is_error = await self.toolbox.run(ref, offer, action.call.name, action.call.arguments)
+                    content, is_error = await kept(
+                        self.toolbox.run(ref, offer, action.call.name, action.call.arguments, call_id=action.call.id,
+                                         holder=self.owner),
+                        store=self.store, run_id=run.id, owner=self.owner, lease_seconds=self.lease_seconds)
                     # Capped before it is recorded, so what reaches the model stays within the context's budget.
                     cancelled = await self.record(steps, ToolResultStep(action.call.id, capped(content), is_error=is_error))
             elif isinstance(action, CloseInterrupted):
-                cancelled = await self.record(
-                    steps, ToolResultStep(action.call.id, INTERRUPTED, is_error=True, interrupted=True))
+                first = await self.toolbox.first_result(run.id, action.call.id)
+                if first is None:
+                    cancelled = await self.record(
+                        steps, ToolResultStep(action.call.id, INTERRUPTED, is_error=True, interrupted=True))
+                else:
+                    log.info("run %s: tool call %s was done before its result was recorded; its first result is "
+                             "recorded", run.id, action.call.id, extra={"run": run.id, "bot": run.bot})
+                    cancelled = await self.record(steps, ToolResultStep(action.call.id, capped(first[0]),
+                                                                        is_error=first[1]))
             else:  # pragma: no cover - the Action union is closed
                 raise AssertionError(action)
             if cancelled:

@@ -1,4 +1,5 @@
-"""Runs and their steps: summoned, claimed, held by a lease, fenced, finished, swept (``sql/queries/runs.sql``)."""
+"""Runs and their steps: summoned, claimed, held by a lease, fenced, finished, swept; and the side-effecting
+tool calls keyed by run and call id (``sql/queries/runs.sql``)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,23 @@ class Fence:
     cancel_requested: bool
     later: int
     now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallResult:
+    """What a side-effecting tool's call returned (``tool_calls``)."""
+
+    result: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """How beginning a side-effecting call went: ``first`` — it began now, so run it; otherwise it was begun
+    before (the same run and call id), and ``result`` is what it returned (None: it never reported back)."""
+
+    first: bool
+    result: ToolCallResult | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +226,31 @@ class Runs(Family):
         if record is None:
             raise LeaseLost(run_id, owner)
         return Fence(bool(record["cancel_requested"]), int(record["later"]), record["now"])
+
+    async def keep_lease(self, run_id: int, owner: str, lease_seconds: float) -> None:
+        """Extend the lease while ``owner`` holds it (a tool is running); raises ``LeaseLost`` when it does not."""
+        if await self._value("keep_lease", run_id, owner, lease_seconds) is None:
+            raise LeaseLost(run_id, owner)
+
+    async def begin_tool_call(self, run_id: int, call_id: str, tool: str, owner: str) -> Begun:
+        """Record a side-effecting call as begun, only while ``owner`` holds the lease (``LeaseLost`` otherwise);
+        or, begun before, how it went."""
+        record = await self._one("begin_tool_call", run_id, call_id, tool, owner)
+        assert record is not None  # one row always
+        if not record["held"]:
+            raise LeaseLost(run_id, owner)
+        if record["began"]:
+            return Begun(first=True)
+        done = None if record["result"] is None else ToolCallResult(record["result"], bool(record["is_error"]))
+        return Begun(first=False, result=done)
+
+    async def end_tool_call(self, run_id: int, call_id: str, owner: str, result: str, is_error: bool) -> None:
+        """Record what a side-effecting call begun by ``owner`` returned (the lease need not be held still)."""
+        await self._run("end_tool_call", run_id, call_id, owner, result, is_error)
+
+    async def tool_call_result(self, run_id: int, call_id: str) -> ToolCallResult | None:
+        """What a side-effecting call returned; None when it never began or never finished."""
+        return maybe(ToolCallResult, await self._one("tool_call_result", run_id, call_id))
 
     async def insert_step(self, run_id: int, seq: int, kind: str, payload: dict[str, Any], *, owner: str,
                           provider: str | None = None, model: str | None = None, tokens_in: int = 0,

@@ -25,6 +25,19 @@ from engine.tools.schemas import content_specs
 ToolFn = Callable[[RunRef, dict[str, Any]], Awaitable[str]]
 
 
+@dataclass(frozen=True)
+class SideEffects:
+    """A tool whose call changes something (makes a bot, raises a ticket): the one-line flag a tool gives
+    itself (``return SideEffects(raise_ticket)``). The runner keys such a call by its run and the model's call
+    id, and a call seen again — the next holder of a run closing a call its predecessor never reported
+    back — gets the first result, never a second effect (SPEC §15; ``engine.tools.runner``)."""
+
+    fn: ToolFn
+
+    async def __call__(self, run: RunRef, arguments: dict[str, Any]) -> str:
+        return await self.fn(run, arguments)
+
+
 class ContentTools(Protocol):
     """Runs the site's own tools: an OpenAPI tool's operation, or a code tool (``operation`` None)."""
 

@@ -7,23 +7,29 @@ running the module; see ``engine.content.code``). ``run`` gets a ``RunRef`` (whi
 a person) and the model's arguments, and returns the text the model reads. Raising ``ToolError`` says
 something the model can act on; any other exception is reported to the model as the tool having failed.
 
-Each call starts ``engine.tools.code_process`` afresh (so a changed file is simply what runs next):
+Each call starts ``engine.tools.code_process`` afresh (so a changed file is simply what runs next), **in a jail**
+(``engine.tools.jail``: bubblewrap's namespaces, as a uid of its own when the service is root) where nothing of
+the service's is in reach — not its environment, its ``/proc``, its files, its descriptors, nor, unless the tool
+file says ``network: true``, any network:
 
 - **a scrubbed environment** — none of the service's (its tokens, the provider keys, the database's DSN): a
-  fixed ``PATH``, a C.UTF-8 locale, ``HOME`` and ``TMPDIR`` in a scratch folder that is its working folder and
-  is removed after, and only the variables the operator names (``tools.code.env``); ``python -I`` so no
-  ``PYTHON*`` variable or user site changes what it imports;
+  fixed ``PATH``, a C.UTF-8 locale, ``HOME`` and ``TMPDIR`` in the jail's in-memory ``/tmp``, its working
+  folder, and only the variables the operator names (``tools.code.env``); ``python -I`` so no ``PYTHON*``
+  variable or user site changes what it imports;
 - **limits** set in the child by ``resource.setrlimit`` before the module loads: processor seconds, address
-  space, file size (``CodeLimits``);
-- **killed at its timeout**, with everything it started (a session of its own, killed as a group): a tool
-  that overruns does not keep running after it is reported as late;
+  space, file size, processes (``CodeLimits``);
+- **killed at its timeout**, with everything it started (the jail's pid namespace dies with it): a tool that
+  overruns does not keep running after it is reported as late;
 - **given only** its arguments and the run's declared facts, as JSON on its stdin; no pool, no store, no
   person.
 
+Where the jail cannot be made (no bubblewrap here) a code tool is refused out loud (``SandboxUnavailable``, and
+the compile says so at its ``module:`` line): it never runs unjailed.
+
 Loading (its top level, imports included) has its own allowance (``load_seconds``), so the tool's
 ``seconds`` measure its ``run``. The compile's proof that a module imports (``check_module``, from
-``engine.content.files``) loads it the same way, in a process of its own, with the same limits: the service
-never executes site code, not when content changes either.
+``engine.content.files``) loads it the same way, in the same jail (with no network: loading needs none) and
+with the same limits: the service never executes site code, not when content changes either.
 """
 
 from __future__ import annotations
@@ -34,11 +40,9 @@ import json
 import logging
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,7 +50,8 @@ from typing import Any
 
 import engine
 from engine.content.parts import Tool
-from engine.errors import ToolError
+from engine.errors import SandboxUnavailable, ToolError
+from engine.tools import jail
 from engine.tools.base import RunRef
 
 log = logging.getLogger(__name__)
@@ -57,13 +62,17 @@ CODE_TIMEOUT = 60.0
 _BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from engine.tools.code_process import main; main()"
 _ENGINE_ROOT = str(Path(engine.__file__).resolve().parent.parent)
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+SCRATCH = "/tmp"  # the jail's own in-memory /tmp: its working folder, HOME and TMPDIR
+# What bwrap, setpriv or slirp4netns says when the jail itself fails (before any of the tool's code runs).
+_JAILERS = (b"bwrap:", b"setpriv:")
 
 
 @dataclass(frozen=True)
 class CodeLimits:
     """What one code tool may take: ``seconds`` of wall time for its ``run``, ``load_seconds`` to load,
-    processor seconds for the whole process (by default both together), address space, file size, and how
-    much text it may hand back."""
+    processor seconds for each of its processes (by default both together), address space and file size (each
+    process), how many processes at once, the size of its in-memory ``/tmp`` (and ``/dev/shm``), and how much
+    text it may hand back."""
 
     seconds: float = CODE_TIMEOUT
     load_seconds: float = 30.0
@@ -71,10 +80,13 @@ class CodeLimits:
     memory_bytes: int = 1024 * 1024 * 1024
     file_bytes: int = 64 * 1024 * 1024
     answer_bytes: int = 4 * 1024 * 1024
+    processes: int = 32
+    scratch_bytes: int = 64 * 1024 * 1024
 
     def child(self) -> dict[str, int]:
         cpu = self.cpu_seconds or math.ceil(self.seconds + self.load_seconds)
-        return {"cpu_seconds": max(1, cpu), "memory_bytes": self.memory_bytes, "file_bytes": self.file_bytes}
+        return {"cpu_seconds": max(1, cpu), "memory_bytes": self.memory_bytes, "file_bytes": self.file_bytes,
+                "processes": self.processes}
 
 
 @dataclass(frozen=True)
@@ -85,13 +97,17 @@ class Sandbox:
     limits: CodeLimits = field(default_factory=CodeLimits)
     env: tuple[str, ...] = ()
 
-    def argv(self) -> list[str]:
+    def command(self) -> list[str]:
+        """The tool's process, as the jail starts it."""
         return [sys.executable, "-I", "-B", "-c", _BOOT, _ENGINE_ROOT]
 
-    def environment(self, scratch: str, source: Mapping[str, str] | None = None) -> dict[str, str]:
+    def environment(self, source: Mapping[str, str] | None = None) -> dict[str, str]:
         given = os.environ if source is None else source
         chosen = {name: given[name] for name in self.env if name in given}
-        return {**chosen, **BASE_ENV, "HOME": scratch, "TMPDIR": scratch}
+        return {**chosen, **BASE_ENV, "HOME": SCRATCH, "TMPDIR": SCRATCH}
+
+    def jail_for(self, file: Path, *, network: bool = False) -> jail.Jail:
+        return jail.Jail(file, self.environment(), self.limits.scratch_bytes, network)
 
     def request(self, mode: str, file: Path, label: str, **rest: Any) -> bytes:
         return json.dumps({"mode": mode, "file": str(file), "label": label, "limits": self.limits.child(),
@@ -100,24 +116,29 @@ class Sandbox:
 
 def check_module(file: Path, label: str, sandbox: Sandbox | None = None) -> str | None:
     """For the compile: None if the module loads with a usable ``run``, else why not. It runs the module's top
-    level (that is what proving it imports means) — in a process of its own, never this one."""
+    level (that is what proving it imports means) — in a jail of its own (with no network: loading needs
+    none), never in this process; where no jail can be made it is not run, and that is why."""
     box = sandbox or Sandbox()
-    scratch = tempfile.mkdtemp(prefix="summon-check-")
+    why = jail.missing(network=False)
+    if why is not None:
+        return why
+    argv = box.jail_for(file).argv(box.command(), uid=jail.new_uid())
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={"PATH": jail.SYSTEM_PATH}, start_new_session=True)
     try:
-        process = subprocess.Popen(box.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env=box.environment(scratch), cwd=scratch, start_new_session=True)
-        try:
-            out, err = process.communicate(box.request("check", file, label), timeout=box.limits.load_seconds)
-        except subprocess.TimeoutExpired:
-            _kill(process.pid)
-            process.communicate()
-            return f"it did not load within {box.limits.load_seconds:g}s"
-        finally:
-            _kill(process.pid)  # anything it left running
+        out, err = process.communicate(box.request("check", file, label), timeout=box.limits.load_seconds)
+    except subprocess.TimeoutExpired:
+        _kill(process.pid)
+        process.communicate()
+        return f"it did not load within {box.limits.load_seconds:g}s"
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _kill(process.pid)  # anything it left running
     message = _first(out)
     if message is None:
+        failed = _jail_failed(err)
+        if failed is not None:
+            log.error("checking %s: its sandbox could not be made: %s", label, failed)
+            return f"its sandbox could not be made ({failed})"
         log.debug("checking %s: %s", label, err[-2000:].decode(errors="replace"))
         return f"it stopped before it loaded ({_ended(process.returncode, box.limits)})"
     if message.get("loaded") is True:
@@ -148,11 +169,12 @@ class CodeTools:
             raise ToolError(f"{tool.name} is not a code tool")
         _check_arguments(tool, arguments)
         file = self._file(tool)
-        scratch = await asyncio.to_thread(tempfile.mkdtemp, prefix="summon-tool-")
-        try:
-            return await self._run(tool, file, run, arguments, scratch)
-        finally:
-            await asyncio.to_thread(shutil.rmtree, scratch, True)
+        why = jail.missing(network=tool.network)
+        if why is not None:
+            log.error("code tool %s was refused: %s", tool.name, why, extra={"run": run.id, "bot": run.bot})
+            raise SandboxUnavailable(f"{tool.name} cannot run on this site right now (it has been logged); tell "
+                                     "the person it did not work")
+        return await self._run(tool, file, run, arguments)
 
     def _file(self, tool: Tool) -> Path:
         assert tool.module is not None
@@ -163,15 +185,12 @@ class CodeTools:
             raise ToolError(f"{tool.name} is broken: its module {tool.module} is not there")
         return file
 
-    async def _run(self, tool: Tool, file: Path, run: RunRef, arguments: dict[str, Any], scratch: str) -> str:
+    async def _run(self, tool: Tool, file: Path, run: RunRef, arguments: dict[str, Any]) -> str:
         box, limits = self.sandbox, self.sandbox.limits
-        process = await asyncio.create_subprocess_exec(
-            *box.argv(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=box.environment(scratch), cwd=scratch, start_new_session=True,
-            limit=limits.answer_bytes + 4096,
-        )
-        printed = asyncio.ensure_future(_tail(process.stderr))
         where = {"run": run.id, "bot": run.bot}
+        uid = jail.new_uid()
+        process, network = await self._start(tool, file, uid, where)
+        printed = asyncio.ensure_future(_tail(process.stderr))
         try:
             assert process.stdin is not None and process.stdout is not None
             process.stdin.write(box.request("run", file, tool.module or "", run=asdict(run), arguments=arguments))
@@ -183,8 +202,13 @@ class CodeTools:
                 raise ToolError(f"{tool.name} is broken: {tool.module} did not load within "
                                 f"{limits.load_seconds:g}s") from exc
             if loaded is None:
-                raise ToolError(f"{tool.name} is broken: {tool.module} stopped before it loaded "
-                                f"({await self._ended(process)})")
+                ended = await self._ended(process)
+                failed = _jail_failed((await _printed(printed)).encode())
+                if failed is not None:
+                    log.error("code tool %s: its sandbox could not be made: %s", tool.name, failed, extra=where)
+                    raise SandboxUnavailable(f"{tool.name} cannot run on this site right now (it has been logged); "
+                                             "tell the person it did not work")
+                raise ToolError(f"{tool.name} is broken: {tool.module} stopped before it loaded ({ended})")
             if loaded.get("loaded") is not True:
                 raise ToolError(f"{tool.name} is broken: {tool.module} does not load ({loaded.get('error')})")
             try:
@@ -202,11 +226,48 @@ class CodeTools:
                 raise ToolError(f"{tool.name} was stopped ({ended}); tell the person it did not work")
             return self._answer(tool, outcome, where)
         finally:
-            _kill(process.pid)
+            _kill(process.pid)  # the jail, and with its first process every process in it
             await process.wait()
+            if network is not None:
+                await network.close()
             printed.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await printed
+
+    async def _start(self, tool: Tool, file: Path, uid: int | None,
+                     where: dict[str, Any]) -> tuple[asyncio.subprocess.Process, jail.Network | None]:
+        """The tool's jailed process (and, when its file says ``network: true``, the jail's network, up before
+        any of its code runs)."""
+        box = self.sandbox
+        common: dict[str, Any] = {
+            "stdin": asyncio.subprocess.PIPE, "stdout": asyncio.subprocess.PIPE, "stderr": asyncio.subprocess.PIPE,
+            "env": {"PATH": jail.SYSTEM_PATH}, "start_new_session": True, "limit": box.limits.answer_bytes + 4096}
+        shut = box.jail_for(file, network=tool.network)
+        if not tool.network:
+            return await asyncio.create_subprocess_exec(*shut.argv(box.command(), uid=uid), **common), None
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        etc = {name: _data_fd(data) for name, data in jail.etc_files().items()}
+        try:
+            try:
+                argv = shut.argv(box.command(), uid=uid, info_fd=info_w, block_fd=block_r, etc_fds=etc)
+                process = await asyncio.create_subprocess_exec(*argv, pass_fds=(info_w, block_r, *etc.values()),
+                                                               **common)
+            finally:
+                for fd in (info_w, block_r, *etc.values()):
+                    os.close(fd)
+            try:
+                network = await jail.attach_network(info_r, block_w, root=uid is not None)
+            except SandboxUnavailable as exc:
+                _kill(process.pid)
+                await process.wait()
+                log.error("code tool %s: its network could not be made: %s", tool.name, exc, extra=where)
+                raise SandboxUnavailable(f"{tool.name} cannot run on this site right now (it has been logged); "
+                                         "tell the person it did not work") from exc
+        finally:
+            os.close(info_r)
+            os.close(block_w)
+        return process, network
 
     def _answer(self, tool: Tool, outcome: dict[str, Any], where: dict[str, Any]) -> str:
         if "result" in outcome and isinstance(outcome["result"], str):
@@ -229,16 +290,33 @@ class CodeTools:
 
 
 def _ended(code: int | None, limits: CodeLimits) -> str:
-    """Why a tool's process ended, in words."""
-    if code == -signal.SIGXCPU:
+    """Why a tool's process ended, in words (bwrap hands on its status: 128 + the signal it died of)."""
+    signalled = jail.ended(code)
+    if signalled == signal.SIGXCPU:
         return f"it used more than {limits.child()['cpu_seconds']}s of processor time"
-    if code is not None and code < 0:
-        return f"killed by {signal.Signals(-code).name}"
+    if signalled is not None:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(signalled).name}"
     return f"its process ended with status {code}"
 
 
+def _jail_failed(err: bytes) -> str | None:
+    """What the jail's own programs said when they could not make it (None: the jail was made)."""
+    first = err.lstrip().split(b"\n", 1)[0]
+    return first.decode(errors="replace") if first.startswith(_JAILERS) else None
+
+
+def _data_fd(data: bytes) -> int:
+    """A descriptor bwrap reads ``data`` from (a pipe already written and closed: a few bytes fit in it)."""
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return read
+
+
 def _kill(pid: int) -> None:
-    """End a tool's process and everything it started (its own session: the group is its pid)."""
+    """End a tool's jail: bwrap and its session. The jail's first process dies with bwrap
+    (``--die-with-parent``), and with it every process in the jail's pid namespace."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 

@@ -1,5 +1,6 @@
-"""The process a code tool runs in — never the service's. ``engine.tools.code`` starts it (``python -I -B``, a
-scrubbed environment, a scratch folder, a session of its own) and talks to it through pipes:
+"""The process a code tool runs in — never the service's. ``engine.tools.code`` starts it in a jail
+(``engine.tools.jail``: ``python -I -B``, a scrubbed environment, an in-memory scratch folder, namespaces and a
+uid of its own) and talks to it through pipes:
 
     stdin   one JSON request: {"mode": "check" | "run", "file", "label", "limits", "run"?, "arguments"?}
     stdout  one JSON line when the module is loaded ({"loaded": true} or {"loaded": false, "error": why}),
@@ -7,8 +8,8 @@ scrubbed environment, a scratch folder, a session of its own) and talks to it th
             | {"escaped"} | {"not_text"})
     stderr  whatever the tool prints (its own stdout is sent there too, so it cannot forge an answer)
 
-Its limits are set here, first, with ``resource.setrlimit`` (processor seconds, address space, file size, no
-core files); the service kills the whole session at its timeout. The module is loaded only here: the service
+Its limits are set here, first, with ``resource.setrlimit`` (processor seconds, address space, file size,
+processes, no core files); the service kills the whole jail at its timeout. The module is loaded only here: the service
 never imports site code, not even to check it at compile time (``mode: check`` loads it and says whether its
 ``run`` is usable, then exits).
 
@@ -46,13 +47,16 @@ class ModuleLoadError(ContentFault):
 
 
 def limit(limits: dict[str, int]) -> None:
-    """This process's ceilings, before any of the tool's code runs: past ``cpu_seconds`` of processor time
-    the kernel stops it (SIGXCPU, then SIGKILL a second later); an allocation past ``memory_bytes`` of address
-    space fails (a MemoryError); a file written past ``file_bytes`` fails; no core file is ever written."""
+    """This process's ceilings (and every process it starts), before any of the tool's code runs: past
+    ``cpu_seconds`` of processor time the kernel stops it (SIGXCPU, then SIGKILL a second later); an allocation
+    past ``memory_bytes`` of address space fails (a MemoryError); a file written past ``file_bytes`` fails; a
+    fork past ``processes`` of the jail's uid fails (its uid is its own: the jail's processes alone count); no
+    core file is ever written."""
     cpu = int(limits["cpu_seconds"])
     _lower(resource.RLIMIT_CPU, cpu, cpu + 1)
     _lower(resource.RLIMIT_AS, int(limits["memory_bytes"]))
     _lower(resource.RLIMIT_FSIZE, int(limits["file_bytes"]))
+    _lower(resource.RLIMIT_NPROC, int(limits["processes"]))
     _lower(resource.RLIMIT_CORE, 0)
 
 

@@ -1,10 +1,11 @@
 """The personal tools (SPEC §8): ``about_me`` and ``raise_ticket``, and — kept apart at the end — the
 audience reader ``site_classes``.
 
-A personal tool is given the run and nothing else. In one transaction it takes the tools role (``SET
-LOCAL ROLE summon_tools``: it owns nothing and row security applies to it), lets ``agent_become_v1`` set
-whom the transaction answers for from the run row, and asks the person's own questions, which take no
-argument. There is no person anywhere in this code to pass wrongly, and a test fails if one appears.
+A personal tool is given the run and nothing else. In one transaction the engine lets ``agent_become_v1`` set
+whom the transaction answers for from the run row, then takes the tools role (``SET LOCAL ROLE
+summon_tools``: it owns nothing, row security applies to it, and it may not become another run), and asks
+the person's own questions, which take no argument. There is no person anywhere in this code to pass
+wrongly, and a test fails if one appears.
 
 ``null`` (nobody to ask about) and empty (they have none) are different answers, and the model is told
 which in the site's words (``### tools`` in strings).
@@ -20,7 +21,7 @@ from typing import Any
 from engine.content.strings import Strings
 from engine.errors import ToolError
 from engine.store import Families, Store, Tx
-from engine.tools.base import RunRef, ToolFn
+from engine.tools.base import RunRef, SideEffects, ToolFn
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,8 @@ BODY_MAX = 8000
 def make_about_me(store: Store, words: Words) -> ToolFn:
     async def about_me(run: RunRef, args: dict[str, Any]) -> str:
         async with store.transaction("about_me") as tx:
+            await tx.people.become(run.id)  # as the engine: the tools role may not choose whom it answers for
             await tx.people.as_tools()
-            await tx.people.become(run.id)
             facts = await tx.people.about_me()
         return phrase_facts(facts, words())
 
@@ -50,6 +51,7 @@ def make_raise_ticket(store: Store, words: Words, notify: Notify | None = None) 
         title, body = _ticket_text(args)
         said = words()
         async with store.transaction("raise_ticket") as tx:
+            await tx.people.become(run.id)
             await tx.people.as_tools()
             ticket = await tx.people.raise_ticket(run.id, title, body)
             if ticket is None:
@@ -61,7 +63,7 @@ def make_raise_ticket(store: Store, words: Words, notify: Notify | None = None) 
         raised = said.get("tools", "ticket_raised")
         return raised.format(ticket=f"#{ticket['id']}") if raised else json.dumps({"ticket": ticket["id"]})
 
-    return raise_ticket
+    return SideEffects(raise_ticket)  # a call retried after an interruption returns its first ticket
 
 
 def phrase_facts(facts: Mapping[str, Any] | None, said: Strings) -> str:

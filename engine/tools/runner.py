@@ -3,6 +3,12 @@
 
 A tool is handed a ``RunRef`` — never a person. One that was not offered is answered exactly as one that
 does not exist. A tool's failure goes back to the model as an error result it can act on.
+
+A tool with side effects (one that says so, ``SideEffects``; an OpenAPI operation that is not a read) is done
+at most once per run and call id (SPEC §15): its call is recorded as begun — only while the worker holds the
+run's lease — before it runs, and its result when it returns (``tool_calls``). The same call seen again gets
+that first result (``first_result``: the next holder of a run closing a call its predecessor never reported
+back), and one begun and never reported back is not run again.
 """
 
 from __future__ import annotations
@@ -15,11 +21,20 @@ from typing import Any
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core.messages import Step, ToolSpec
-from engine.errors import ToolError
+from engine.errors import StoreError, ToolError
 from engine.store import Families
 from engine.store.runs import Run
 from engine.surface import Surface
-from engine.tools.base import BUILTIN_SPECS, ContentTools, Offered, RunRef, ToolFn, is_personal, offered
+from engine.tools.base import (
+    BUILTIN_SPECS,
+    ContentTools,
+    Offered,
+    RunRef,
+    SideEffects,
+    ToolFn,
+    is_personal,
+    offered,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +43,10 @@ UNKNOWN_SKILL = "There is no skill named {name!r}."
 UNAVAILABLE_TOOL = "The tool {name!r} is not available right now."
 FAILED_TOOL = ("The tool {name!r} failed because of a problem on this site's side (it has been logged). Tell the "
                "person it did not work; do not say it was done.")
+BEGUN_BEFORE = ("This tool call was begun before and never reported back; it may or may not have taken effect. It "
+                "was not done again.")
+# HTTP methods that only read: an OpenAPI operation with any other changes something.
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 # The site's classes of a person (customer, tier:gold, …), read from its people tables.
 SiteClasses = Callable[[str], Awaitable[frozenset[str]]]
@@ -85,10 +104,47 @@ class ToolRunner:
                 facts = dataclasses.replace(facts, private=False)
         return facts
 
-    async def run(self, run: RunRef, offer: Offered, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
-        """The tool's result and whether it is an error. Withheld is absent, never refused."""
+    async def run(self, run: RunRef, offer: Offered, name: str, arguments: dict[str, Any], *,
+                  call_id: str | None = None, holder: str | None = None) -> tuple[str, bool]:
+        """The tool's result and whether it is an error. Withheld is absent, never refused. With ``call_id`` (the
+        model's id for the call) and ``holder`` (the worker holding the run's lease), a tool with side effects is
+        done at most once for that run and call id; ``LeaseLost`` when the lease is not held to begin it."""
         if name not in offer.names:
             return UNKNOWN_TOOL.format(name=name), True
+        if call_id is None or holder is None or not self._has_side_effects(offer, name):
+            return await self._call(run, offer, name, arguments)
+        begun = await self.db.runs.begin_tool_call(run.id, call_id, name, holder)
+        where = {"run": run.id, "bot": run.bot}
+        if not begun.first:
+            if begun.result is None:
+                log.warning("tool %s, call %s, was begun before and never reported back: not done again", name,
+                            call_id, extra=where)
+                return BEGUN_BEFORE, True
+            log.info("tool %s, call %s, was done before: its first result is returned", name, call_id, extra=where)
+            return begun.result.result, begun.result.is_error
+        content, is_error = await self._call(run, offer, name, arguments)
+        try:
+            await self.db.runs.end_tool_call(run.id, call_id, holder, content, is_error)
+        except StoreError as exc:
+            # The result still goes to the model; a holder after this one would say the call was interrupted.
+            log.warning("tool %s, call %s: its result could not be kept (%s)", name, call_id, exc, extra=where)
+        return content, is_error
+
+    async def first_result(self, run_id: int, call_id: str) -> tuple[str, bool] | None:
+        """What a side-effecting call returned when it was done (a predecessor's, never reported back in a
+        step); None when no such call finished."""
+        done = await self.db.runs.tool_call_result(run_id, call_id)
+        return None if done is None else (done.result, done.is_error)
+
+    def _has_side_effects(self, offer: Offered, name: str) -> bool:
+        target = offer.targets.get(name)
+        if target is not None:
+            tool = self._registry().tools.get(target[0])
+            operation = next((op for op in tool.allowed if op.operation_id == target[1]), None) if tool else None
+            return operation is not None and operation.method.upper() not in READS
+        return isinstance(self.tools.get(name) or self.harness.get(name), SideEffects)
+
+    async def _call(self, run: RunRef, offer: Offered, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         try:
             if name == "open_skill":
                 skill = offer.skill(str(arguments.get("name", "")))

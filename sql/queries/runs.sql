@@ -253,3 +253,38 @@ SELECT seq, kind, provider, model, tokens_in, tokens_out, cost_usd::float8 AS co
        extract(epoch FROM created_at - coalesce(lag(created_at) OVER (ORDER BY seq),
                                                 (SELECT started_at FROM agent_runs WHERE id = $1)))::float8 AS seconds
   FROM agent_steps WHERE run_id = $1 ORDER BY seq;
+
+-- name: keep_lease
+-- While a tool runs (no step is written then): extend the lease of run $1 only while worker $2 holds it, by $3
+-- seconds. No row = the lease was lost: the tool is stopped.
+UPDATE agent_runs
+   SET lease_expires_at = clock_timestamp() + make_interval(secs => $3)
+ WHERE id = $1 AND status = 'running' AND lease_owner = $2
+RETURNING id;
+
+-- name: begin_tool_call
+-- A side-effecting tool's call $2 (tool $3) of run $1 begins, recorded only while worker $4 holds the run's
+-- lease. Whether the lease is held; whether it began now; and, when it was begun before (the same run and call
+-- id), how that went: its result and whether it is an error (NULL: begun, never reported back).
+WITH held AS (
+    SELECT 1 FROM agent_runs WHERE id = $1 AND status = 'running' AND lease_owner = $4
+), began AS (
+    INSERT INTO tool_calls (run_id, call_id, tool, worker)
+    SELECT $1, $2, $3, $4 FROM held
+    ON CONFLICT (run_id, call_id) DO NOTHING
+    RETURNING run_id
+)
+SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM began) AS began, t.result, t.is_error
+  FROM (SELECT 1) one
+  LEFT JOIN tool_calls t ON t.run_id = $1 AND t.call_id = $2;
+
+-- name: end_tool_call
+-- Call $2 of run $1, begun by worker $3, returned $4 (an error: $5). Written whether or not the lease is still
+-- held: what the tool did, it did, and the run's next holder returns this rather than doing it again.
+UPDATE tool_calls
+   SET result = $4, is_error = $5, finished_at = clock_timestamp()
+ WHERE run_id = $1 AND call_id = $2 AND worker = $3 AND finished_at IS NULL;
+
+-- name: tool_call_result
+-- What side-effecting call $2 of run $1 returned, when it finished (no row: never begun, or never finished).
+SELECT result, is_error FROM tool_calls WHERE run_id = $1 AND call_id = $2 AND finished_at IS NOT NULL;

@@ -150,8 +150,8 @@ async def test_empty_is_not_null(db: TestStore, site: dict[str, Any]) -> None:
     assert said("none") != said("no_account")
     # And in SQL itself: an empty array, not NULL.
     async with db.transaction("test_empty_sql") as tx:
-        await tx.people.as_tools()
         await tx.people.become(run.id)
+        await tx.people.as_tools()
         raw = await tx.people.about_me()
     assert raw is not None
     assert raw["orders"] == [] and raw["memberships"] == [] and raw["tickets"] == []
@@ -202,8 +202,8 @@ async def test_the_role_and_the_subject_last_only_for_the_transaction(db: TestSt
     run = await new_run(db, surface="desk", asked_by=AGENT, subject=f"contact:{site['x_contact']}")
     async with db.pool.acquire() as conn:
         async with conn.transaction():
-            await conn.execute(Q["personal_as_tools"])
             await conn.fetchval(Q["personal_become"], run.id)
+            await conn.execute(Q["personal_as_tools"])
             assert await conn.fetchval("SELECT count(*) FROM site_orders") == 1
         assert await conn.fetchval("SELECT current_user") != "summon_tools"
         assert await conn.fetchval("SELECT current_setting('summon.run', true)") in (None, "")
@@ -213,8 +213,8 @@ async def test_becoming_run_a_never_shows_run_bs_subject(db: TestStore, site: di
     a = await new_run(db, surface="desk", asked_by=AGENT, subject=f"contact:{site['x_contact']}")
     b = await new_run(db, surface="rooms", asked_by=AGENT, subject=AGENT)
     async with db.pool.acquire() as conn, conn.transaction():
-        await conn.execute(Q["personal_as_tools"])
         assert await conn.fetchval(Q["personal_become"], a.id) is True
+        await conn.execute(Q["personal_as_tools"])
         assert {r["product"] for r in await conn.fetch("SELECT product FROM site_orders")} == {"x-book"}
         assert {r["user_id"] for r in await conn.fetch("SELECT user_id FROM people")} == {CUSTOMER}
         assert await conn.fetchval("SELECT count(*) FROM tickets WHERE user_id = $1", AGENT) == 0
@@ -227,24 +227,27 @@ async def test_becoming_run_a_never_shows_run_bs_subject(db: TestStore, site: di
 async def test_a_setting_written_by_hand_steers_nothing(db: TestStore, site: dict[str, Any]) -> None:
     a = await new_run(db, surface="desk", asked_by=AGENT, subject=f"contact:{site['x_contact']}")
     b = await new_run(db, surface="rooms", asked_by=AGENT, subject=AGENT)
-    async with db.pool.acquire() as conn, conn.transaction():
-        await conn.execute(Q["personal_as_tools"])
-        await conn.execute("SELECT set_config('summon.run', $1, true)", str(b.id))
-        assert await conn.fetchval("SELECT count(*) FROM site_orders") == 0
-        # Become A, then point the setting at B: the seal is A's, so B's rows stay hidden.
-        await conn.fetchval(Q["personal_become"], a.id)
-        await conn.execute("SELECT set_config('summon.run', $1, true)", str(b.id))
-        assert await conn.fetchval("SELECT count(*) FROM site_orders") == 0
-        with pytest.raises(asyncpg.InsufficientPrivilegeError):
-            await conn.fetchval("SELECT agent_seal_v1($1)", b.id)
+    async with db.pool.acquire() as conn:
+        async with conn.transaction():
+            await conn.execute(Q["personal_as_tools"])
+            await conn.execute("SELECT set_config('summon.run', $1, true)", str(b.id))
+            assert await conn.fetchval("SELECT count(*) FROM site_orders") == 0
+        async with conn.transaction():
+            # Become A, then point the setting at B: the seal is A's, so B's rows stay hidden.
+            await conn.fetchval(Q["personal_become"], a.id)
+            await conn.execute(Q["personal_as_tools"])
+            await conn.execute("SELECT set_config('summon.run', $1, true)", str(b.id))
+            assert await conn.fetchval("SELECT count(*) FROM site_orders") == 0
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.fetchval("SELECT agent_seal_v1($1)", b.id)
 
 
 async def test_the_seal_does_not_carry_into_another_transaction(db: TestStore, site: dict[str, Any]) -> None:
     a = await new_run(db, surface="desk", asked_by=AGENT, subject=f"contact:{site['x_contact']}")
     async with db.pool.acquire() as conn:
         async with conn.transaction():
-            await conn.execute(Q["personal_as_tools"])
             await conn.fetchval(Q["personal_become"], a.id)
+            await conn.execute(Q["personal_as_tools"])
             kept = await conn.fetchval("SELECT current_setting('summon.seal')")
         async with conn.transaction():
             await conn.execute(Q["personal_as_tools"])
@@ -276,7 +279,7 @@ async def test_no_function_the_tools_role_may_call_takes_a_person(db: TestStore)
             WHERE n.nspname = 'public' AND has_function_privilege('summon_tools', p.oid, 'EXECUTE')""")
     callable_by_tools = {r["proname"]: r["args"] for r in rows}
     assert callable_by_tools == {
-        "agent_become_v1": "run bigint",
+        # Not agent_become_v1 (0061): the engine becomes the run before it takes the tools role.
         "agent_raise_ticket_v1": "run bigint, subject text, body text",
         "agent_run_v1": "", "agent_account_v1": "", "agent_contact_v1": "", "agent_under_rls_v1": "",
         "my_profile_v1": "", "my_tickets_v1": "", "my_orders_v1": "", "my_memberships_v1": "", "about_me_v1": "",
@@ -289,6 +292,40 @@ async def test_no_function_the_tools_role_may_call_takes_a_person(db: TestStore)
     # The resolver is the engine's, not the tools': it is the one place the asker is read.
     assert not await db.pool.fetchval(
         "SELECT has_function_privilege('summon_tools', 'agent_subject_v1(bigint)', 'EXECUTE')")
+
+
+async def test_the_tools_role_answers_only_for_the_run_its_transaction_became(
+    db: TestStore, site: dict[str, Any],
+) -> None:
+    """Issue 24, item 15: the two SECURITY DEFINER functions the tools role could call took any run id —
+    agent_become_v1 made the transaction answer for any live run's person, agent_person_v1 named any run's."""
+    a = await new_run(db, surface="desk", asked_by=AGENT, subject=f"contact:{site['x_contact']}")
+    b = await new_run(db, surface="rooms", asked_by=AGENT, subject=AGENT)
+    async with db.pool.acquire() as conn:
+        async with conn.transaction():
+            assert await conn.fetchval(Q["personal_become"], a.id) is True
+            await conn.execute(Q["personal_as_tools"])
+            assert await conn.fetchval("SELECT agent_person_v1($1)", a.id) == CUSTOMER
+            assert await conn.fetchval("SELECT agent_person_v1($1)", b.id) is None  # never B's person
+        async with conn.transaction():
+            await conn.fetchval(Q["personal_become"], a.id)
+            await conn.execute(Q["personal_as_tools"])
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):  # the tools role becomes no run at all
+                await conn.fetchval(Q["personal_become"], b.id)
+        async with conn.transaction():
+            await conn.execute(Q["personal_as_tools"])
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):  # …not even as the first thing it does
+                await conn.fetchval(Q["personal_become"], b.id)
+        async with conn.transaction():
+            await conn.fetchval(Q["personal_become"], a.id)
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="cannot become run"):  # nor the engine, twice
+                await conn.fetchval(Q["personal_become"], b.id)
+        async with conn.transaction():
+            await conn.fetchval(Q["personal_become"], a.id)
+            await conn.execute(Q["personal_as_tools"])
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="does not answer for run"):
+                await conn.fetchval(Q["personal_raise_ticket"], b.id, "s", "b")
+    assert await db.pool.fetchval("SELECT count(*) FROM tickets WHERE raised_by_run = $1", b.id) == 0
 
 
 # --- raise_ticket ------------------------------------------------------------------------------------------
@@ -376,14 +413,14 @@ async def test_the_tools_role_cannot_write_a_ticket_except_as_its_runs_own(db: T
     insert = "INSERT INTO tickets (contact_id, user_id, subject, body, raised_by_run) VALUES ($1, $2, 's', 'b', $3)"
     # Not declared for this transaction.
     async with db.pool.acquire() as conn, conn.transaction():
-        await conn.execute(Q["personal_as_tools"])
         await conn.fetchval(Q["personal_become"], guest_run.id)
+        await conn.execute(Q["personal_as_tools"])
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await conn.execute(insert, site["guest"], None, guest_run.id)
     # Declared, but for somebody else's contact.
     async with db.pool.acquire() as conn, conn.transaction():
-        await conn.execute(Q["personal_as_tools"])
         await conn.fetchval(Q["personal_become"], guest_run.id)
+        await conn.execute(Q["personal_as_tools"])
         await conn.execute("SELECT set_config('summon.bot_ticket', $1, true)", str(guest_run.id))
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await conn.execute(insert, site["x_contact"], CUSTOMER, guest_run.id)

@@ -10,16 +10,20 @@ import asyncio
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
+import engine.errors
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.content.parts import Tool
 from engine.errors import ToolError
+from engine.tools import jail
 from engine.tools.base import RunRef
 from engine.tools.code import CodeLimits, CodeTools, Sandbox
+from tests.support import eventually
 
 RUN = RunRef(id=42, bot="clerk", surface="rooms", room_id="!r:example.org")
 
@@ -108,39 +112,54 @@ async def test_it_is_handed_none_of_the_services_environment(tmp_path: Path, mon
     nosy = tool(tmp_path, "import json, os\ndef run(run, arguments):\n    return json.dumps(dict(os.environ))\n")
     seen = json.loads(await CodeTools(tmp_path).call(nosy, RUN, {}))
     assert "hunter2" not in json.dumps(seen)
-    assert set(seen) <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "LC_CTYPE"}
+    assert set(seen) <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "LC_CTYPE", "PWD"}
     # Only what the operator names (tools.code.env) is handed on.
     given = json.loads(await CodeTools(tmp_path, sandbox=Sandbox(env=("WEATHER_API_KEY",))).call(nosy, RUN, {}))
     assert given["WEATHER_API_KEY"] == "wk-123" and "SUMMON_DATABASE_DSN" not in given
 
 
 async def test_the_service_never_runs_site_code_itself(tmp_path: Path) -> None:
-    """Not to call it, and not to check it at compile time (the content watcher compiles on every change)."""
-    marker = tmp_path / "ran"
-    loud = tool(tmp_path, f"import os\nopen({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
-                          "def run(run, arguments):\n    return 'ok'\n")
-    assert await CodeTools(tmp_path).call(loud, RUN, {}) == "ok"
-    pids = marker.read_text().split()
-    assert len(pids) == 2  # the compile's check, then the call: each in a process of its own
-    assert str(os.getpid()) not in pids
+    """Not to call it, and not to check it at compile time (the content watcher compiles on every change): its
+    top level marks the engine it imported, and the service's own engine is never marked."""
+    loud = tool(tmp_path, "import engine.errors\nengine.errors.SITE_CODE_RAN = True\n"
+                          "def run(run, arguments):\n    return str(getattr(engine.errors, 'SITE_CODE_RAN', False))\n")
+    assert await CodeTools(tmp_path).call(loud, RUN, {}) == "True"  # it ran, and its top level did too
+    assert not hasattr(engine.errors, "SITE_CODE_RAN")  # …neither in this process: not the check, not the call
     assert not [name for name in sys.modules if name.startswith(("summon_tool_", "summon_check_"))]
 
 
 async def test_a_tool_that_overruns_is_killed_with_all_it_started(tmp_path: Path) -> None:
-    beats = tmp_path / "beats"
-    child = tmp_path / "child"
+    """Even what it started in a session of its own (``setsid``), which a process-group kill missed: the jail's
+    pid namespace dies with it."""
+    marker = f"61.{uuid.uuid4().int % 10**9}"
+    # The escapee lets go of its pipes too, as one that means to outlive its tool does.
     stuck = tool(tmp_path, "import subprocess, time\n"
                            "def run(run, arguments):\n"
-                           f"    open({str(child)!r}, 'w').write(str(subprocess.Popen(['sleep', '60']).pid))\n"
+                           f"    subprocess.Popen(['setsid', 'sleep', '{marker}'], stdin=subprocess.DEVNULL,\n"
+                           "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                           f"    subprocess.Popen(['sleep', '{marker}'])\n"
                            "    while True:\n"
-                           f"        open({str(beats)!r}, 'a').write('.')\n"
                            "        time.sleep(0.05)\n")
-    with pytest.raises(ToolError, match=r"w did not finish within 0.5s; try again later"):
-        await CodeTools(tmp_path, timeout=0.5).call(stuck, RUN, {})
-    after = beats.stat().st_size
-    await asyncio.sleep(0.5)
-    assert beats.stat().st_size == after  # a sync tool used to keep running in its thread
-    assert not _running(int(child.read_text()))
+    call = asyncio.ensure_future(CodeTools(tmp_path, timeout=1.5).call(stuck, RUN, {}))
+    await eventually(lambda: len(running_with(marker)) == 2, timeout=10)  # both started, seen from out here
+    with pytest.raises(ToolError, match=r"w did not finish within 1.5s; try again later"):
+        await call
+    assert running_with(marker) == []
+    assert jailed() == []  # not the tool's own process either: nothing of the jail's uid is left
+
+
+def running_with(argument: str) -> list[int]:
+    """The processes on this machine (seen from outside any jail) with ``argument`` on their command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argument.encode() in argv and _running(int(entry.name)):
+                found.append(int(entry.name))
+    return found
 
 
 def _running(pid: int) -> bool:
@@ -149,6 +168,20 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def jailed() -> list[int]:
+    """The processes on this machine running as one of the uids the jail gives a call when the service is root."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                uid = entry.stat().st_uid
+            except OSError:
+                continue
+            if jail.FIRST_UID <= uid < jail.FIRST_UID + jail.UIDS and _running(int(entry.name)):
+                found.append(int(entry.name))
+    return found
 
 
 async def test_memory_past_its_limit_fails_the_tool(tmp_path: Path) -> None:

@@ -20,12 +20,13 @@ def with_code(**code: object) -> dict[str, object]:
 
 
 def test_the_config_makes_the_sandbox() -> None:
-    config = parse_config(with_code(seconds=5, load_seconds=2, memory_mb=256, env=["WEATHER_API_KEY"]), {})
+    config = parse_config(with_code(seconds=5, load_seconds=2, memory_mb=256, processes=8, env=["WEATHER_API_KEY"]),
+                          {})
     box = code_sandbox(config)
-    assert box == Sandbox(CodeLimits(seconds=5, load_seconds=2, memory_bytes=256 * 1024 * 1024),
+    assert box == Sandbox(CodeLimits(seconds=5, load_seconds=2, memory_bytes=256 * 1024 * 1024, processes=8),
                           ("WEATHER_API_KEY",))
     assert box.limits.child() == {"cpu_seconds": 7, "memory_bytes": 256 * 1024 * 1024,
-                                  "file_bytes": 64 * 1024 * 1024}
+                                  "file_bytes": 64 * 1024 * 1024, "processes": 8}
 
 
 @pytest.mark.parametrize(("name", "why"), [
@@ -44,9 +45,9 @@ def test_summons_own_secrets_can_never_be_handed_on(name: str, why: str) -> None
 def test_only_the_named_variables_and_a_fixed_few_are_handed_on() -> None:
     box = Sandbox(env=("WEATHER_API_KEY", "ABSENT"))
     service = {"WEATHER_API_KEY": "wk", "SUMMON_AS_TOKEN": "secret", "PATH": "/opt/evil/bin", "PYTHONPATH": "/x"}
-    assert box.environment("/scratch", service) == {
+    assert box.environment(service) == {
         "WEATHER_API_KEY": "wk", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-        "HOME": "/scratch", "TMPDIR": "/scratch"}
+        "HOME": "/tmp", "TMPDIR": "/tmp"}  # the jail's own in-memory /tmp
 
 
 def test_the_child_says_the_contract_as_the_compile_does() -> None:
