@@ -24,7 +24,7 @@ class Room:
     power_levels: dict[str, Any] | None
     history_visibility: str | None
     settings: dict[str, Any]
-    join_rule: str | None = None  # m.room.join_rules, as last stored (None: never seen)
+    join_rule: str | None = None  # who may join without an invite, as last stored (None: never seen)
     direct: bool = False  # one of our puppets was invited to it as a direct chat (is_direct)
 
 

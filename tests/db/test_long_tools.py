@@ -26,7 +26,7 @@ from engine.tools.runner import ToolRunner
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_worker import RecordingSurface, run_row
 from tests.store import TestStore
-from tests.support import eventually
+from tests.support import STAND_IN, eventually
 
 pytestmark = pytest.mark.db
 
@@ -49,7 +49,7 @@ def worker(db: TestStore, registry: Registry, worker_id: str, tools: dict[str, A
     clock = SystemClock()
     return Worker(db, lambda: registry, Retrier(clock), {"rooms": surface or RecordingSurface()}, clock,
                   WorkerSettings(**{"lease_seconds": 30, "poll_seconds": 0.1, **settings}), harness=tools,
-                  worker_id=worker_id)
+                  worker_id=worker_id, status=STAND_IN)
 
 
 KINDS = ["model_started", "model", "tool_call", "tool_result", "model_started", "model", "answer"]
