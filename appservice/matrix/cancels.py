@@ -42,17 +42,19 @@ class Cancels:
         if words and sender is not None:
             await reply(tx, line, sender, words.format(runs=len(ids)), kind="cancel")
 
-    async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any]) -> None:
+    async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any]) -> bool:
+        """A stop sign on a run's line (its progress line, the asking line): True when it was one."""
         content = event.get("content")
         rel = content.get("m.relates_to") if isinstance(content, dict) else None
         sender = event.get("sender")
         if not isinstance(rel, dict) or rel.get("rel_type") != "m.annotation" or not isinstance(sender, str):
-            return
+            return False
         if rel.get("key") not in STOP_KEYS or not isinstance(rel.get("event_id"), str) or self.ours(sender):
-            return
+            return False
         asker = None if await self._is_moderator(tx, room_id, sender) else sender
         ids = await tx.runs.request_cancel_by_event(rel["event_id"], asker, room_id)
         log.info("%s reacted 🛑; %d run(s) told to stop", sender, len(ids), extra={"room": room_id})
+        return True
 
     async def _is_moderator(self, tx: Tx, room_id: str, user_id: str) -> bool:
         room = await tx.rooms.get(room_id)

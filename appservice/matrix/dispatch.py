@@ -279,8 +279,9 @@ class Dispatcher:
             work = self.lines.elsewhere
             if work is not None and await work.reaction(tx, room_id, event, self.lines.ours):
                 return
-            if not await self.presses.reaction(tx, room_id, event):
-                await self.cancels.reaction(tx, room_id, event)
+            if not await self.presses.reaction(tx, room_id, event) and not await self.cancels.reaction(
+                    tx, room_id, event) and not backfill:
+                await self.state.reacted(tx, room_id, event)
             return
         if event_type in POLL_RESPONSES:
             await self.presses.poll_response(tx, room_id, event)

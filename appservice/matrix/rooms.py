@@ -74,6 +74,8 @@ REASONS = {
     "not_local": "This bot accepts invites only from people on its own server.",
     "not_listed": "This bot accepts invites only from people on the servers its operator lists.",
 }
+# A room whose creation is this recent when one of our puppets has joined it was made with the bot in it.
+NEW_ROOM_SECONDS = 600
 # What a heartbeat's mode (``engine.providers.config.MODES``) says about why nothing can answer.
 NO_PROVIDER = {"no provider: no key": "no_key", "no provider: not switched on": "not_switched_on"}
 
@@ -217,6 +219,12 @@ class Rooms:
                 # One bad state event never loses the rest.
                 followups.extend(await self.dispatcher.one(tx, raw, what=f"state event of {join.room_id}",
                                                            backfill=True) or [])
+            # A room made with the bot in it (the creation minutes old): its bots that hear room.created wake.
+            create = next((e for e in events if e.get("type") == "m.room.create" and e.get("state_key") == ""), None)
+            ts = create.get("origin_server_ts") if create is not None else None
+            if create is not None and isinstance(ts, int) and \
+                    self.clock.now().timestamp() * 1000 - ts <= NEW_ROOM_SECONDS * 1000:
+                await self.dispatcher.state.created(tx, join.room_id, create)
             # We are already in; only what the state says now (it is encrypted) matters, remembered like any.
             remembered = await remember(tx, [f for f in followups if not isinstance(f, Join)])
         for action_id, f in remembered:

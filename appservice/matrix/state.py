@@ -13,7 +13,7 @@ from typing import Any, Literal
 from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.ours import Ours
 from engine.content import Registry
-from engine.run.events import wake
+from engine.run.events import hearers, wake
 from engine.store import Tx
 from engine.store.rooms import Member
 from engine.surface import SurfaceFacts
@@ -116,6 +116,39 @@ class StateHandler:
             followups.append(Join(room_id, user_id))
         elif membership == "join":
             await tx.rooms.mark_joined(room_id)
+
+    async def reacted(self, tx: Tx, room_id: str, event: Mapping[str, Any]) -> None:
+        """A person's reaction on a bot's own line — not a keycap on its choices (a press), not a stop sign (a
+        cancel): the bot whose line it was wakes if it hears ``reaction`` (SPEC §6), and no other."""
+        content = event.get("content")
+        rel = content.get("m.relates_to") if isinstance(content, Mapping) else None
+        sender, event_id = event.get("sender"), event.get("event_id")
+        if not isinstance(rel, Mapping) or rel.get("rel_type") != "m.annotation" or not isinstance(sender, str):
+            return
+        target, key = rel.get("event_id"), rel.get("key")
+        if not isinstance(target, str) or not isinstance(key, str) or not isinstance(event_id, str) or self.ours(sender):
+            return
+        registry = self._registry()
+        if not hearers(registry, "reaction"):
+            return  # nobody hears it: costs nothing
+        author = await tx.lines.sender_of(target, room_id)
+        if author is None or not self.ours(author):
+            return
+        said = await tx.lines.now_reads(target, room_id)
+        await wake(tx, registry, "reaction", surface=self.surface, occurrence=event_id, room_id=room_id,
+                   subject=sender, conversation=room_id, only=author,
+                   facts={"key": key[:64], "by": sender, "line": target, "said": said[:1000]})
+
+    async def created(self, tx: Tx, room_id: str, create: Mapping[str, Any]) -> None:
+        """A room made with our bots in it (their puppets joined within minutes of its creation): the bots in it
+        that hear ``room.created`` wake, once for the room (the creation's event id is the occurrence)."""
+        event_id, creator = create.get("event_id"), create.get("sender")
+        if not isinstance(event_id, str) or not hearers(self._registry(), "room.created"):
+            return
+        name = await tx.lines.room_name(room_id)
+        await wake(tx, self._registry(), "room.created", surface=self.surface, occurrence=event_id, room_id=room_id,
+                   subject=creator if isinstance(creator, str) else None, conversation=room_id,
+                   facts={"creator": creator, "name": name})
 
     async def _came_or_went(self, tx: Tx, room_id: str, user_id: str, membership: str, before: Member | None,
                             event: Mapping[str, Any]) -> None:

@@ -38,11 +38,13 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 # Events the Matrix surface raises. A site's own events (posted to the inbound webhook) are written
 # ``site.<name>``: the prefix is what lets a typo in a Matrix event be refused rather than becoming a
 # site event that never comes.
-MATRIX_EVENTS = ("member.joined", "member.left")
-# Matrix events SPEC §6 names that nothing raises yet: refused by name until something does, so a bot
-# that says it wakes on one is not published to wait forever. (A bot's puppet joins a room after it was
-# created, so it never sees the creation; a reaction on a bot's line is a press on its choices.)
-NOT_RAISED = ("room.created", "reaction")
+# ``room.created``: a room made with the bot in it (its puppet joined within minutes of the creation);
+# ``reaction``: a person reacted to the bot's own line (a keycap on its choices is a press, a stop sign a
+# cancel — neither is this), and only that bot wakes.
+MATRIX_EVENTS = ("member.joined", "member.left", "room.created", "reaction")
+# Matrix events SPEC §6 names that nothing raises yet: refused by name until something does, so a bot that
+# says it wakes on one is not published to wait forever. (None now.)
+NOT_RAISED: tuple[str, ...] = ()
 SITE_PREFIX = "site."
 _SITE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9][a-z0-9_-]*)*")
 _EVERY = re.compile(r"(day|week|month)|([1-9][0-9]*) +(minutes?|hours?)")

@@ -56,13 +56,15 @@ async def wake(
     subject: str | None,
     facts: dict[str, Any],
     conversation: str,
+    only: str | None = None,
 ) -> list[Summoned | Refused]:
     """Summon every bot that hears ``event_name``, in the caller's transaction; one result per bot that
     hears it and may speak there (in ``room_id``, when given: only bots whose user is joined), on ``surface``.
 
     ``occurrence`` is what happened once — the Matrix event id, or the webhook's delivery id — so the
-    same event delivered twice summons nothing twice. ``facts`` go on the run untouched."""
-    hearing = hearers(registry, event_name)
+    same event delivered twice summons nothing twice. ``facts`` go on the run untouched. ``only``: the one bot
+    (by its user) the event is about — a reaction wakes the bot whose line it was, not every bot that hears one."""
+    hearing = [(bot, t) for bot, t in hearers(registry, event_name) if only is None or bot.user_id == only]
     if not hearing:
         return []
     if room_id is not None:
