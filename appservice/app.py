@@ -442,7 +442,7 @@ class Service:
             return self.registry().strings
 
         tools = {
-            "search_site": make_search_site(self.store),
+            "search_site": make_search_site(self.store, words),
             "about_me": make_about_me(self.store, words),
             "raise_ticket": make_raise_ticket(self.store, words, notify),
             "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow)), self.quarantine),

@@ -33,8 +33,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # How a run that ends without an answer says so (engine.core.messages.ENDINGS).
     "endings": {name: () for name in ENDINGS},
     # Words the engine works with: ``asking`` is the question words dropped before a search
-    # (a comma-separated list), so "what do memberships cost" finds memberships.
-    "words": {"asking": ()},
+    # (a comma-separated list), so "what do memberships cost" finds memberships; ``language`` is the site's
+    # language (a name or an ISO code), which search_site stems in.
+    "words": {"asking": (), "language": ()},
     # The framing of what a bot is given: a header over the room's lines or a thread's, and how
     # state changes read ("X joined"); ``later`` heads lines the asker added while the run worked, and
     # ``incomplete`` says a thread's start could not be read.

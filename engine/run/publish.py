@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from engine.content import Bot, Registry
 from engine.memory.ready import recallable
 from engine.store import Store
-from engine.tools.search import index_rows
+from engine.tools.search import index_rows, text_search_config
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,12 @@ async def publish(store: Store, registry: Registry) -> list[str]:
             skills=[(bot.slug, skill.name) for bot in registry.bots.values() for skill in registry.skills_of(bot)],
             tools=[(bot.slug, tool) for bot in registry.bots.values() for tool in bot.tools],
         )
-        # search_site's index, rebuilt whole: what was published is what is found.
-        await tx.search.rebuild(index_rows(registry))
+        # search_site's index, rebuilt whole: what was published is what is found, in the site's language.
+        language = text_search_config(registry.strings.get("words", "language"))
+        used = await tx.search.rebuild(index_rows(registry), language=language)
+        if used != language:
+            log.warning("search_site: this database has no text-search configuration %r; it searches with %r "
+                        "(no stemming)", language, used)
     log.info(
         "published %d bot(s), %d skill(s), %d tool(s), %d command(s): %s",
         len(registry.bots), len(registry.skills), len(registry.tools), len(registry.commands),

@@ -18,10 +18,13 @@ class Hit:
 class Search(Family):
     __slots__ = ()
 
-    async def rebuild(self, entries: list[tuple[str, str, str, str]]) -> None:
-        """The index, written again whole from (collection, slug, title, body) entries."""
+    async def rebuild(self, entries: list[tuple[str, str, str, str]], *, language: str = "english") -> str:
+        """The index, written again whole from (collection, slug, title, body) entries, in the text-search
+        configuration ``language`` — or 'simple' where this database has none by that name; the one used."""
+        used = str(await self._value("text_search_config", language))
         await self._run("clear_site_search")
-        await self._run("insert_site_search", *([entry[i] for entry in entries] for i in range(4)))
+        await self._run("insert_site_search", *([entry[i] for entry in entries] for i in range(4)), used)
+        return used
 
     async def find(self, query: str, hits: int) -> list[Hit]:
         """The best ``hits`` entries for ``query`` (web-search syntax), each with a snippet."""

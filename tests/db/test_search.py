@@ -135,3 +135,46 @@ def test_a_doc_takes_its_title_from_front_matter_a_heading_or_its_name(tmp_path:
     assert [doc.path for doc in docs] == ["docs/deep/x.md"]
     assert [error.path for error in unreadable] == ["docs/bad.md"]
     assert read_docs(tmp_path / "nowhere") == ([], [])
+
+
+FRENCH_STRINGS = """# Nos mots
+
+## bots
+
+### words
+
+- language: fr
+- asking: combien, comment, quand, pourquoi, quel, quelle, est-ce, que, qui, de, du, des, le, la, les, un, une,
+  pour, mon, ma, mes, je, il, elle, faut, temps
+"""
+
+
+async def test_a_site_in_another_language_is_searched_in_it(db: TestStore, site: Path) -> None:
+    # Not English-only: a French site's pages stem as French ("remboursements" finds "remboursement"), and a
+    # question in French loses its asking words before it is searched.
+    (site / "strings.md").write_text(FRENCH_STRINGS, encoding="utf-8")
+    (site / "docs" / "remboursements.md").write_text(
+        "# Remboursements\n\nUn remboursement prend quatorze jours ouvrés après le retour du colis.\n",
+        encoding="utf-8")
+    registry = compiled(site)
+    assert registry.strings.get("words", "language") == "fr"
+    await publish(db, registry)
+    assert await db.pool.fetchval("SELECT DISTINCT language::text FROM site_search") == "french"
+    search = make_search_site(db, lambda: registry.strings)
+    out = await search(RUN, {"query": "Combien de temps pour mes remboursements ?"})
+    assert "Remboursements — the site's docs: docs/remboursements.md" in out, out
+    # The same question searched as English (no stemming of French, nothing dropped) finds nothing.
+    (site / "strings.md").write_text(FRENCH_STRINGS.replace("- language: fr", "- language: english"), encoding="utf-8")
+    english = compiled(site)
+    await publish(db, english)
+    assert "Nothing on this site matches" in await make_search_site(db)(RUN, {"query": "Combien de temps pour mes remboursements ?"})
+
+
+def test_a_language_with_no_configuration_searches_simply() -> None:
+    from engine.tools.search import searched, text_search_config
+
+    assert [text_search_config(x) for x in ("fr", "French", "pt-BR", "Deutsch", None, "klingon")] == [
+        "french", "french", "portuguese", "german", "english", "simple"]
+    assert searched("what do memberships cost?", frozenset({"what", "do"})) == "memberships cost?"
+    assert searched('what "what do" -what', frozenset({"what"})) == '"what do" -what'
+    assert searched("what", frozenset({"what"})) == "what"  # nothing but asking words: searched as asked
