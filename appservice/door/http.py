@@ -30,7 +30,7 @@ from appservice.door.shapes import Asked, Bad, Claim, error_body, parse_completi
 from appservice.door.surface import SURFACE
 from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from engine.clock import Clock
-from engine.content import Registry
+from engine.content import Bot, Registry
 from engine.errors import GrantRefused, MatrixError
 from engine.run.summon import Refused
 from engine.store import Store
@@ -160,7 +160,7 @@ class DoorEndpoint:
         bot = self._registry().get(grant.bot)
         listed = [] if bot is None or SURFACE not in bot.surfaces else [
             {"id": bot.slug, "object": "model", "created": int(grant.issued_at.timestamp()), "owned_by": "summon",
-             "name": bot.name}]
+             "name": bot.name, **voice_of(bot)}]
         return _json({"object": "list", "data": listed})
 
     async def start(self, request: web.Request) -> web.Response:
@@ -210,7 +210,7 @@ class DoorEndpoint:
         except ValueError as exc:
             return self.bad(Bad(str(exc), "invalid_start"))
         return _json({"grant": grant_token, "bot": bot.slug, "person": person, "room_id": grant.room,
-                      "session": grant.id, "expires_at": grant.expires_at.isoformat()})
+                      "session": grant.id, "expires_at": grant.expires_at.isoformat(), **voice_of(bot)})
 
     # --- refusals --------------------------------------------------------------------------------------------
 
@@ -220,3 +220,15 @@ class DoorEndpoint:
     def refused(self, grant: Grant, refused: Refused) -> web.Response:
         status, type_, message = self.replies.refusal(grant, refused)
         return _json(error_body(message, type=type_, code=refused.reason), status)
+
+
+def voice_of(bot: Bot) -> dict[str, Any]:
+    """How the bot sounds (its file's ``voice:``), for the front end that speaks it: the voice, the ones a
+    listener may choose, the speech provider when the site has several, the first words said at once while it
+    thinks, and how long a turn waits before the work outlives it. Nothing when the file says none."""
+    voice = bot.voice
+    if voice is None:
+        return {}
+    said = {"voice": voice.voice, "voices": list(voice.voices), "provider": voice.provider, "first": voice.first,
+            "wait": voice.wait}
+    return {"voice": {key: value for key, value in said.items() if value not in (None, [])}}

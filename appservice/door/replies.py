@@ -29,6 +29,7 @@ from appservice.door.surface import DoorSurface
 from appservice.door.waiting import Waiters
 from engine.clock import Clock
 from engine.content import Registry
+from engine.content.bots import Voice
 from engine.core.chunk import pieces
 from engine.errors import StoreError
 from engine.run.summon import Refused
@@ -108,6 +109,13 @@ class Replies:
             async def still_working() -> None:
                 await response.write(b": working\n\n")
 
+            # A voice: bot's first words (its file's voice.first) go at once, while the model is still thinking:
+            # the fast first piece a listener hears instead of silence.
+            voice = self._voice(grant.bot)
+            first = voice.first if voice is not None else None
+            if first:
+                await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
+                                                 delta={"content": f"{first.rstrip()} "})))
             said = await self.outcome(grant, asked, tick=still_working)
             for delta in deltas(said.text):
                 await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
@@ -134,8 +142,11 @@ class Replies:
         """What the turn came to, waited for up to ``wait_seconds`` (``tick`` called every keep-alive while it
         works); past that, the work outlives the turn."""
         started = self.clock.monotonic()
+        # The bot's own patience (voice.wait) over the door's.
+        voice = self._voice(grant.bot)
+        wait_seconds = voice.wait if voice is not None and voice.wait is not None else self.wait_seconds
         while True:
-            left = self.wait_seconds - (self.clock.monotonic() - started)
+            left = wait_seconds - (self.clock.monotonic() - started)
             ended = await self.waiters.wait(asked.run_id, max(0.0, min(left, self.keepalive_seconds)))
             if ended is not None:
                 return self.said(grant, ended)
@@ -149,6 +160,10 @@ class Replies:
             if ended_now:
                 return self.said(grant, ended_now[0])
         return await self.outlived(grant, asked)
+
+    def _voice(self, slug: str) -> Voice | None:
+        bot = self._registry().get(slug)
+        return bot.voice if bot is not None else None
 
     def said(self, grant: Grant, ended: EndedRun) -> Said:
         if ended.answer is not None:
