@@ -55,7 +55,7 @@ class MemberBots:
         self.book = Book(Keyring.parse(config.keys), self.rules)
         self.feeds = Feeds(FetchSettings(allow_loopback_http_for_tests=config.loopback_feeds_for_tests,
                                          max_bytes=2 * 1024 * 1024), self.rules, quarantine)
-        self.surface = MembersSurface(self.book, registry, server_name=server_name)
+        self.surface = MembersSurface(self.book, registry, server_name=server_name, host=config.builder)
         self.builder = Builder(store, self.book, self.feeds, registry, homeserver, clock, BuildSettings(
             host=config.builder, server_name=server_name, rules=self.rules, admins=frozenset(config.admins),
             max_per_person=config.max_per_person, dry_run_seconds=config.dry_run_seconds), script=edition_script)
@@ -88,6 +88,7 @@ class MemberBots:
 
     async def tick(self) -> list[int]:
         return await member_tick(self.store, self.book, self._registry(), host=self.config.builder,
+                                 refused=self.surface.refused,
                                  script=self.edition_script)
 
     async def run(self, stop: asyncio.Event) -> None:

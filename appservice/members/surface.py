@@ -22,7 +22,7 @@ from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core.messages import load_step
 from engine.errors import CharterUnreadable
-from engine.members.book import Book
+from engine.members.book import Book, Kept
 from engine.members.edition import accepted_card, judge
 from engine.members.runs import SURFACE, schedule_words
 from engine.store import Families, Tx
@@ -38,10 +38,12 @@ def edition_txn(run_id: int) -> str:
 class MembersSurface:
     name = SURFACE
 
-    def __init__(self, book: Book, registry: Callable[[], Registry], *, server_name: str) -> None:
+    def __init__(self, book: Book, registry: Callable[[], Registry], *, server_name: str,
+                 host: str | None = None) -> None:
         self.book = book
         self._registry = registry
         self.server_name = server_name
+        self.host = host  # the builder, whose puppet posts in every member bot's room
 
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
@@ -72,7 +74,6 @@ class MembersSurface:
         answer = outcome.text if isinstance(outcome, Answered) else None
         error = outcome.reason or outcome.ending if isinstance(outcome, Ended) else None
         verdict = judge(steps, answer, has_sources=bool(kept.charter.fetches), error=error)
-        charter = kept.charter
         room_id = kept.charter.room_id
         if verdict.ok:
             cleared = await tx.members.succeeded(charter_id)
@@ -83,11 +84,31 @@ class MembersSurface:
                                     event_type="m.room.message",
                                     content=edition_content(answer or "", accepted_card(steps)), run_id=run.id)
             return
-        failures = await tx.members.failed(charter_id)
-        log.warning("member bot %s: failed edition (%d in a row): %s", charter_id, failures, verdict.why,
-                    extra={"charter": charter_id, "run": run.id})
-        if failures == 1:
+        await self.failed_edition(tx, kept, verdict.why, txn=edition_txn(run.id), sender=bot.user_id, run_id=run.id)
+
+    async def failed_edition(self, tx: Tx, kept: Kept, why: str, *, txn: str, sender: str,
+                             run_id: int | None = None) -> None:
+        """One more failed edition in a row (counted in Postgres, so a restart forgives nothing): the first of an
+        outage posts the explanation once in the bot's room, with a note that it keeps trying; later ones post
+        nothing."""
+        charter = kept.charter
+        failures = await tx.members.failed(kept.id)
+        log.warning("member bot %s: failed edition (%d in a row): %s", kept.id, failures, why,
+                    extra={"charter": kept.id, "run": run_id})
+        if failures == 1 and charter.room_id is not None:
             words = (self._registry().strings.get("members", "outage") or "{name}: {why}").format(
-                name=f"{charter.glyph} {charter.name}", why=verdict.why, when=schedule_words(charter))
-            await tx.outbox.enqueue(txn_id=edition_txn(run.id), room_id=room_id, sender=bot.user_id,
-                                    event_type="m.room.message", content=notice(words), run_id=run.id)
+                name=f"{charter.glyph} {charter.name}", why=why, when=schedule_words(charter))
+            await tx.outbox.enqueue(txn_id=txn, room_id=charter.room_id, sender=sender, event_type="m.room.message",
+                                    content=notice(words), run_id=run_id)
+
+    async def refused(self, tx: Tx, kept: Kept, occurrence: str, reason: str) -> None:
+        """An edition the summons refused (no provider can answer, the day's cap was reached…): skipped, and
+        said once to the owner as a failed edition — never lost without a word."""
+        registry = self._registry()
+        bot = registry.get(self.host) if self.host else None
+        why = registry.strings.get("members", "no_provider") if reason == "no_provider" else None
+        if why is None:
+            why = (registry.strings.get("members", "refused") or "{reason}").format(reason=reason)
+        if bot is not None:
+            await self.failed_edition(tx, kept, why, txn=f"summon.member.{kept.id}.{occurrence}.refused",
+                                      sender=bot.user_id)

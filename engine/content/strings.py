@@ -134,7 +134,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     },
     # Member bots (docs/member-bots.md), in their own rooms: the one notice of an outage ({name}: the glyph and
     # persona, {why}: what failed, {when}: its schedule), and the line a removed bot leaves.
-    "members": {"outage": ("name", "why", "when"), "removed": ("name",)},
+    # A member bot's failed edition (``outage``: the first of an outage, said once), its removal, and why an
+    # edition the summons refused was skipped: no provider can answer (``no_provider``), or another refusal.
+    "members": {"outage": ("name", "why", "when"), "removed": ("name",), "no_provider": (), "refused": ("reason",)},
 }
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")

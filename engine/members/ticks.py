@@ -10,14 +10,15 @@ ordinary run. When nothing is owed the tick writes nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from engine.content import Registry
 from engine.errors import CharterUnreadable, StoreError
-from engine.members.book import Book
+from engine.members.book import Book, Kept
 from engine.members.runs import MemberScript, edition_summons
 from engine.members.schedule import owed
 from engine.run.summon import Refused, summon
-from engine.store import Store
+from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)
 
@@ -26,15 +27,22 @@ def clock_key(charter_id: str) -> str:
     return f"member:{charter_id}"
 
 
+# What a surface does with an edition its summons refused (in the tick's transaction): the charter, the
+# occurrence, why.
+OnRefused = Callable[[Tx, Kept, str, str], Awaitable[None]]
+
+
 async def member_tick(store: Store, book: Book, registry: Registry, *, host: str,
-                      script: MemberScript | None = None) -> list[int]:
-    """Fire every member bot's owed edition at the database's now; the runs started."""
+                      script: MemberScript | None = None, refused: OnRefused | None = None) -> list[int]:
+    """Fire every member bot's owed edition at the database's now; the runs started. An edition the summons
+    refuses (no provider can answer, the day's cap) is skipped and handed to ``refused`` — said once to its owner
+    as a failed edition, never lost without a word."""
     if registry.get(host) is None:
         return []  # the builder is off (withdrawn, or renamed without telling the config): nothing runs
     started: list[int] = []
     for charter_id in await store.members.ids():
         try:
-            run_id = await _fire(store, book, registry, charter_id, host, script)
+            run_id = await _fire(store, book, registry, charter_id, host, script, refused)
         except StoreError:
             log.exception("member bot %s: its tick failed; will try again", charter_id, extra={"charter": charter_id})
             continue
@@ -44,7 +52,7 @@ async def member_tick(store: Store, book: Book, registry: Registry, *, host: str
 
 
 async def _fire(store: Store, book: Book, registry: Registry, charter_id: str, host: str,
-                script: MemberScript | None) -> int | None:
+                script: MemberScript | None, refused: OnRefused | None) -> int | None:
     async with store.transaction("member_tick") as tx:
         clock = await tx.schedules.clock_for_update(host, clock_key(charter_id))
         if clock is None:
@@ -69,6 +77,8 @@ async def _fire(store: Store, book: Book, registry: Registry, charter_id: str, h
         outcome = await summon(tx, registry, edition_summons(
             charter_id, kept.charter, host=host, local_server=registry.server_name, occurrence=occurrence,
             script=script(kept.charter) if script is not None else None))
+        if isinstance(outcome, Refused) and refused is not None:
+            await refused(tx, kept, occurrence.isoformat(), outcome.reason)
     if isinstance(outcome, Refused):
         log.warning("member bot %s: its edition of %s was refused (%s); it counts as fired", charter_id,
                     occurrence, outcome.reason, extra={"charter": charter_id})

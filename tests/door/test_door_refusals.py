@@ -185,3 +185,17 @@ async def test_a_client_that_goes_away_from_a_whole_completion_cancels_it_too(do
         return await door.db.pool.fetchval("SELECT status FROM agent_runs") == "cancelled"
 
     await eventually(cancelled, timeout=15)
+
+
+async def test_with_no_provider_a_turn_is_a_503_the_sdk_raises_and_nothing_is_bought(door: Harness) -> None:
+    # No provider, no bots — anywhere: every worker says so on its heartbeat (as one with no key would; the
+    # harness's worker has beaten once, and beats again only in ten seconds).
+    await eventually(lambda: door.db.pool.fetchval("SELECT count(*) FROM provider_status WHERE worker = "
+                                                   "'door-test-worker'"), timeout=10)
+    await door.db.pool.execute("UPDATE provider_status SET usable = false, mode = 'no provider: no key'")
+    client = door.aclient(door.grant())
+    with pytest.raises(openai.InternalServerError) as raised:
+        await client.chat.completions.create(model="caller", messages=[{"role": "user", "content": "Hello?"}])
+    assert raised.value.status_code == 503
+    assert isinstance(raised.value.body, dict) and raised.value.body["code"] == "no_provider"
+    assert await door.db.pool.fetchval("SELECT count(*) FROM agent_runs") == 0 and door.fake.received() == []

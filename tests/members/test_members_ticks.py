@@ -132,3 +132,24 @@ async def test_an_edition_is_never_turned_away_by_the_builders_waiting_line(db: 
             bot="builder", surface="rooms", prompt="make me a bot", asked_by=ALICE, room_id="!dm:localhost",
             facts=AudienceFacts(user_id=ALICE, local_server="localhost", private=True)))
     assert isinstance(asked, Refused) and (asked.reason, asked.waiting) == ("queue_full", 3)
+
+
+async def test_with_no_provider_an_edition_is_skipped_and_its_owner_told_once(db: TestStore) -> None:
+    from appservice.members.surface import MembersSurface
+
+    registry = await hosted(db)
+    await db.workers.beat("test-worker", usable=False, mode="no provider: no key", providers=[])
+    book = Book(Keyring.parse([KEY]))
+    surface = MembersSurface(book, lambda: registry, server_name="localhost", host="builder")
+    charter_id = await made(db, book)
+    await owed(db, charter_id, 1.5)
+    assert await member_tick(db, book, registry, host="builder", refused=surface.refused) == []
+    notices = await db.pool.fetch("SELECT room_id, sender, content FROM outbox ORDER BY id")
+    assert len(notices) == 1 and notices[0]["room_id"] == "!news:localhost"
+    assert notices[0]["sender"] == "@bot_builder:localhost"
+    assert "no model provider can answer here right now" in notices[0]["content"]["body"]
+    assert await db.pool.fetchval("SELECT failures FROM member_bots WHERE id = $1", charter_id) == 1
+    await owed(db, charter_id, 3)  # still nothing can answer: skipped again, said no more
+    assert await member_tick(db, book, registry, host="builder", refused=surface.refused) == []
+    assert await db.pool.fetchval("SELECT count(*) FROM outbox") == 1
+    assert await db.pool.fetchval("SELECT failures FROM member_bots WHERE id = $1", charter_id) == 2
