@@ -16,7 +16,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any
 
 from aiohttp import web
@@ -32,7 +31,7 @@ from engine.content import Registry
 from engine.content.bots import Voice
 from engine.core.chunk import pieces
 from engine.errors import StoreError
-from engine.run.summon import Refused
+from engine.run.summon import Refused, refusal_words
 from engine.store import Store
 from engine.store.door import EndedRun
 from engine.surface import Ended
@@ -41,20 +40,15 @@ from engine.tasks import TaskGroup
 log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 10.0
-# Refusals a person can act on, told in the site's words (as in a room); the rest in the door's own.
-MESSAGES: dict[str, tuple[int, str, str]] = {
-    "not_published": (404, "model_not_found", "The bot this grant names is not published."),
-    "not_on_surface": (404, "model_not_found", "The bot this grant names is not offered on the voice surface."),
-    "audience": (403, "permission_denied", "The person this grant names may not ask this bot here."),
-    "encrypted": (403, "permission_denied", "The room this session is bound to is encrypted."),
-    "not_enabled": (403, "permission_denied", "This bot does not answer in the room this session is bound to."),
-    "quiet": (403, "permission_denied", "The room this session is bound to has quiet hours now."),
-    "no_provider": (503, "service_unavailable", "No model provider is available right now."),
-    "busy": (429, "rate_limit_exceeded", "This bot is busy with this conversation."),
-    "duplicate": (409, "conflict", "This turn was already asked."),
-    "ceiling": (429, "rate_limit_exceeded", "A spend ceiling of this grant is reached."),
-    "too_many": (429, "rate_limit_exceeded", "Too many turns are waiting for an answer."),
-    "budget": (429, "rate_limit_exceeded", "The deployment's daily spend cap is reached."),
+# Each refusal as OpenAI's error shape has it: the HTTP status and the error's type. Its words are the site's
+# (``### refusals``, the same on every surface: ``engine.run.summon.refusal_words``).
+STATUSES: dict[str, tuple[int, str]] = {
+    "not_published": (404, "model_not_found"), "not_on_surface": (404, "model_not_found"),
+    "audience": (403, "permission_denied"), "encrypted": (403, "permission_denied"),
+    "not_enabled": (403, "permission_denied"), "quiet": (403, "permission_denied"),
+    "no_provider": (503, "service_unavailable"), "busy": (429, "rate_limit_exceeded"), "duplicate": (409, "conflict"),
+    "ceiling": (429, "rate_limit_exceeded"), "too_many": (429, "rate_limit_exceeded"),
+    "budget": (429, "rate_limit_exceeded"), "queue_full": (429, "rate_limit_exceeded"),
 }
 
 
@@ -205,17 +199,11 @@ class Replies:
 
     def refusal(self, grant: Grant, refused: Refused) -> tuple[int, str, str]:
         """The status, OpenAI's error type and the words for a turn refused before it was asked."""
-        status, type_, message = MESSAGES.get(refused.reason, (403, "permission_denied", "This turn was refused."))
+        status, type_ = STATUSES.get(refused.reason, (403, "permission_denied"))
         registry = self._registry()
         bot = registry.get(grant.bot)
-        words = registry.strings.get("refusals", refused.reason)
-        name = bot.name if bot is not None else grant.bot
-        if words and refused.reason == "too_many":
-            message = words.format(bot=name, live=refused.live)
-        elif words and refused.breach is not None and refused.breach.frees_at is not None:
-            when = refused.breach.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-            message = words.format(bot=name, window=refused.breach.window, when=when)
-        return status, type_, message
+        message = refusal_words(refused, registry.strings, bot.name if bot is not None else grant.bot)
+        return status, type_, message or refused.reason
 
     # --- the small print -----------------------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC
 from typing import Any
 
 from appservice.matrix.context import ContextReader
@@ -16,22 +15,15 @@ from appservice.matrix.power import facts_in_room
 from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
 from engine.content import Bot, Registry
-from engine.core.limits import Breach
 from engine.meter import NO_METER, Meter
-from engine.run.summon import Refused, Summoned, Summons, refusal, summon
+from engine.run.summon import TOLD, Refused, Summoned, Summons, refusal, refusal_words, summon
 from engine.store import Tx
 
 log = logging.getLogger(__name__)
 
 SURFACE = "rooms"
 # The refusals a person is told about (``### refusals`` in strings), at most once a minute each.
-TOLD = frozenset({"ceiling", "too_many", "budget", "queue_full"})
 TELL_EVERY_SECONDS = 60.0
-
-
-def _when(over: Breach) -> str:
-    assert over.frees_at is not None
-    return over.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 class Asking:
@@ -90,21 +82,12 @@ class Asking:
         live. Told at most once a minute per reason, so a flood of mentions is not answered line by line."""
         registry = self._registry()
         bot = registry.get(slug)
-        words = registry.strings.get("refusals", refused.reason)
-        if bot is None or not words:
+        text = refusal_words(refused, registry.strings, bot.name) if bot is not None else None
+        if bot is None or not text:
             return
         if await tx.refusals.lately(line.sender, refused.reason, TELL_EVERY_SECONDS) > 1:
             log.info("refusal not told again within %ss", TELL_EVERY_SECONDS, extra={"room": line.room_id})
             return
-        if refused.reason == "too_many":
-            text = words.format(bot=bot.name, live=refused.live)
-        elif refused.reason == "queue_full":
-            text = words.format(bot=bot.name, waiting=refused.waiting)
-        else:
-            over = refused.breach
-            if over is None or over.frees_at is None:
-                return
-            text = words.format(bot=bot.name, window=over.window, when=_when(over))
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
         await tx.outbox.enqueue(txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
                                 event_type="m.room.message", content=content)

@@ -32,6 +32,7 @@ from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.ours import Ours
 from engine.clock import Clock
 from engine.content import Bot, Registry
+from engine.content.strings import Strings
 from engine.errors import MatrixError, NotLeft, StoreError
 from engine.store import Store
 
@@ -63,28 +64,26 @@ def followup_of(action: Any) -> Followup | None:
 
 # Leave reasons are shown by clients on the membership event; they are the operator-facing words of the
 # service itself, not a bot's (a bot's words are strings).
-REASONS = {
-    "encrypted": "summon bots cannot read encrypted rooms, so they do not join them.",
-    "not_offered": "This bot is not offered in Matrix rooms.",
-    "turned_encrypted": "This room is now encrypted; summon bots cannot read encrypted rooms, so they leave.",
-    "no_provider": "No model provider is available right now, so this bot cannot answer.",
-    "no_key": "No model provider is configured here, so this bot cannot answer.",
-    "not_switched_on": "Buying model calls is not switched on here, so this bot cannot answer.",
-    "unpriced": "This bot's model has no price here, so it is switched off: no spend limit could hold.",
-    "not_local": "This bot accepts invites only from people on its own server.",
-    "not_listed": "This bot accepts invites only from people on the servers its operator lists.",
-}
+# Why a bot is away, declines an invite or leaves a room: the keys of the strings' ``### reasons`` (its presence
+# status, the reason on its leave event). The words are the site's (the kit's by default); with none, nothing is
+# said but the act.
+REASONS = ("encrypted", "not_offered", "turned_encrypted", "no_provider", "no_key", "not_switched_on", "unpriced", "not_local", "not_listed")
 # A room whose creation is this recent when one of our puppets has joined it was made with the bot in it.
 NEW_ROOM_SECONDS = 600
 # What a heartbeat's mode (``engine.providers.config.MODES``) says about why nothing can answer.
 NO_PROVIDER = {"no provider: no key": "no_key", "no provider: not switched on": "not_switched_on"}
 
 
-def presence_status(usable: bool, mode: str | None) -> str | None:
+def reason_words(strings: Strings, why: str) -> str | None:
+    """The words for ``why`` (a key of ``REASONS``) in the site's strings, or None."""
+    return strings.get("reasons", why)
+
+
+def presence_status(usable: bool, mode: str | None, strings: Strings) -> str | None:
     """A puppet's presence status: nothing when it can answer, otherwise why not."""
     if usable:
         return None
-    return REASONS[NO_PROVIDER.get(mode or "", "no_provider")]
+    return reason_words(strings, NO_PROVIDER.get(mode or "", "no_provider"))
 
 
 class Rooms:
@@ -118,9 +117,10 @@ class Rooms:
         """Online when something can answer; otherwise unavailable, with the reason as the status (``mode``:
         what the freshest heartbeat said, e.g. that no key is configured). A bot refused at publish because its
         model has no price (``refused``) is unavailable, saying so."""
-        status = presence_status(usable, mode)
+        strings = self._registry().strings
+        status = presence_status(usable, mode, strings)
         shown = [(bot, usable, status) for bot in self._registry().bots.values()]
-        shown += [(bot, False, REASONS["unpriced"]) for bot in refused]
+        shown += [(bot, False, reason_words(strings, "unpriced")) for bot in refused]
         for bot, online, why in shown:
             try:
                 await self.homeserver.set_presence(bot.user_id, online, why)
@@ -187,11 +187,12 @@ class Rooms:
             if isinstance(followup, Join):
                 await self._join(followup)
             elif isinstance(followup, Decline):
-                await self.homeserver.leave(followup.user_id, followup.room_id, REASONS[followup.why])
+                await self.homeserver.leave(followup.user_id, followup.room_id,
+                                            reason_words(self._registry().strings, followup.why))
                 log.info("declined an invite to %s for %s: %s", followup.room_id, followup.user_id, followup.why,
                          extra={"room": followup.room_id})
             elif isinstance(followup, LeaveEncrypted):
-                await self._leave_all(followup.room_id, REASONS["turned_encrypted"])
+                await self._leave_all(followup.room_id, reason_words(self._registry().strings, "turned_encrypted"))
             elif isinstance(followup, InvitePuppet):
                 # `!bots add`: the service's user invites; the puppet accepts like any invite where it is offered.
                 await self.homeserver.invite(followup.by, followup.room_id, followup.user_id)
@@ -230,7 +231,7 @@ class Rooms:
         for action_id, f in remembered:
             await self.carry_out_remembered(action_id, f)
 
-    async def _leave_all(self, room_id: str, reason: str) -> None:
+    async def _leave_all(self, room_id: str, reason: str | None) -> None:
         ours = [b.user_id for b in self._registry().bots.values()] + [self.ours.service_user]
         rows = await self.store.rooms.ours(room_id, ours)
         stayed = []

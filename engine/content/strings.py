@@ -58,7 +58,13 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # many runs of theirs at once ({live} waiting or running), the deployment's daily spend cap, too many
     # summonses waiting for the bot ({waiting}).
     "refusals": {"ceiling": ("bot", "window", "when"), "too_many": ("bot", "live"), "budget": ("bot", "when"),
-                 "queue_full": ("bot", "waiting")},
+                 "queue_full": ("bot", "waiting"),
+                 # The rest, said where a surface answers every refusal (the door's errors): not published, not
+                 # offered there, not for this person, an encrypted room, not enabled in the room, quiet hours,
+                 # no provider, already at work on the conversation, asked already.
+                 "not_published": ("bot",), "not_on_surface": ("bot",), "audience": ("bot",),
+                 "encrypted": ("bot",), "not_enabled": ("bot",), "quiet": ("bot",), "no_provider": ("bot",),
+                 "busy": ("bot",), "duplicate": ("bot",)},
     # `!bots …` to the service (appservice.matrix.admin): every reply shows a setting's current value and
     # the allowed ones; a bad field names what it takes; a non-admin is told the power level it needs.
     "admin": {
@@ -91,6 +97,10 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         # command the person may run here (a typo) is pointed at it.
         "cancelled": ("runs",), "nothing_to_cancel": (), "did_you_mean": ("given", "command"),
     },
+    # Why a bot is away (its presence status), declines an invite or leaves a room (the reason on its leave event):
+    # encrypted, not offered in rooms, the room turned encrypted, no provider (none usable, no key, buying not
+    # switched on), its model has no price, an invite from off the server or off the list.
+    "reasons": {"encrypted": (), "not_offered": (), "turned_encrypted": (), "no_provider": (), "no_key": (), "not_switched_on": (), "unpriced": (), "not_local": (), "not_listed": ()},
     # A run's answer the homeserver would not take (refused for good, or given up on after retries), told in the
     # room once by the service's own user: whose answer ({bot}) and the homeserver's reason.
     "delivery": {"undelivered": ("bot", "reason")},

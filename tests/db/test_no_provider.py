@@ -62,7 +62,9 @@ async def test_with_no_usable_provider_no_bot_is_offered_and_presence_says_why(
         assert await db.pool.fetchval("SELECT reason FROM summon_refusals") == "no_provider"
         state = await db.workers.provider_state(LIVENESS_SECONDS)
         assert not state.usable
-        assert presence_status(state.usable, state.mode) == REASONS[why]
+        assert why in REASONS
+        words = presence_status(state.usable, state.mode, registry.strings)
+        assert words is not None and words == registry.strings.get("reasons", why)
         facts = AudienceFacts(user_id="@alice:localhost", local_server="localhost", is_member=True)
         said = help_text(registry, facts, {HELPER: "Helper"}, usable=state.usable)
         assert said == registry.strings.get("commands", "help_no_provider")
@@ -82,7 +84,7 @@ async def test_the_stand_in_chosen_answers_and_says_it_is_standing_in(db: TestSt
     running = await serve(db, registry, {"SUMMON_AGENT_MOCK": "1"}, surface, stop)
     try:
         state = await db.workers.provider_state(LIVENESS_SECONDS)
-        assert state.usable and presence_status(state.usable, state.mode) is None
+        assert state.usable and presence_status(state.usable, state.mode, registry.strings) is None
         await feed(pipeline(db, registry), db, "t1", [message("Helper, are you there?", mentions=[HELPER])])
         await eventually(lambda: surface.delivered)
         [(_, outcome)] = surface.delivered
