@@ -211,7 +211,7 @@ class Builder:
     async def _abandon(self, puppet: str, room_id: str) -> None:
         """No room without a charter: the one made for a bot that could not be stored is left."""
         try:
-            await self.homeserver.leave(puppet, room_id, reason="this bot could not be made")
+            await self.homeserver.leave(puppet, room_id, reason=self._registry().strings.get("members", "not_made"))
         except MatrixError:
             log.warning("could not leave %s after its bot failed to be stored", room_id)
 

@@ -146,7 +146,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # persona, {why}: what failed, {when}: its schedule), and the line a removed bot leaves.
     # A member bot's failed edition (``outage``: the first of an outage, said once), its removal, and why an
     # edition the summons refused was skipped: no provider can answer (``no_provider``), or another refusal.
-    "members": {"outage": ("name", "why", "when"), "removed": ("name",), "no_provider": (), "refused": ("reason",)},
+    "members": {"outage": ("name", "why", "when"), "removed": ("name",), "no_provider": (), "refused": ("reason",),
+                # The reason on the leave event of a room made for a bot that could not then be stored.
+                "not_made": ()},
 }
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")
