@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+import shutil
+from pathlib import Path
 
 import pytest
 
 from appservice.matrix.dispatch import Dispatcher
 from engine.clock import SystemClock
 from engine.content import Registry
+from engine.content.files import compile_content
 from engine.core.messages import ModelStep, Step
 from engine.providers.mock import MockModel
 from engine.run.hold import Hold
+from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
-from engine.surface import Ended, RunInfo
+from engine.surface import Ended
+from engine.tools.personal import make_raise_ticket
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_ingest import HELPER, ROOM, feed, message, pipeline, state
 from tests.db.test_worker import RecordingSurface
 from tests.store import TestStore
 from tests.support import STAND_IN
 
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.db
 
 
@@ -95,23 +100,33 @@ class CancelAfterModelStep(Worker):
     hold_class = CancelAfterModelStepHold
 
 
-async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, published: Registry) -> None:
-    await db.pool.execute("CREATE TABLE tickets_for_test (run_id bigint, subject text)")
-
-    async def raise_ticket(run: RunInfo, arguments: dict[str, Any]) -> str:
-        await db.pool.execute("INSERT INTO tickets_for_test VALUES ($1, $2)", run.id, arguments["subject"])
-        return "ticket raised"
-
-    run_id = await insert_run(db, script=[
-        {"tool_calls": [{"id": "c1", "name": "raise_ticket", "arguments": {"subject": "refund"}}]},
-        {"text": "I raised a ticket."},
-    ])
+async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, tmp_path: Path) -> None:
+    # The real raise_ticket, for a bot that has it: the ticket it would raise does not exist afterwards.
+    root = tmp_path / "content"
+    shutil.copytree(REPO / "content", root)
+    (root / "bots" / "clerk.md").write_text("---\nname: Clerk\ntools: [raise_ticket]\n---\nYou raise tickets.\n")
+    registry = compile_content(root, server_name="localhost", fetch_spec=None)
+    assert isinstance(registry, Registry), registry
+    await publish(db, registry)
+    script = [{"tool_calls": [{"id": "c1", "name": "raise_ticket",
+                               "arguments": {"subject": "Refund", "body": "Wants the money back."}}]},
+              {"text": "I raised a ticket."}]
     clock = SystemClock()
+    tools = {"raise_ticket": make_raise_ticket(db, lambda: registry.strings)}
+    # Not cancelled, the same run raises its ticket: the tool is real and reachable.
+    uncancelled = await insert_run(db, script=script, bot="clerk")
+    await Worker(db, lambda: registry, MockModel(clock), {"rooms": RecordingSurface()}, clock, WorkerSettings(),
+                 tools=tools, worker_id="w0", status=STAND_IN).work_once()
+    assert await db.pool.fetchval("SELECT count(*) FROM tickets") == 1
+    assert (await db.pool.fetchrow("SELECT answer FROM agent_runs WHERE id = $1", uncancelled))["answer"] == \
+        "I raised a ticket."
+    # Cancelled after the model asked for it and before it ran: no second ticket.
+    run_id = await insert_run(db, script=script, bot="clerk")
     surface = RecordingSurface()
-    worker = CancelAfterModelStep(db, lambda: published, MockModel(clock), {"rooms": surface}, clock,
-                                  WorkerSettings(), tools={"raise_ticket": raise_ticket}, worker_id="w", status=STAND_IN)
+    worker = CancelAfterModelStep(db, lambda: registry, MockModel(clock), {"rooms": surface}, clock,
+                                  WorkerSettings(), tools=tools, worker_id="w", status=STAND_IN)
     await worker.work_once()
-    assert await db.pool.fetchval("SELECT count(*) FROM tickets_for_test") == 0  # the effect does not exist
+    assert await db.pool.fetchval("SELECT count(*) FROM tickets") == 1  # the effect does not exist
     steps = await steps_of(db, run_id)
     assert [s["kind"] for s in steps] == ["model_started", "model", "tool_call", "ending"]
     assert steps[-1]["payload"]["ending"] == "cancelled"
