@@ -379,6 +379,7 @@ class Service:
             try:
                 await self.homeserver.ping(self.config.appservice.id)
                 log.info("homeserver ping answered")
+                self.metrics.homeserver_ping.set(1)
                 return
             except MatrixError as exc:
                 if attempt == 0:

@@ -59,6 +59,8 @@ class Metrics:
         self.slots = Gauge("summon_worker_slots", "Worker slots in this process.", registry=r)
         self.slots_busy = Gauge("summon_worker_slots_busy", "Worker slots holding a run now.", registry=r)
         self.slots.set(slots)
+        self.homeserver_ping = Gauge("summon_homeserver_ping_answered", "1 once the homeserver answered this "
+                                     "process's ping on start (it has the registration), 0 until then.", registry=r)
         # Read from the database at each scrape.
         self.database_up = Gauge("summon_database_up", "1 when the last scrape could read the database.",
                                  registry=r)

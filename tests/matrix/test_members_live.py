@@ -18,7 +18,7 @@ import pytest
 
 from appservice.app import Service
 from engine.members.book import Kept
-from engine.members.charter import AtSchedule
+from engine.members.charter import AtSchedule, read_charter
 from tests.matrix.people import Person
 from tests.members.feedsite import FeedSite, feed_site
 from tests.support import eventually
@@ -266,6 +266,27 @@ async def test_making_a_bot_keeps_one_deadline_however_slow_its_sites(
     assert said.count("could not be read within 1.5s") == 3, said
     assert time.monotonic() - started < 15
     assert await charters(service, dave.user_id) == []
+
+
+async def test_a_person_keeps_at_most_the_bots_the_server_allows(
+        service: Service, people: People, sql: asyncpg.Pool, site: FeedSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert service.members is not None
+    builder = service.members.builder
+    monkeypatch.setattr(builder, "settings", replace(builder.settings, max_per_person=1))
+    hana = await people("hana")
+    async with service.store.transaction("test") as tx:  # one bot of hers already (members.max_per_person: 1)
+        await service.members.book.create(tx, read_charter({
+            "name": "Hana's First", "schedule": {"every": "1 hour"}, "prompt": "Digest.", "owner": hana.user_id,
+            "author": hana.user_id, "room_id": "!elsewhere:localhost"}), by=hana.user_id,
+            clock_at=await tx.schedules.now(), host="builder")
+    dm = await hana.room_with("builder")
+    rooms_before = await sql.fetchval("SELECT count(*) FROM rooms")
+    line = await hana.say(dm, "another one please", script=create(
+        name="Hana's Second", schedule={"every": "1 hour"}, prompt="Digest.", sources=[site.url("/rss")]))
+    said = await tool_result(sql, line)
+    assert said.startswith("Nothing was made: you already have 1 bots, the most one person may keep here"), said
+    assert [k.charter.name for k in await charters(service, hana.user_id)] == ["Hana's First"]
+    assert await sql.fetchval("SELECT count(*) FROM rooms") == rooms_before and "/rss" not in site.hits
 
 
 async def test_a_schedule_faster_than_the_floor_is_refused_in_a_sentence(

@@ -293,3 +293,53 @@ async def test_a_stop_sign_on_the_progress_line_cancels_the_run(people: People, 
         assert answer["content"]["body"] == service.registry().get("helper").ending("cancelled")  # type: ignore[union-attr]
     finally:
         service.surface.progress_delay = PROGRESS_DELAY
+
+
+async def test_a_working_bot_is_shown_typing_and_a_long_run_is_brought_up_to_date(
+        people: People, service: Service) -> None:
+    from appservice.matrix.surface import PROGRESS_DELAY, PROGRESS_EVERY, TYPING_DELAY
+
+    alice = await people("alice")
+    room = await alice.room_with("helper")
+    strings = service.registry().strings
+    still = (strings.get("progress", "still_working") or "").format(bot="Helper", minutes=1)
+    assert still
+    surface = service.surface
+    surface.progress_delay, surface.progress_every, surface.typing_delay = 0.3, 1.0, 0.1
+    try:
+        asked = await alice.say(room, "Helper, slowly please", mention="helper",
+                                script=[{"text": "done at last", "delay": 5}])
+
+        async def typing() -> bool:
+            await alice.client.sync(timeout=500)
+            seen = alice.client.rooms.get(room)
+            return seen is not None and alice.puppet("helper") in seen.typing_users
+
+        await eventually(typing, timeout=10)  # the puppet types while the run works
+
+        async def brought_up_to_date() -> bool:
+            for event in await alice.events(room):
+                content = event.get("content", {})
+                if content.get("m.relates_to", {}).get("rel_type") == "m.replace" and \
+                        content.get("m.new_content", {}).get("body", "").startswith(still):
+                    return event["sender"] == alice.puppet("helper")
+            return False
+
+        await eventually(brought_up_to_date, timeout=10)  # the progress line, edited in place: still working
+        answer = await alice.answer_to(room, asked, timeout=20)
+        assert answer["content"]["body"] == "done at last"
+
+        async def stopped_typing() -> bool:
+            await alice.client.sync(timeout=500)
+            seen = alice.client.rooms.get(room)
+            return seen is not None and alice.puppet("helper") not in seen.typing_users
+
+        await eventually(stopped_typing, timeout=10)
+    finally:
+        surface.progress_delay, surface.progress_every, surface.typing_delay = PROGRESS_DELAY, PROGRESS_EVERY, TYPING_DELAY
+
+
+async def test_the_service_pings_the_homeserver_on_start(service: Service) -> None:
+    # The ping proves the registration and makes Synapse retry queued transactions at once: it was answered.
+    await eventually(lambda: service.metrics.registry.get_sample_value("summon_homeserver_ping_answered") == 1,
+                     timeout=30)
