@@ -57,3 +57,15 @@ def test_the_rest_is_named_too() -> None:
         line = next(line for line in TEXT.splitlines() if line.startswith(f"| `### {section}` |"))
         for key in keys:
             assert f"`{key}`" in line
+
+
+def test_every_built_in_tool_and_each_of_its_arguments_is_in_the_reference() -> None:
+    # A newcomer scripting the stand-in should not need the code: the table names each built-in's arguments.
+    from engine.tools.base import BUILTIN_SPECS
+
+    rows = {line.split("|")[1].strip(): line for line in TEXT.splitlines() if line.startswith("| `")}
+    for name, spec in BUILTIN_SPECS.items():
+        row = rows.get(f"`{name}`")
+        assert row is not None, f"{name} has no row in docs/content.md's built-in table"
+        for argument in (spec.parameters or {}).get("properties", {}):
+            assert f'"{argument}"' in row, f"{name}'s argument {argument} is not in its row"
