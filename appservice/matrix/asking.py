@@ -18,7 +18,7 @@ from appservice.matrix.said import Line
 from engine.content import Bot, Registry
 from engine.core.limits import Breach
 from engine.meter import NO_METER, Meter
-from engine.run.summon import Refused, Summoned, Summons, refusal, summon
+from engine.run.summon import Refused, Summoned, Summons, refusal, summon, would_refuse
 from engine.store import Tx
 
 log = logging.getLogger(__name__)
@@ -77,12 +77,31 @@ class Asking:
             encrypted=room.encrypted, later=later,
         ), max_attempts=self.max_attempts)
         if not isinstance(result, Summoned):
-            self.meter.refused(result.reason)
-            log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,
-                     extra={"room": line.room_id, "bot": bot.slug})
-            if result.reason in TOLD:
-                await self._tell(tx, line, bot.slug, result)
+            await self._was_refused(tx, line, bot, result)
         return result
+
+    async def would_refuse(self, tx: Tx, line: Line, bot: Bot, *, also_reserve: float = 0.0,
+                           also_live: int = 0) -> Refused | None:
+        """Whether asking ``bot`` for ``line`` would be refused now, by every gate ``ask`` makes but joining a
+        live run, with nothing inserted (``engine.run.summon.would_refuse``): asked before something is paid for
+        on the way to asking (a voice note's hearing). A refusal is recorded, and told as ``ask`` tells one."""
+        room = await tx.rooms.get(line.room_id)
+        assert room is not None
+        refused = await would_refuse(tx, self._registry(), Summons(
+            bot=bot.slug, surface=SURFACE, prompt="", asked_by=line.sender,
+            facts=facts_in_room(line.sender, room, self.server_name), room_id=line.room_id,
+            thread_root=line.thread_root, trigger_event=line.event_id, encrypted=room.encrypted,
+        ), also_reserve=also_reserve, also_live=also_live)
+        if refused is not None:
+            await self._was_refused(tx, line, bot, refused)
+        return refused
+
+    async def _was_refused(self, tx: Tx, line: Line, bot: Bot, refused: Refused) -> None:
+        self.meter.refused(refused.reason)
+        log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, refused.reason,
+                 extra={"room": line.room_id, "bot": bot.slug})
+        if refused.reason in TOLD:
+            await self._tell(tx, line, bot.slug, refused)
 
     async def _tell(self, tx: Tx, line: Line, slug: str, refused: Refused) -> None:
         """A refusal the person can act on, in the site's words (with none, nothing is said); nothing was
