@@ -46,6 +46,7 @@ class Asking:
     async def ask(
         self, tx: Tx, line: Line, bot: Bot, *, prompt: str | None = None, trigger_event: str | None = None,
         extra_context: Mapping[str, Any] | None = None, script: list[dict[str, Any]] | None = None,
+        tell: bool = True,
     ) -> Summoned | Refused:
         """Summon ``bot`` for ``line``'s sender, where the line was said, with every refusal; a ceiling
         refusal is told to them. ``prompt`` replaces the line's words (a press sends the offer's own
@@ -77,14 +78,15 @@ class Asking:
             encrypted=room.encrypted, later=later,
         ), max_attempts=self.max_attempts)
         if not isinstance(result, Summoned):
-            await self._was_refused(tx, line, bot, result)
+            await self._was_refused(tx, line, bot, result, tell=tell)
         return result
 
     async def would_refuse(self, tx: Tx, line: Line, bot: Bot, *, also_reserve: float = 0.0,
-                           also_live: int = 0) -> Refused | None:
+                           also_live: int = 0, tell: bool = True) -> Refused | None:
         """Whether asking ``bot`` for ``line`` would be refused now, by every gate ``ask`` makes but joining a
         live run, with nothing inserted (``engine.run.summon.would_refuse``): asked before something is paid for
-        on the way to asking (a voice note's hearing). A refusal is recorded, and told as ``ask`` tells one."""
+        on the way to asking (a voice note's hearing). A refusal is recorded, and told as ``ask`` tells one
+        (unless ``tell`` is False: the caller says it, ``tell_refusal`` first)."""
         room = await tx.rooms.get(line.room_id)
         assert room is not None
         refused = await would_refuse(tx, self._registry(), Summons(
@@ -93,28 +95,31 @@ class Asking:
             thread_root=line.thread_root, trigger_event=line.event_id, encrypted=room.encrypted,
         ), also_reserve=also_reserve, also_live=also_live)
         if refused is not None:
-            await self._was_refused(tx, line, bot, refused)
+            await self._was_refused(tx, line, bot, refused, tell=tell)
         return refused
 
-    async def _was_refused(self, tx: Tx, line: Line, bot: Bot, refused: Refused) -> None:
+    async def _was_refused(self, tx: Tx, line: Line, bot: Bot, refused: Refused, *, tell: bool) -> None:
         self.meter.refused(refused.reason)
         log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, refused.reason,
                  extra={"room": line.room_id, "bot": bot.slug})
-        if refused.reason in TOLD:
-            await self._tell(tx, line, bot.slug, refused)
+        if tell:
+            await self.tell_refusal(tx, line, bot.slug, refused)
 
-    async def _tell(self, tx: Tx, line: Line, slug: str, refused: Refused) -> None:
+    async def tell_refusal(self, tx: Tx, line: Line, slug: str, refused: Refused) -> bool:
         """A refusal the person can act on, in the site's words (with none, nothing is said); nothing was
         bought. Over a ceiling or the deployment's daily cap: when it frees up; too many runs: how many are
-        live. Told at most once a minute per reason, so a flood of mentions is not answered line by line."""
+        live. Told at most once a minute per reason, so a flood of mentions is not answered line by line.
+        True when they were told (now, or within the minute); False for a refusal this has no words for."""
+        if refused.reason not in TOLD:
+            return False
         registry = self._registry()
         bot = registry.get(slug)
         words = registry.strings.get("refusals", refused.reason)
         if bot is None or not words:
-            return
+            return False
         if await tx.refusals.lately(line.sender, refused.reason, TELL_EVERY_SECONDS) > 1:
             log.info("refusal not told again within %ss", TELL_EVERY_SECONDS, extra={"room": line.room_id})
-            return
+            return True
         if refused.reason == "too_many":
             text = words.format(bot=bot.name, live=refused.live)
         elif refused.reason == "queue_full":
@@ -122,8 +127,9 @@ class Asking:
         else:
             over = refused.breach
             if over is None or over.frees_at is None:
-                return
+                return False
             text = words.format(bot=bot.name, window=over.window, when=_when(over))
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
         await tx.outbox.enqueue(txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
                                 event_type="m.room.message", content=content)
+        return True

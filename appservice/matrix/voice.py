@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from appservice.matrix.asking import TOLD, Asking
+from appservice.matrix.asking import Asking
 from appservice.matrix.followups import Followup, Transcribe
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.mentions import named_bots
@@ -183,10 +183,11 @@ class Hearing:
             return await self._refuse(tx, line, bot, "not_heard")
         worst = self.speech.transcription_usd(self.max_seconds)
         in_flight = await tx.voice.in_flight(line.sender, IN_FLIGHT_SECONDS)
-        refused = await self.asking.would_refuse(tx, line, bot, also_reserve=worst, also_live=in_flight)
+        refused = await self.asking.would_refuse(tx, line, bot, also_reserve=worst, also_live=in_flight, tell=False)
         if refused is not None:
-            # Asking told it in ``### refusals`` words where it tells a typed question's; the rest are ours to say.
-            return await self._refuse(tx, line, bot, refused.reason, tell=refused.reason not in TOLD)
+            # In ``### refusals`` words where a typed question's would be told; whatever those leave unsaid, ours.
+            told = await self.asking.tell_refusal(tx, line, bot.slug, refused)
+            return await self._refuse(tx, line, bot, refused.reason, tell=not told)
         held = await tx.voice.hold(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug, usd=worst)
         if held:
             log.info("voice note %s held (%.6f USD at worst)", line.event_id, worst,
@@ -311,13 +312,13 @@ class Hearing:
         script = self.scripts(note.event()) if self.scripts is not None else None
         async with self.store.transaction("voice_note_asked") as tx:
             await tx.rooms.lock(line.room_id)
-            result = await self.asking.ask(tx, said, bot, script=script)
+            result = await self.asking.ask(tx, said, bot, script=script, tell=False)
             if isinstance(result, Summoned):
                 await tx.voice.asked(line.event_id, run_id=result.run_id)
                 return
             # Something changed since the gates passed (a race, a setting): said in words all the same.
             await tx.voice.asked(line.event_id, run_id=None, refused=result.reason)
-            if result.reason not in TOLD and result.reason != "duplicate":
+            if result.reason != "duplicate" and not await self.asking.tell_refusal(tx, line, bot.slug, result):
                 await self._tell(tx, line, bot, "refused")
 
     async def _release(self, line: Line, bot: Bot, state: HearingState, why: str) -> None:
