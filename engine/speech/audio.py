@@ -168,6 +168,8 @@ def _ogg_opus_seconds(data: bytes, limit: float) -> float | None:
         elif packets > 1 and not head and 255 not in lacing:
             # The usual page: whole packets, one segment each, nothing carried over (read without the general loop).
             for start, size in zip(accumulate(lacing, initial=body), lacing, strict=False):  # one start more
+                if start >= len(data):
+                    break  # cut short: what is not there does not play
                 played_ms += _opus_packet_ms(data[start:start + min(size, 2)])
             packets += count
             if played_ms > limit_ms:
@@ -175,6 +177,8 @@ def _ogg_opus_seconds(data: bytes, limit: float) -> float | None:
             at = body + sum(lacing)
             continue
         for size in lacing:
+            if not head and body >= len(data):
+                break  # cut short: a packet that is not there does not play
             if len(head) < 8:
                 head += data[body:body + min(size, 8 - len(head))]
             body += size

@@ -66,6 +66,10 @@ class FakeSpeech:
     transcript: str = "what is the weather in Lyon tomorrow"
     failing: bool = False
     stall: asyncio.Event | None = None
+    # What a transcription answers instead of ``{"text": transcript}``: another JSON body, or bytes as they are,
+    # with ``status``.
+    answer: dict[str, Any] | bytes | None = None
+    status: int = 200
     arrived: int = 0
     in_flight: int = 0
     most_in_flight: int = 0
@@ -107,7 +111,10 @@ class FakeSpeech:
                                     request.headers.get("Authorization")))
             if self.stall is not None:
                 await self.stall.wait()
-            return web.json_response({"text": self.transcript})
+            if isinstance(self.answer, bytes):
+                return web.Response(body=self.answer, status=self.status, content_type="text/plain")
+            return web.json_response({"text": self.transcript} if self.answer is None else self.answer,
+                                     status=self.status)
         finally:
             self.in_flight -= 1
 
