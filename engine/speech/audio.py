@@ -76,7 +76,7 @@ def seconds(data: bytes) -> float | None:
         return len(samples) / (rate * channels * bits // 8)
     pages = _ogg_pages(data)
     if pages:
-        pre_skip = struct.unpack_from("<H", data, 28 + 10)[0] if data[28:36] == b"OpusHead" else 0
+        pre_skip = struct.unpack_from("<H", data, 38)[0] if data[28:36] == b"OpusHead" and len(data) >= 40 else 0
         last = max(g for g, _ in pages)
         return max(0.0, (last - pre_skip) / OPUS_RATE) if last > 0 else None
     return None

@@ -90,3 +90,10 @@ def test_an_ogg_opus_cut_short_is_bounded_by_what_it_has() -> None:
     whole = opus_ogg(3.0)
     assert audio.bound(whole[: len(whole) // 2], limit=600.0) < 3.0
     assert audio.bound(whole[:20], limit=600.0) == pytest.approx(20 / 750.0)  # not even a page: by its bytes
+
+
+def test_an_ogg_cut_inside_its_opus_head_is_read_without_a_crash() -> None:
+    # A file cut inside its OpusHead (as the fuzz cuts them): the pre-skip is not read past its end.
+    cut = _ogg_page(1, 0, 0, [HEAD], flags=2)[:38]
+    assert audio.seconds(cut) is None
+    assert audio.bound(cut, limit=600.0) >= 0
