@@ -5,18 +5,19 @@ bot's line, mentions it (``m.mentions``), or is said in a DM with it (the room's
 exactly one bot's puppet). Nothing is paid for before every gate (SPEC §15), so in the commit that stores it:
 what the event claims (its link, size, length, type), the sender's rate (``speech.hearings_per_minute``), and
 every gate a summons makes (``Asking.would_refuse``: the bot's rules, the room's, the person's ceilings and live
-runs, the bot's waiting line, the daily cap — with the hearing's worst case, the longest note heard at the
-site's price, counted beside the run's own limit, and the sender's hearings in flight counted as live runs).
-Then the hearing is held (``voice_hearings``), that worst case reserved on the sender's ledger, and a
-``Transcribe`` remembered, carried out after the commit (``rooms``): the homeserver's transaction is never held
-while audio is fetched and heard.
+runs, the bot's waiting line, the daily cap — with the hearing's worst case counted beside the run's own limit,
+as long as its claimed size plays at the floor bit-rate and no longer than the longest note heard, and the
+sender's hearings in flight counted as live runs). Then the hearing is held (``voice_hearings``), that worst
+case reserved on the sender's ledger, and a ``Transcribe`` remembered, carried out after the commit (``rooms``):
+the homeserver's transaction is never held while audio is fetched and heard.
 
 Carrying it out, at most ``speech.hearings_at_once`` at a time in a process: the file is fetched through
 authenticated media as the bot (no further than the size cap), sniffed, and bounded (``audio.bound``: measured
 for Ogg Opus and PCM WAV, by its bytes over a floor bit-rate for anything else — never the sender's word); then
-the marker is committed (``calling``, the reservation lowered to the note's own bound) and the call made; its
-outcome is recorded as a paid call whatever came of it, the reservation settled to it, the transcript stored as
-the line's ``said`` (so every context shows the words) and the bot asked with it. A note is never transcribed
+the marker is committed (``calling``, the reservation set to the note's own bound — raised only if the gates
+still pass with it) and the call made; its outcome is recorded as a paid call whatever came of it, the
+reservation settled to it, the transcript stored as the line's ``said`` (so every context shows the words) and
+the bot asked with it. A note is never transcribed
 twice: a retry finds the marker — heard: it asks with the stored words; being called when its attempt died: it
 is not called again, but recorded at its worst case and the person told it was not heard. Every refusal is
 answered in the site's words (``### refusals`` as a typed question's are, else ``### voice``), never a crash or
@@ -47,7 +48,7 @@ from appservice.matrix.rooms import ATTEMPT_SECONDS
 from appservice.matrix.said import Line, read_event
 from engine.content import Bot, Registry
 from engine.errors import MatrixError, SpeechFailed
-from engine.run.summon import Summoned
+from engine.run.summon import Refused, Summoned
 from engine.speech import audio
 from engine.speech.endpoints import Speech
 from engine.store import Store, Tx
@@ -108,6 +109,14 @@ def claimed_refusal(content: Mapping[str, Any], media_url: str | None, *, max_by
     if isinstance(mimetype, str) and mimetype and not mimetype.startswith("audio/"):
         return "not_audio"
     return None
+
+
+def claimed_bytes(content: Mapping[str, Any], max_bytes: int) -> float:
+    """How many bytes the note says it is (no more than the cap; the cap when it says nothing usable): what its
+    hearing is reserved for before it is fetched."""
+    info = content.get("info")
+    size = _number(info.get("size")) if isinstance(info, Mapping) else None
+    return min(float(max_bytes), size) if size is not None and size > 0 else float(max_bytes)
 
 
 def _mimetype(note: StoredNote) -> str:
@@ -181,18 +190,28 @@ class Hearing:
             return await self._refuse(tx, line, bot, "slow_down", tell=slowed == 0)
         if not self.speech.settings.hears:
             return await self._refuse(tx, line, bot, "not_heard")
-        worst = self.speech.transcription_usd(self.max_seconds)
+        # What the call may cost at worst, before the file is seen: as long as its claimed size plays at the floor
+        # bit-rate, no longer than the longest note heard. (Should it play longer, the gates are asked again.)
+        worst = self.speech.transcription_usd(min(self.max_seconds, claimed_bytes(content, self.max_bytes)
+                                                  / self.floor_bytes_per_second))
         in_flight = await tx.voice.in_flight(line.sender, IN_FLIGHT_SECONDS)
         refused = await self.asking.would_refuse(tx, line, bot, also_reserve=worst, also_live=in_flight, tell=False)
         if refused is not None:
-            # In ``### refusals`` words where a typed question's would be told; whatever those leave unsaid, ours.
-            told = await self.asking.tell_refusal(tx, line, bot.slug, refused)
-            return await self._refuse(tx, line, bot, refused.reason, tell=not told)
+            if await tx.voice.refuse(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug,
+                                     why=refused.reason):
+                await self._say_refused(tx, line, bot, refused)
+            return False
         held = await tx.voice.hold(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug, usd=worst)
         if held:
             log.info("voice note %s held (%.6f USD at worst)", line.event_id, worst,
                      extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})
         return held
+
+    async def _say_refused(self, tx: Tx, line: Line, bot: Bot, refused: Refused) -> None:
+        """A summons's refusal, in ``### refusals`` words where a typed question's is told; whatever those leave
+        unsaid (no words for it, nothing to say when), in ours."""
+        if not await self.asking.tell_refusal(tx, line, bot.slug, refused):
+            await self._tell(tx, line, bot, "refused")
 
     async def _refuse(self, tx: Tx, line: Line, bot: Bot, why: str, *, tell: bool = True) -> bool:
         log.info("voice note %s not heard: %s", line.event_id, why, extra={"room": line.room_id, "bot": bot.slug})
@@ -213,6 +232,7 @@ class Hearing:
         if bot is None or note is None or line is None:
             log.warning("voice note %s: its bot or its line is gone; not heard", job.event_id,
                         extra={"room": job.room_id})
+            await self.store.voice.release(job.event_id, state="failed", why="gone")  # nothing left to hold for
             return None
         hearing = await self.store.voice.hearing(job.event_id, call_seconds=CUT_OFF_SECONDS)
         if hearing is None:
@@ -223,7 +243,7 @@ class Hearing:
             hearing = await self.store.voice.hearing(job.event_id, call_seconds=CUT_OFF_SECONDS)
             assert hearing is not None
         if hearing.state == "held":
-            await self._listen(line, bot, note)
+            await self._listen(line, bot, note, hearing.reserved_usd or 0.0)
         elif hearing.state == "calling":
             if not hearing.cut_off:
                 return "its transcription is being made by another attempt"
@@ -240,7 +260,7 @@ class Hearing:
                      extra={"room": job.room_id, "bot": bot.slug})
         return None
 
-    async def _listen(self, line: Line, bot: Bot, note: StoredNote) -> None:
+    async def _listen(self, line: Line, bot: Bot, note: StoredNote, reserved: float) -> None:
         try:
             async with asyncio.timeout(BUSY_SECONDS):
                 await self._at_once.acquire()
@@ -248,12 +268,14 @@ class Hearing:
             await self._release(line, bot, "refused", "busy")
             return
         try:
-            await self._fetch_and_call(line, bot, note)
+            await self._fetch_and_call(line, bot, note, reserved)
         finally:
             self._at_once.release()
 
-    async def _fetch_and_call(self, line: Line, bot: Bot, note: StoredNote) -> None:
-        assert line.media_url is not None and media_parts(line.media_url) is not None  # held only if so
+    async def _fetch_and_call(self, line: Line, bot: Bot, note: StoredNote, reserved: float) -> None:
+        if line.media_url is None or media_parts(line.media_url) is None:  # held only if not (an older version)
+            await self._release(line, bot, "refused", "bad_link")
+            return
         try:
             data = await self.homeserver.download(bot.user_id, line.media_url, self.max_bytes)
         except MatrixError as exc:
@@ -272,8 +294,14 @@ class Hearing:
             await self._release(line, bot, "refused", "too_long")
             return
         worst = self.speech.transcription_usd(seconds)
-        # The marker, in its own commit before the paid call: from here on this note is never called again.
-        if not await self.store.voice.call(line.event_id, seconds=seconds, usd=worst):
+        # The marker, in its own commit before the paid call: from here on this note is never called again. It
+        # holds the call's worst case — more than was held (it plays longer than its claimed size allowed for):
+        # only if the gates still pass with it.
+        async with self.store.transaction("voice_note_called") as tx:
+            if worst > reserved + 1e-9 and not await self._may_hold_more(tx, line, bot, worst):
+                return
+            called = await tx.voice.call(line.event_id, seconds=seconds, usd=worst)
+        if not called:
             log.warning("voice note %s is past being held; not called again", line.event_id,
                         extra={"room": line.room_id})
             return
@@ -307,19 +335,31 @@ class Hearing:
                      heard.seconds, heard.cost_usd, extra={"room": line.room_id, "bot": bot.slug})
             await self._ask(line, bot, note, heard.text)
 
+    async def _may_hold_more(self, tx: Tx, line: Line, bot: Bot, usd: float) -> bool:
+        """Raise the held note's reservation to ``usd`` and ask the gates again (this hearing no longer counted
+        among the sender's in flight: it is on the ledger); False, the note let go and told why, when they refuse."""
+        await tx.people.lock_spender(line.sender)
+        await tx.voice.raise_hold(line.event_id, usd=usd)
+        in_flight = await tx.voice.in_flight(line.sender, IN_FLIGHT_SECONDS)
+        refused = await self.asking.would_refuse(tx, line, bot, also_live=max(0, in_flight - 1), tell=False)
+        if refused is None:
+            return True
+        if await tx.voice.release(line.event_id, state="refused", why=refused.reason):
+            await self._say_refused(tx, line, bot, refused)
+        return False
+
     async def _ask(self, line: Line, bot: Bot, note: StoredNote, text: str) -> None:
         said = replace(line, text=text)
         script = self.scripts(note.event()) if self.scripts is not None else None
         async with self.store.transaction("voice_note_asked") as tx:
             await tx.rooms.lock(line.room_id)
             result = await self.asking.ask(tx, said, bot, script=script, tell=False)
-            if isinstance(result, Summoned):
-                await tx.voice.asked(line.event_id, run_id=result.run_id)
+            if isinstance(result, Summoned) or result.reason == "duplicate":  # asked before (a retried commit)
+                await tx.voice.asked(line.event_id, run_id=result.run_id if isinstance(result, Summoned) else None)
                 return
             # Something changed since the gates passed (a race, a setting): said in words all the same.
             await tx.voice.asked(line.event_id, run_id=None, refused=result.reason)
-            if result.reason != "duplicate" and not await self.asking.tell_refusal(tx, line, bot.slug, result):
-                await self._tell(tx, line, bot, "refused")
+            await self._say_refused(tx, line, bot, result)
 
     async def _release(self, line: Line, bot: Bot, state: HearingState, why: str) -> None:
         async with self.store.transaction("voice_note_released") as tx:

@@ -94,6 +94,10 @@ class Voice(Family):
         already has a hearing."""
         return await self._value("begin_voice_hearing", event_id, room_id, sender, bot, "refused", why) is not None
 
+    async def raise_hold(self, event_id: str, *, usd: float) -> None:
+        """A held note needs more reserved than it held (``usd`` in all), before the gates are asked again."""
+        await self._run("raise_voice_hearing", event_id, usd)
+
     async def call(self, event_id: str, *, seconds: float, usd: float) -> bool:
         """The marker before the paid call (its own commit): True when this hearing may make it; False when it
         was begun before, or ended — it must not be made again."""

@@ -44,6 +44,13 @@ WITH held AS (
 )
 UPDATE voice_hearings h SET ledger_id = held.id FROM held WHERE h.event_id = $1;
 
+-- name: raise_voice_hearing
+-- Voice note $1, still held, needs $2 USD reserved (it plays longer than its claimed size allowed for): its
+-- reservation raised to that, in the transaction that asks the gates again.
+UPDATE spend_ledger l SET usd = $2
+  FROM voice_hearings h
+ WHERE h.event_id = $1 AND h.state = 'held' AND l.id = h.ledger_id AND l.reserved;
+
 -- name: call_voice_hearing
 -- Voice note $1 is about to be transcribed: the marker set before the paid call, in its own commit, with the
 -- note's duration bound ($2 seconds) and the reservation lowered to what that may cost ($3 USD). 1 when this

@@ -234,11 +234,8 @@ async def _refused_by(gate: str, alice: Person, room: str, sql: asyncpg.Pool, se
         await sql.execute("""UPDATE rooms SET settings = '{"bots": []}' WHERE room_id = $1""", room)
         return "not_enabled", words(service, "voice", "refused")
     if gate == "ceiling":
-        # Echo may spend 0.20 USD an hour on a person: 0.15 spent leaves room for a run (0.01) but not for a run
-        # and the hearing's worst case (ten minutes at 0.006 a minute: 0.06).
-        await sql.execute("INSERT INTO spenders (who) VALUES ($1) ON CONFLICT DO NOTHING", alice.user_id)
-        await sql.execute("INSERT INTO spend_ledger (who, bot, usd, spent, reserved) VALUES ($1, 'echo', 0.15, 0.15, "
-                          "false)", alice.user_id)
+        # Echo may spend 0.20 USD an hour on a person, 0.01 a run: with 0.195 spent there is no room for one.
+        await spent(sql, alice.user_id, 0.195)
         return "ceiling", "this hour"
     if gate == "live runs":
         # Three runs of theirs still working (each answers after a while): a fourth is one too many.
@@ -250,12 +247,19 @@ async def _refused_by(gate: str, alice: Person, room: str, sql: asyncpg.Pool, se
                                               "('queued', 'running')", alice.user_id))
         return "too_many", "3 questions waiting"
     assert gate == "daily cap"
-    # The deployment may spend only 0.03 USD more today: a run fits, a run and a hearing's worst case do not.
+    # The deployment may spend only 0.005 USD more today: not even a run (0.01) fits.
     await sql.execute("INSERT INTO spend_ledger (who, bot, usd, spent, reserved) VALUES (NULL, 'echo', 0.05, 0.05, "
                       "false)")
     await sql.execute("UPDATE deployment_caps SET daily_spend = (SELECT sum(usd) FROM spend_ledger WHERE at > now() - "
-                      "interval '1 day') + 0.03")
+                      "interval '1 day') + 0.005")
     return "budget", "spent what it may in a day"
+
+
+async def spent(sql: asyncpg.Pool, who: str, usd: float) -> None:
+    """``who`` spent ``usd`` on Echo a moment ago."""
+    await sql.execute("INSERT INTO spenders (who) VALUES ($1) ON CONFLICT DO NOTHING", who)
+    await sql.execute("INSERT INTO spend_ledger (who, bot, usd, spent, reserved) VALUES ($1, 'echo', $2, $2, false)",
+                      who, usd)
 
 
 @pytest.mark.parametrize("gate", ["audience", "room", "ceiling", "live runs", "daily cap"])
@@ -306,6 +310,24 @@ async def test_a_voice_note_is_bounded_by_what_it_plays_not_by_what_it_claims(
                                  "JOIN spend_ledger l ON l.id = h.ledger_id WHERE h.event_id = $1", asked)
     # It was held (every gate passed) and let go when it was measured: nothing paid, nothing still reserved.
     assert (hearing["state"], hearing["why"], hearing["usd"], hearing["reserved"]) == ("refused", "too_long", 0, False)
+
+
+async def test_a_note_that_plays_longer_than_its_size_claimed_is_heard_only_if_the_gates_pass_with_its_worst_case(
+        people: Any, service: Service, sql: asyncpg.Pool, fake_speech: FakeSpeech) -> None:
+    alice = await people("alice")
+    room = await alice.room_with("echo")
+    # 0.17 of Echo's 0.20 an hour spent: a run (0.01) and a 100-byte note's worst case fit; the 300 KB it really
+    # is (400 s at 6 kbit/s: 0.04 USD) does not.
+    await spent(sql, alice.user_id, 0.17)
+    arrived = fake_speech.arrived
+    note = b"ID3\x04\x00\x00\x00\x00\x00\x00" + b"\xff\xfb\x90\x00" * 75_000
+    asked = await voice_note(alice, room, note, mimetype="audio/mpeg", size=100, duration_ms=2000)
+    answer = await alice.answer_to(room, asked, timeout=30)
+    assert "this hour" in answer["content"]["body"]
+    assert fake_speech.arrived == arrived
+    hearing = await sql.fetchrow("SELECT h.state, h.why, l.usd::float8 AS usd, l.reserved FROM voice_hearings h "
+                                 "JOIN spend_ledger l ON l.id = h.ledger_id WHERE h.event_id = $1", asked)
+    assert (hearing["state"], hearing["why"], hearing["usd"], hearing["reserved"]) == ("refused", "ceiling", 0, False)
 
 
 async def test_a_hearing_cut_off_mid_call_is_not_paid_for_again_it_is_counted_at_its_worst_and_said_not_heard(
