@@ -338,7 +338,8 @@ class Service:
         self.surface.speaks = self.speech.settings.speaks
         hearing = Hearing(self.store, self.homeserver, self.registry, ours, self.dispatcher.lines.asking, self.speech,
                           max_bytes=int(c.speech.max_mib * 1024 * 1024), max_seconds=c.speech.max_seconds,
-                          scripts=self.scripts)
+                          at_once=c.speech.hearings_at_once, per_minute=c.speech.hearings_per_minute,
+                          floor_kbps=c.speech.floor_kbps, scripts=self.scripts)
         self.dispatcher.lines.voice = hearing
         self.dispatcher.lines.memories = MemoryCommands(self.registry, ours, server_name=server,
                                                         service_user=self.service_user)

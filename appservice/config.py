@@ -398,6 +398,14 @@ class Speech(_Strict):
     timeout_seconds: float = Field(default=30.0, gt=0, le=40)
     # After the speech endpoint fails, answers go out as text only for this long (then it is tried again).
     fallen_seconds: float = Field(default=600.0, ge=0, le=86400)
+    # Voice notes one process fetches and hears at once (each holds up to max_mib while it is heard); a note that
+    # waits more than a few seconds for one is answered in words (busy), not queued out of sight.
+    hearings_at_once: int = Field(default=4, ge=1, le=64)
+    # Voice notes one sender may have heard in any minute, counted across every process; more are answered in words.
+    hearings_per_minute: int = Field(default=6, ge=1, le=600)
+    # What a note that cannot be measured (not Ogg Opus, not a PCM WAV) is taken to play for: its bytes over this
+    # bit-rate (kbit/s). 6 is Opus's floor for speech, below what any client records a voice note at.
+    floor_kbps: float = Field(default=6.0, gt=0, le=1536)
 
 
 class Memory(_Strict):

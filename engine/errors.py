@@ -127,8 +127,9 @@ class NotAnAnswer(ProviderError):
 
 class SpeechFailed(SummonError):
     """A speech endpoint failed (down, refused, an answer that is not one), or the audio is not what it takes
-    (too large, too long, not audio). ``why`` is a short key for the person's words: ``too_large``,
-    ``too_long``, ``not_audio``, ``download`` or ``endpoint``."""
+    (too large, too long, not audio). ``why`` is a short key: ``too_large``, ``too_long``, ``not_audio``,
+    ``download``, or for a call, what was paid — ``endpoint`` (it answered with an error), ``unreached``
+    (nothing was sent), ``unknown`` (sent, and no answer came back)."""
 
     def __init__(self, message: str, *, why: str = "endpoint") -> None:
         super().__init__(message)

@@ -16,7 +16,7 @@ from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
 from engine.content import Bot, Registry
 from engine.meter import NO_METER, Meter
-from engine.run.summon import TOLD, Refused, Summoned, Summons, refusal, refusal_words, summon
+from engine.run.summon import TOLD, Refused, Summoned, Summons, refusal, refusal_words, summon, would_refuse
 from engine.store import Tx
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ class Asking:
     async def ask(
         self, tx: Tx, line: Line, bot: Bot, *, prompt: str | None = None, trigger_event: str | None = None,
         extra_context: Mapping[str, Any] | None = None, script: list[dict[str, Any]] | None = None,
+        tell: bool = True,
     ) -> Summoned | Refused:
         """Summon ``bot`` for ``line``'s sender, where the line was said, with every refusal; a ceiling
         refusal is told to them. ``prompt`` replaces the line's words (a press sends the offer's own
@@ -69,25 +70,49 @@ class Asking:
             encrypted=room.encrypted, later=later,
         ), max_attempts=self.max_attempts)
         if not isinstance(result, Summoned):
-            self.meter.refused(result.reason)
-            log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, result.reason,
-                     extra={"room": line.room_id, "bot": bot.slug})
-            if result.reason in TOLD:
-                await self._tell(tx, line, bot.slug, result)
+            await self._was_refused(tx, line, bot, result, tell=tell)
         return result
 
-    async def _tell(self, tx: Tx, line: Line, slug: str, refused: Refused) -> None:
+    async def would_refuse(self, tx: Tx, line: Line, bot: Bot, *, also_reserve: float = 0.0,
+                           also_live: int = 0, tell: bool = True) -> Refused | None:
+        """Whether asking ``bot`` for ``line`` would be refused now, by every gate ``ask`` makes but joining a
+        live run, with nothing inserted (``engine.run.summon.would_refuse``): asked before something is paid for
+        on the way to asking (a voice note's hearing). A refusal is recorded, and told as ``ask`` tells one
+        (unless ``tell`` is False: the caller says it, ``tell_refusal`` first)."""
+        room = await tx.rooms.get(line.room_id)
+        assert room is not None
+        refused = await would_refuse(tx, self._registry(), Summons(
+            bot=bot.slug, surface=SURFACE, prompt="", asked_by=line.sender,
+            facts=facts_in_room(line.sender, room, self.server_name), room_id=line.room_id,
+            thread_root=line.thread_root, trigger_event=line.event_id, encrypted=room.encrypted,
+        ), also_reserve=also_reserve, also_live=also_live)
+        if refused is not None:
+            await self._was_refused(tx, line, bot, refused, tell=tell)
+        return refused
+
+    async def _was_refused(self, tx: Tx, line: Line, bot: Bot, refused: Refused, *, tell: bool) -> None:
+        self.meter.refused(refused.reason)
+        log.info("line %s named %s but was refused: %s", line.event_id, bot.slug, refused.reason,
+                 extra={"room": line.room_id, "bot": bot.slug})
+        if tell:
+            await self.tell_refusal(tx, line, bot.slug, refused)
+
+    async def tell_refusal(self, tx: Tx, line: Line, slug: str, refused: Refused) -> bool:
         """A refusal the person can act on, in the site's words (with none, nothing is said); nothing was
         bought. Over a ceiling or the deployment's daily cap: when it frees up; too many runs: how many are
-        live. Told at most once a minute per reason, so a flood of mentions is not answered line by line."""
+        live. Told at most once a minute per reason, so a flood of mentions is not answered line by line.
+        True when they were told (now, or within the minute); False for a refusal this has no words for."""
+        if refused.reason not in TOLD:
+            return False
         registry = self._registry()
         bot = registry.get(slug)
         text = refusal_words(refused, registry.strings, bot.name) if bot is not None else None
         if bot is None or not text:
-            return
+            return False
         if await tx.refusals.lately(line.sender, refused.reason, TELL_EVERY_SECONDS) > 1:
             log.info("refusal not told again within %ss", TELL_EVERY_SECONDS, extra={"room": line.room_id})
-            return
+            return True
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
         await tx.outbox.enqueue(txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
                                 event_type="m.room.message", content=content)
+        return True

@@ -50,7 +50,9 @@ class PuppetLeaves:
 
 @dataclass(frozen=True)
 class Transcribe:
-    """A voice note that summons ``bot``: fetched and heard after the commit (``voice.Hearing``), then asked."""
+    """A voice note that summons ``bot``, held in the commit that stored it (every gate passed, its worst case
+    reserved): fetched and heard after the commit (``voice.Hearing``) — once, however often this is carried out —
+    then asked."""
 
     room_id: str
     event_id: str

@@ -200,8 +200,8 @@ class Rooms:
             elif isinstance(followup, Transcribe):
                 if self.voice is None:
                     log.warning("a voice note to hear, but voice notes are not heard here", extra={"room": followup.room_id})
-                else:
-                    await self.voice.hear(followup)
+                elif (later := await self.voice.hear(followup)) is not None:
+                    return later, False
             elif isinstance(followup, PuppetLeaves):
                 # `!bots remove`: the puppet leaves by itself (a kick would need the kick level).
                 await self.homeserver.leave(followup.user_id, followup.room_id, followup.reason)

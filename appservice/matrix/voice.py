@@ -2,14 +2,26 @@
 
 Hearing. A voice message (``m.audio`` with ``org.matrix.msc3245.voice``) summons a bot when it is a reply to the
 bot's line, mentions it (``m.mentions``), or is said in a DM with it (the room's only other readers are ours and
-exactly one bot's puppet). It is stored like any line, and its summons waits for its words: a ``Transcribe``
-is remembered in the same commit and carried out after it (``rooms``), so the homeserver's transaction is never
-held while audio is fetched and heard. Carrying it out: the caps are checked on what the event claims (size,
-length, mimetype), the file is fetched through authenticated media as the bot (no further than the size cap),
-sniffed and measured again, and transcribed; the transcript becomes the line's ``said`` (so every context shows
-the words) and the bot is asked with it — the call recorded on the run with its cost. Anything that goes wrong
-is answered in the site's words (``### voice``), never a crash; a voice note nobody transcribed reads as
-``### context`` ``not_transcribed`` to a bot.
+exactly one bot's puppet). Nothing is paid for before every gate (SPEC §15), so in the commit that stores it:
+what the event claims (its link, size, length, type), the sender's rate (``speech.hearings_per_minute``), and
+every gate a summons makes (``Asking.would_refuse``: the bot's rules, the room's, the person's ceilings and live
+runs, the bot's waiting line, the daily cap — with the hearing's worst case counted beside the run's own limit,
+as long as its claimed size plays at the floor bit-rate and no longer than the longest note heard, and the
+sender's hearings in flight counted as live runs). Then the hearing is held (``voice_hearings``), that worst
+case reserved on the sender's ledger, and a ``Transcribe`` remembered, carried out after the commit (``rooms``):
+the homeserver's transaction is never held while audio is fetched and heard.
+
+Carrying it out, at most ``speech.hearings_at_once`` at a time in a process: the file is fetched through
+authenticated media as the bot (no further than the size cap), sniffed, and bounded (``audio.bound``: measured
+for Ogg Opus and PCM WAV, by its bytes over a floor bit-rate for anything else — never the sender's word); then
+the marker is committed (``calling``, the reservation set to the note's own bound — raised only if the gates
+still pass with it) and the call made; its outcome is recorded as a paid call whatever came of it, the
+reservation settled to it, the transcript stored as the line's ``said`` (so every context shows the words) and
+the bot asked with it. A note is never transcribed
+twice: a retry finds the marker — heard: it asks with the stored words; being called when its attempt died: it
+is not called again, but recorded at its worst case and the person told it was not heard. Every refusal is
+answered in the site's words (``### refusals`` as a typed question's are, else ``### voice``), never a crash or
+silence; a voice note nobody transcribed reads as ``### context`` ``not_transcribed`` to a bot.
 
 Speaking. A bot with ``voice:`` answers a voice note in speech as well as in text: its delivery queues the
 text, then a *speak* row (``SPEAK``) the outbox turns into a voice message as it sends it — said by the speech
@@ -19,6 +31,7 @@ waveform. No endpoint, a fallen one (``Speech.fallen``) or one failing now: the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -30,13 +43,16 @@ from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.mentions import named_bots
 from appservice.matrix.ours import Ours
 from appservice.matrix.render import answer_content
+from appservice.matrix.rooms import ATTEMPT_SECONDS
 from appservice.matrix.said import Line, read_event
+from appservice.matrix.voice_claims import VOICE_WORDS, claimed_bytes, claimed_refusal, media_parts
 from engine.content import Bot, Registry
 from engine.errors import MatrixError, SpeechFailed
-from engine.run.summon import Summoned
+from engine.run.summon import Refused, Summoned
 from engine.speech import audio
 from engine.speech.endpoints import Speech
 from engine.store import Store, Tx
+from engine.store.voice import HearingState, StoredNote
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +61,24 @@ VOICE = "org.matrix.msc3245.voice"
 AUDIO = "org.matrix.msc1767.audio"
 EXTENSIONS = {"audio/ogg": "ogg", "audio/opus": "ogg", "audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3",
               "audio/mp4": "m4a", "audio/webm": "webm", "audio/flac": "flac", "audio/aac": "aac"}
+# A call begun longer ago than an attempt may last (rooms gives one up at ATTEMPT_SECONDS) is a dead attempt's.
+CUT_OFF_SECONDS = ATTEMPT_SECONDS + 15.0
+# A note that waits this long for one of the process's hearings is answered in words (busy), not queued for
+# longer than its attempt may take.
+BUSY_SECONDS = 10.0
+RATE_SECONDS = 60.0
+# Hearings begun within this long and not yet asked count as their sender's live runs (a given-up one stops).
+IN_FLIGHT_SECONDS = 600.0
+def _mimetype(note: StoredNote) -> str:
+    info = note.content.get("info")
+    mimetype = info.get("mimetype") if isinstance(info, Mapping) else None
+    return mimetype if isinstance(mimetype, str) and mimetype.startswith("audio/") else "audio/ogg"
 
 
 class Hearing:
     def __init__(self, store: Store, homeserver: Homeserver, registry: Callable[[], Registry], ours: Ours,
-                 asking: Asking, speech: Speech, *, max_bytes: int, max_seconds: float,
+                 asking: Asking, speech: Speech, *, max_bytes: int, max_seconds: float, at_once: int = 4,
+                 per_minute: int = 6, floor_kbps: float = audio.FLOOR_BYTES_PER_SECOND * 8 / 1000,
                  scripts: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None] | None = None) -> None:
         self.store = store
         self.homeserver = homeserver
@@ -59,7 +88,10 @@ class Hearing:
         self.speech = speech
         self.max_bytes = max_bytes
         self.max_seconds = max_seconds
+        self.per_minute = per_minute
+        self.floor_bytes_per_second = floor_kbps * 1000 / 8
         self.scripts = scripts
+        self._at_once = asyncio.Semaphore(at_once)  # this process's hearings: each holds a note while it is heard
 
     # --- in the appservice transaction -------------------------------------------------------------------
 
@@ -81,89 +113,222 @@ class Hearing:
         return None
 
     async def heard(self, tx: Tx, line: Line, followups: list[Followup]) -> bool:
-        """A voice note that summons a bot: its hearing remembered (carried out after the commit). False when it
-        summons nobody (it stays a line, read as not transcribed)."""
+        """A voice note that summons a bot: held and its hearing remembered (carried out after the commit), or
+        refused in words. False when it summons nobody (it stays a line, read as not transcribed)."""
         bot = await self.summoned(tx, line)
         if bot is None:
             return False
-        followups.append(Transcribe(room_id=line.room_id, event_id=line.event_id, bot=bot.slug))
+        if await self.hold(tx, line, bot):
+            followups.append(Transcribe(room_id=line.room_id, event_id=line.event_id, bot=bot.slug))
         return True
+
+    async def hold(self, tx: Tx, line: Line, bot: Bot) -> bool:
+        """Every gate before anything is fetched or paid for; True when the hearing is held (its worst case
+        reserved), False when it is refused (told, and recorded) or was held before."""
+        note = await tx.voice.note(line.event_id)
+        content = note.content if note is not None else {}
+        why = claimed_refusal(content, line.media_url, max_bytes=self.max_bytes, max_seconds=self.max_seconds)
+        if why is not None:
+            return await self._refuse(tx, line, bot, why)
+        # The sender's row first, so their notes are counted one after the other (the gates take it again).
+        await tx.people.lock_spender(line.sender)
+        notes, slowed = await tx.voice.lately(line.sender, RATE_SECONDS, "slow_down")
+        if notes >= self.per_minute:
+            log.info("voice note %s refused: %d from its sender in the last minute", line.event_id, notes,
+                     extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})
+            # Told once a minute: a flood is not answered note by note.
+            return await self._refuse(tx, line, bot, "slow_down", tell=slowed == 0)
+        if not self.speech.settings.hears:
+            return await self._refuse(tx, line, bot, "not_heard")
+        # What the call may cost at worst, before the file is seen: as long as its claimed size plays at the floor
+        # bit-rate, no longer than the longest note heard. (Should it play longer, the gates are asked again.)
+        worst = self.speech.transcription_usd(min(self.max_seconds, claimed_bytes(content, self.max_bytes)
+                                                  / self.floor_bytes_per_second))
+        in_flight = await tx.voice.in_flight(line.sender, IN_FLIGHT_SECONDS)
+        refused = await self.asking.would_refuse(tx, line, bot, also_reserve=worst, also_live=in_flight, tell=False)
+        if refused is not None:
+            if await tx.voice.refuse(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug,
+                                     why=refused.reason):
+                await self._say_refused(tx, line, bot, refused)
+            return False
+        held = await tx.voice.hold(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug, usd=worst)
+        if held:
+            log.info("voice note %s held (%.6f USD at worst)", line.event_id, worst,
+                     extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})
+        return held
+
+    async def _say_refused(self, tx: Tx, line: Line, bot: Bot, refused: Refused) -> None:
+        """A summons's refusal, in ``### refusals`` words where a typed question's is told; whatever those leave
+        unsaid (no words for it, nothing to say when), in ours."""
+        if not await self.asking.tell_refusal(tx, line, bot.slug, refused):
+            await self._tell(tx, line, bot, "refused")
+
+    async def _refuse(self, tx: Tx, line: Line, bot: Bot, why: str, *, tell: bool = True) -> bool:
+        log.info("voice note %s not heard: %s", line.event_id, why, extra={"room": line.room_id, "bot": bot.slug})
+        first = await tx.voice.refuse(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug, why=why)
+        if first and tell:
+            await self._tell(tx, line, bot, why if why in VOICE_WORDS else "refused")
+        return False
 
     # --- after the commit ------------------------------------------------------------------------------------
 
-    async def hear(self, job: Transcribe) -> None:
-        """Fetch, check and transcribe the voice note, then ask the bot with its words — or say in words why not.
-        Raises only ``StoreError`` (the action is tried again) once the database cannot be reached."""
-        registry = self._registry()
-        bot = registry.get(job.bot)
+    async def hear(self, job: Transcribe) -> str | None:
+        """Carry out a held hearing: fetch, bound, transcribe (once, ever), then ask the bot with its words — or
+        say in words why not. None when it is done with; else why it must be tried again later (its call is
+        still being made by another attempt). Raises ``StoreError`` (tried again) when the database fails."""
+        bot = self._registry().get(job.bot)
         note = await self.store.voice.note(job.event_id)
-        if bot is None or note is None:
+        line = read_event(note.event()) if note is not None else None
+        if bot is None or note is None or line is None:
             log.warning("voice note %s: its bot or its line is gone; not heard", job.event_id,
                         extra={"room": job.room_id})
+            await self.store.voice.release(job.event_id, state="failed", why="gone")  # nothing left to hold for
+            return None
+        hearing = await self.store.voice.hearing(job.event_id, call_seconds=CUT_OFF_SECONDS)
+        if hearing is None:
+            # Remembered before hearings were held as they were stored: every gate now, before anything is fetched.
+            async with self.store.transaction("voice_note_held") as tx:
+                if not await self.hold(tx, line, bot):
+                    return None
+            hearing = await self.store.voice.hearing(job.event_id, call_seconds=CUT_OFF_SECONDS)
+            assert hearing is not None
+        if hearing.state == "held":
+            await self._listen(line, bot, note, hearing.reserved_usd or 0.0)
+        elif hearing.state == "calling":
+            if not hearing.cut_off:
+                return "its transcription is being made by another attempt"
+            async with self.store.transaction("voice_note_lost") as tx:
+                if await tx.voice.lose(job.event_id, call_seconds=CUT_OFF_SECONDS):
+                    log.warning("voice note %s: its transcription was cut off before its answer was recorded; not "
+                                "made again (counted at its worst case, %.6f USD)", job.event_id,
+                                hearing.reserved_usd or 0.0, extra={"room": job.room_id, "bot": bot.slug})
+                    await self._tell(tx, line, bot, "not_heard")
+        elif hearing.state == "heard":
+            await self._ask(line, bot, note, hearing.heard or "")
+        else:
+            log.info("voice note %s was heard before (%s); nothing is paid again", job.event_id, hearing.state,
+                     extra={"room": job.room_id, "bot": bot.slug})
+        return None
+
+    async def _listen(self, line: Line, bot: Bot, note: StoredNote, reserved: float) -> None:
+        try:
+            async with asyncio.timeout(BUSY_SECONDS):
+                await self._at_once.acquire()
+        except TimeoutError:
+            await self._release(line, bot, "refused", "busy")
             return
-        event = note.event()
-        line = read_event(event)
-        if line is None or line.media_url is None:
-            await self._tell(line, bot, "not_audio")
-            return
-        info = note.content.get("info")
-        info = info if isinstance(info, Mapping) else {}
-        claimed_size, claimed_ms, mimetype = info.get("size"), info.get("duration"), str(info.get("mimetype") or "")
-        if isinstance(claimed_size, int) and claimed_size > self.max_bytes:
-            await self._tell(line, bot, "too_large")
-            return
-        if isinstance(claimed_ms, int | float) and claimed_ms / 1000 > self.max_seconds:
-            await self._tell(line, bot, "too_long")
-            return
-        if mimetype and not mimetype.startswith("audio/"):
-            await self._tell(line, bot, "not_audio")
+        try:
+            await self._fetch_and_call(line, bot, note, reserved)
+        finally:
+            self._at_once.release()
+
+    async def _fetch_and_call(self, line: Line, bot: Bot, note: StoredNote, reserved: float) -> None:
+        if line.media_url is None or media_parts(line.media_url) is None:  # held only if not (an older version)
+            await self._release(line, bot, "refused", "bad_link")
             return
         try:
             data = await self.homeserver.download(bot.user_id, line.media_url, self.max_bytes)
         except MatrixError as exc:
-            log.warning("voice note %s could not be fetched: %s", job.event_id, exc, extra={"room": job.room_id})
-            await self._tell(line, bot, "too_large" if exc.errcode == "M_TOO_LARGE" else "not_heard")
+            log.warning("voice note %s could not be fetched: %s", line.event_id, exc, extra={"room": line.room_id})
+            too_large = exc.errcode == "M_TOO_LARGE"
+            await self._release(line, bot, "refused" if too_large else "failed", "too_large" if too_large else
+                                "not_heard")
             return
         if not audio.sniff(data):
-            await self._tell(line, bot, "not_audio")
+            await self._release(line, bot, "refused", "not_audio")
             return
-        seconds = audio.seconds(data) or (claimed_ms / 1000 if isinstance(claimed_ms, int | float) else None)
-        if seconds is not None and seconds > self.max_seconds:
-            await self._tell(line, bot, "too_long")
+        # Bounding a hostile file is linear but may take a tenth of a second: off the event loop.
+        seconds = await asyncio.to_thread(audio.bound, data, limit=self.max_seconds,
+                                          floor_bytes_per_second=self.floor_bytes_per_second)
+        if seconds > self.max_seconds:
+            await self._release(line, bot, "refused", "too_long")
             return
+        worst = self.speech.transcription_usd(seconds)
+        # The marker, in its own commit before the paid call: from here on this note is never called again. It
+        # holds the call's worst case — more than was held (it plays longer than its claimed size allowed for):
+        # only if the gates still pass with it.
+        async with self.store.transaction("voice_note_called") as tx:
+            if worst > reserved + 1e-9 and not await self._may_hold_more(tx, line, bot, worst):
+                return
+            called = await tx.voice.call(line.event_id, seconds=seconds, usd=worst)
+        if not called:
+            log.warning("voice note %s is past being held; not called again", line.event_id,
+                        extra={"room": line.room_id})
+            return
+        mimetype = _mimetype(note)
         try:
             heard = await self.speech.transcribe(data, filename=f"voice.{EXTENSIONS.get(mimetype, 'ogg')}",
-                                                 mimetype=mimetype or "audio/ogg", seconds=seconds)
+                                                 mimetype=mimetype, seconds=seconds)
         except SpeechFailed as exc:
-            log.warning("voice note %s could not be transcribed: %s", job.event_id, exc, extra={"room": job.room_id})
-            await self._tell(line, bot, "not_heard")
+            log.warning("voice note %s could not be transcribed: %s", line.event_id, exc, extra={"room": line.room_id})
+            # Sent and unanswered: it may have been billed, so it is counted at its worst case.
+            unknown = exc.why == "unknown"
+            async with self.store.transaction("voice_note_not_heard") as tx:
+                if await tx.voice.settle(line.event_id, outcome="unknown" if unknown else "refused", seconds=seconds,
+                                         usd=worst if unknown else 0.0, heard=None, state="failed", why="not_heard"):
+                    await self._tell(tx, line, bot, "not_heard")
             return
-        if not heard.text:
-            await self._tell(line, bot, "no_words")
-            return
-        said = replace(line, text=heard.text)
-        script = self.scripts(event) if self.scripts is not None else None
         async with self.store.transaction("voice_note_heard") as tx:
-            await tx.rooms.lock(line.room_id)
-            await tx.voice.heard(job.event_id, heard.text)
-            result = await self.asking.ask(tx, said, bot, script=script)
-            if isinstance(result, Summoned):
-                await tx.voice.record_call(result.run_id, "transcription", seconds or 0.0, heard.cost_usd)
-        log.info("voice note %s heard (%d characters)", job.event_id, len(heard.text),
-                 extra={"room": job.room_id, "bot": bot.slug})
+            settled = await tx.voice.settle(line.event_id, outcome="answered", seconds=heard.seconds,
+                                            usd=heard.cost_usd, heard=heard.text,
+                                            state="heard" if heard.text else "failed",
+                                            why=None if heard.text else "no_words")
+            if settled and heard.text:
+                await tx.voice.heard(line.event_id, heard.text)
+            elif settled:
+                await self._tell(tx, line, bot, "no_words")
+        if not settled:
+            log.warning("voice note %s was answered after its hearing was given up; its worst case stands",
+                        line.event_id, extra={"room": line.room_id})
+        elif heard.text:
+            log.info("voice note %s heard (%d characters, %.1f s, %.6f USD)", line.event_id, len(heard.text),
+                     heard.seconds, heard.cost_usd, extra={"room": line.room_id, "bot": bot.slug})
+            await self._ask(line, bot, note, heard.text)
 
-    async def _tell(self, line: Line | None, bot: Bot, why: str) -> None:
-        if line is None:
-            return
+    async def _may_hold_more(self, tx: Tx, line: Line, bot: Bot, usd: float) -> bool:
+        """Raise the held note's reservation to ``usd`` and ask the gates again (this hearing no longer counted
+        among the sender's in flight: it is on the ledger); False, the note let go and told why, when they refuse."""
+        await tx.people.lock_spender(line.sender)
+        await tx.voice.raise_hold(line.event_id, usd=usd)
+        in_flight = await tx.voice.in_flight(line.sender, IN_FLIGHT_SECONDS)
+        refused = await self.asking.would_refuse(tx, line, bot, also_live=max(0, in_flight - 1), tell=False)
+        if refused is None:
+            return True
+        if await tx.voice.release(line.event_id, state="refused", why=refused.reason):
+            await self._say_refused(tx, line, bot, refused)
+        return False
+
+    async def _ask(self, line: Line, bot: Bot, note: StoredNote, text: str) -> None:
+        said = replace(line, text=text)
+        script = self.scripts(note.event()) if self.scripts is not None else None
+        async with self.store.transaction("voice_note_asked") as tx:
+            await tx.rooms.lock(line.room_id)
+            result = await self.asking.ask(tx, said, bot, script=script, tell=False)
+            if isinstance(result, Summoned) or result.reason == "duplicate":  # asked before (a retried commit)
+                await tx.voice.asked(line.event_id, run_id=result.run_id if isinstance(result, Summoned) else None)
+                return
+            # Something changed since the gates passed (a race, a setting): said in words all the same.
+            await tx.voice.asked(line.event_id, run_id=None, refused=result.reason)
+            await self._say_refused(tx, line, bot, result)
+
+    async def _release(self, line: Line, bot: Bot, state: HearingState, why: str) -> None:
+        async with self.store.transaction("voice_note_released") as tx:
+            if await tx.voice.release(line.event_id, state=state, why=why):
+                log.info("voice note %s not heard: %s", line.event_id, why,
+                         extra={"room": line.room_id, "bot": bot.slug})
+                await self._tell(tx, line, bot, why)
+
+    async def _tell(self, tx: Tx, line: Line, bot: Bot, why: str) -> None:
         words = self._registry().strings.get("voice", why)
         if not words:
             log.info("voice note %s not heard (%s); the site has no words for it", line.event_id, why)
             return
-        text = words.format(mib=f"{self.max_bytes / 1024 / 1024:g}", minutes=f"{self.max_seconds / 60:g}")
+        text = words.format(mib=f"{self.max_bytes / 1024 / 1024:g}", minutes=f"{self.max_seconds / 60:g}",
+                            per_minute=self.per_minute)
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-        async with self.store.transaction("voice_note_refused") as tx:
-            await tx.outbox.enqueue(txn_id=f"voice.refused.{line.event_id}", room_id=line.room_id,
-                                    sender=bot.user_id, event_type="m.room.message", content=content)
+        await tx.outbox.enqueue(txn_id=f"voice.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
+                                event_type="m.room.message", content=content)
+
 
 
 class Speaking:

@@ -121,11 +121,14 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # ``in_room`` once a room the person named was verified, ``no_room`` otherwise — and what a response says
     # when the work outlives its turn: where the answer will be posted once it is ready.
     # A voice note a bot could not hear, answered in words: over the size cap ({mib}), over the length cap
-    # ({minutes}), not audio, or the download or the transcription failed; ``no_words``: it heard nothing.
+    # ({minutes}), not audio, a link that is not a content URI, or the download or the transcription failed;
+    # ``no_words``: it heard nothing; ``refused``: a summons's gate said no where ``### refusals`` has no words;
+    # ``slow_down``: over the sender's rate ({per_minute}); ``busy``: every hearing of the process is taken.
     # A person's own memories of a person+recall bot (``!memories``, ``!forget <n>``, ``!forget all``).
     "memories": {"list": ("bot",), "none": ("bot",), "forgot": ("bot", "said"), "forgot_all": ("bot", "count"),
                  "no_such": ("n",), "not_here": (), "which": ("bots",)},
-    "voice": {"too_large": ("mib",), "too_long": ("minutes",), "not_audio": (), "not_heard": (), "no_words": ()},
+    "voice": {"too_large": ("mib",), "too_long": ("minutes",), "not_audio": (), "not_heard": (), "no_words": (),
+              "bad_link": (), "refused": (), "slow_down": ("per_minute",), "busy": ()},
     "door": {"header": ("name",), "in_room": ("room",), "no_room": (), "later_room": ("room",), "later_dm": (),
              "later_nowhere": ()},
     # The desk's own words: the framing of a desk run's transcript ({inbox}: the inbox's title; ``contact`` is

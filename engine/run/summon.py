@@ -7,6 +7,9 @@ can answer (no provider, no bots); then, with the person's row locked, the bot's
 most ``live_runs_per_person`` runs waiting or running per person, and — with the deployment's row locked —
 its daily spend cap. A run starts in its asker's turn (how many they already have live), so the claim
 serves everyone's first before anyone's second. Every run reserves its own spend limit until it ends.
+
+``would_refuse`` asks the same gates (all but the join) without inserting anything, for a surface that pays for
+something before the summons can be made — a voice note's transcription — with what it is about to pay counted.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, Literal
 
-from engine.content import AudienceFacts, Registry, admits
+from engine.content import AudienceFacts, Bot, Registry, admits
 from engine.content.strings import Strings
 from engine.core.limits import Breach, Ceilings, Limits, breach, lowered
 from engine.core.room_settings import room_refusal
@@ -108,17 +111,9 @@ def refusal(registry: Registry, s: Summons) -> Refusal | None:
 
 
 async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 3) -> Summoned | Refused:
-    why = refusal(registry, s)
-    if why is not None:
-        log.info("summons refused: %s", why, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
-        return await _refused(tx, s, why)
-    if s.room_id is not None:
-        # The room's own say (what its admins set): which bots answer there, and its quiet hours.
-        room = await tx.rooms.settings_now(s.room_id)
-        here = room_refusal(room.settings, s.bot, asked=s.asked_by is not None, now=room.now) if room else None
-        if here is not None:
-            log.info("summons refused: %s", here, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
-            return await _refused(tx, s, here)
+    refused = await _bot_and_room(tx, registry, s)
+    if refused is not None:
+        return refused
     if s.later is not None and s.asked_by is not None and s.room_id is not None:
         # The live run's row is taken in this transaction, so a worker finishing it either sees the line
         # (it re-reads the context before each model call) or finished first, and this starts a new run.
@@ -128,45 +123,10 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
         if joined is not None:
             log.info("the line joined run %s", joined, extra={"bot": s.bot, "room": s.room_id, "run": joined})
             return Summoned(joined, joined=True)
-    if not await tx.workers.provider_usable(LIVENESS_SECONDS):
-        # No provider, no bots: nothing would answer, so nothing is started (absent means no).
-        log.warning("summons refused: no worker can answer model calls", extra={"bot": s.bot, "room": s.room_id})
-        return await _refused(tx, s, "no_provider")
-    bot = registry.get(s.bot)
-    assert bot is not None
-    limits, per = lowered(Limits(steps=bot.limits.steps, spend=bot.limits.spend, minutes=bot.limits.minutes),
-                          bot.limits.per or {}, s.ceilings)
-    caps = await tx.people.caps()
-    # The asker pays; a run nobody asked for is counted against its subject (it matters more there).
-    spender = s.asked_by or s.subject
-    if spender is not None:
-        # Everything below is checked before the run exists (a refusal buys nothing), with the person's row
-        # locked so two racing summonses are checked one after the other, never against the same snapshot.
-        now = await tx.people.lock_spender(spender)
-    if per and spender is not None:
-        over = breach(per, await tx.people.ledger(spender, bot.slug), limits.spend, now)
-        if over is not None:
-            log.info("summons refused: the %s ceiling", over.window, extra={"bot": s.bot, "asker": spender})
-            return await _refused(tx, s, "ceiling", over, detail=f"the {over.window} ceiling")
-    # The run's turn: how many the asker already has waiting or running (the claim serves lower turns first).
-    live = await tx.runs.live_of(s.asked_by) if s.asked_by is not None else 0
-    if live >= caps.live_runs_per_person:
-        log.info("summons refused: %d runs already waiting or running", live,
-                 extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
-        return await _refused(tx, s, "too_many", live=live, detail=f"{live} live runs")
-    # Backpressure, not collapse: past the configured depth, a new summons is refused in words rather than
-    # queued behind the others for minutes. (Counted without a lock: racing summonses may pass it by a few.)
-    waiting = 0 if s.bounded else await tx.runs.waiting_for(bot.slug)
-    if waiting >= caps.waiting_per_bot:
-        log.warning("summons refused: %d summonses already wait for %s", waiting, bot.slug,
-                    extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
-        return await _refused(tx, s, "queue_full", waiting=waiting, detail=f"{waiting} waiting for the bot")
-    if caps.daily_spend is not None:
-        over = await _over_budget(tx, caps.daily_spend, limits.spend)
-        if over is not None:
-            log.warning("summons refused: the deployment's daily spend cap (%.2f USD) is reached", caps.daily_spend,
-                        extra={"bot": s.bot, "room": s.room_id, "asker": spender})
-            return await _refused(tx, s, "budget", over, detail=f"the daily cap of {caps.daily_spend:g} USD")
+    cleared = await _caps(tx, registry, s)
+    if isinstance(cleared, Refused):
+        return cleared
+    bot, limits, spender, live = cleared
     run_id = await tx.runs.insert(
         bot=bot.slug, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
         trigger_event=s.trigger_event, asked_by=s.asked_by, subject=s.subject, prompt=s.prompt,
@@ -180,6 +140,86 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
     await tx.people.reserve(spender, bot.slug, run_id, limits.spend)
     log.info("summoned run %s", run_id, extra={"bot": bot.slug, "room": s.room_id, "run": run_id})
     return Summoned(run_id)
+
+
+async def would_refuse(tx: Tx, registry: Registry, s: Summons, *, also_reserve: float = 0.0,
+                       also_live: int = 0) -> Refused | None:
+    """Whether ``summon(s)`` would be refused now, by every gate it makes but joining a live run, with nothing
+    inserted: for a surface that must pay for something before it can ask (a voice note is transcribed before
+    its words are the question), so nothing is paid for before every gate (SPEC §15). ``also_reserve`` USD more
+    must fit the person's ceilings and the deployment's cap beside the run's own limit (what the caller is
+    about to pay), and ``also_live`` more count as the asker's live runs (what they have in flight that will
+    ask). A refusal is recorded as ``summon``'s are. When it passes, the person's row (and under a daily cap,
+    the deployment's) stays locked for the rest of the transaction, so what the caller reserves in it is
+    counted before any racing summons is checked."""
+    refused = await _bot_and_room(tx, registry, s)
+    if refused is not None:
+        return refused
+    cleared = await _caps(tx, registry, s, also_reserve=also_reserve, also_live=also_live)
+    return cleared if isinstance(cleared, Refused) else None
+
+
+async def _bot_and_room(tx: Tx, registry: Registry, s: Summons) -> Refused | None:
+    """The bot's own rules (``refusal``), then the room's say."""
+    why = refusal(registry, s)
+    if why is not None:
+        log.info("summons refused: %s", why, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+        return await _refused(tx, s, why)
+    if s.room_id is not None:
+        # The room's own say (what its admins set): which bots answer there, and its quiet hours.
+        room = await tx.rooms.settings_now(s.room_id)
+        here = room_refusal(room.settings, s.bot, asked=s.asked_by is not None, now=room.now) if room else None
+        if here is not None:
+            log.info("summons refused: %s", here, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+            return await _refused(tx, s, here)
+    return None
+
+
+async def _caps(tx: Tx, registry: Registry, s: Summons, *, also_reserve: float = 0.0,
+                also_live: int = 0) -> Refused | tuple[Bot, Limits, str | None, int]:
+    """Something to answer, the person's ceilings, their live runs, the bot's waiting line and the daily cap;
+    when all hold: the bot, the run's limits, who pays, and how many runs they already have live."""
+    if not await tx.workers.provider_usable(LIVENESS_SECONDS):
+        # No provider, no bots: nothing would answer, so nothing is started (absent means no).
+        log.warning("summons refused: no worker can answer model calls", extra={"bot": s.bot, "room": s.room_id})
+        return await _refused(tx, s, "no_provider")
+    bot = registry.get(s.bot)
+    assert bot is not None
+    limits, per = lowered(Limits(steps=bot.limits.steps, spend=bot.limits.spend, minutes=bot.limits.minutes),
+                          bot.limits.per or {}, s.ceilings)
+    reserve = limits.spend + also_reserve
+    caps = await tx.people.caps()
+    # The asker pays; a run nobody asked for is counted against its subject (it matters more there).
+    spender = s.asked_by or s.subject
+    if spender is not None:
+        # Everything below is checked before the run exists (a refusal buys nothing), with the person's row
+        # locked so two racing summonses are checked one after the other, never against the same snapshot.
+        now = await tx.people.lock_spender(spender)
+    if per and spender is not None:
+        over = breach(per, await tx.people.ledger(spender, bot.slug), reserve, now)
+        if over is not None:
+            log.info("summons refused: the %s ceiling", over.window, extra={"bot": s.bot, "asker": spender})
+            return await _refused(tx, s, "ceiling", over, detail=f"the {over.window} ceiling")
+    # The run's turn: how many the asker already has waiting or running (the claim serves lower turns first).
+    live = await tx.runs.live_of(s.asked_by) if s.asked_by is not None else 0
+    if live + also_live >= caps.live_runs_per_person:
+        log.info("summons refused: %d runs already waiting or running", live + also_live,
+                 extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+        return await _refused(tx, s, "too_many", live=live + also_live, detail=f"{live + also_live} live runs")
+    # Backpressure, not collapse: past the configured depth, a new summons is refused in words rather than
+    # queued behind the others for minutes. (Counted without a lock: racing summonses may pass it by a few.)
+    waiting = 0 if s.bounded else await tx.runs.waiting_for(bot.slug)
+    if waiting >= caps.waiting_per_bot:
+        log.warning("summons refused: %d summonses already wait for %s", waiting, bot.slug,
+                    extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+        return await _refused(tx, s, "queue_full", waiting=waiting, detail=f"{waiting} waiting for the bot")
+    if caps.daily_spend is not None:
+        over = await _over_budget(tx, caps.daily_spend, reserve)
+        if over is not None:
+            log.warning("summons refused: the deployment's daily spend cap (%.2f USD) is reached", caps.daily_spend,
+                        extra={"bot": s.bot, "room": s.room_id, "asker": spender})
+            return await _refused(tx, s, "budget", over, detail=f"the daily cap of {caps.daily_spend:g} USD")
+    return bot, limits, spender, live
 
 
 async def _over_budget(tx: Tx, daily: float, reserve: float) -> Breach | None:

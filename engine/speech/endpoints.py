@@ -88,6 +88,19 @@ def speech_from_env(env: Mapping[str, str]) -> SpeechSettings:
 class Heard:
     text: str
     cost_usd: float
+    seconds: float  # what it was paid for: the endpoint's own word when it gives one (``usage``, ``duration``)
+
+
+def _heard_seconds(answer: Mapping[str, object]) -> float | None:
+    """How long the endpoint says it heard, where it says (``usage: {type: duration, seconds}`` as OpenAI's newer
+    models answer, or ``duration`` as a verbose answer has it); None when it does not."""
+    usage = answer.get("usage")
+    said = usage.get("seconds") if isinstance(usage, Mapping) and usage.get("type") == "duration" else None
+    if said is None:
+        said = answer.get("duration")
+    if isinstance(said, int | float) and not isinstance(said, bool) and 0 <= said < 1e7:
+        return float(said)
+    return None
 
 
 @dataclass(frozen=True)
@@ -112,28 +125,42 @@ class Speech:
     def _client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(timeout=self.timeout_seconds, transport=self._transport)
 
+    def transcription_usd(self, seconds: float) -> float:
+        """What hearing ``seconds`` of audio costs at the site's price."""
+        return round(max(0.0, seconds) / 60.0 * self.settings.stt_usd_per_minute, 6)
+
     async def transcribe(self, audio: bytes, *, filename: str, mimetype: str, seconds: float | None) -> Heard:
-        """The words in ``audio``. Raises ``SpeechFailed`` (``endpoint``) when the endpoint does not give them."""
+        """The words in ``audio`` (``seconds`` long: what the call costs, unless the endpoint says how long it
+        heard). Raises ``SpeechFailed`` when the endpoint does not give them, its ``why`` saying what was paid:
+        ``unreached`` (nothing was sent), ``endpoint`` (it answered with an error: nothing billed), ``unknown``
+        (it was sent and no answer came back, or a success that is not one: it may have been billed)."""
         s = self.settings
         if s.stt_url is None or not s.live:
-            raise SpeechFailed("no transcription endpoint is switched on", why="endpoint")
+            raise SpeechFailed("no transcription endpoint is switched on", why="unreached")
         headers = {"Authorization": f"Bearer {s.stt_key}"} if s.stt_key else {}
         try:
             async with self._client() as client:
                 response = await client.post(endpoint(s.stt_url, "/audio/transcriptions"), headers=headers,
                                              data={"model": s.stt_model, "response_format": "json"},
                                              files={"file": (filename, audio, mimetype)})
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
+            raise SpeechFailed(f"the transcription endpoint could not be reached ({type(exc).__name__}: {exc})",
+                               why="unreached") from exc
         except httpx.HTTPError as exc:
-            raise SpeechFailed(f"the transcription endpoint could not be reached ({type(exc).__name__}: {exc})") from exc
+            raise SpeechFailed(f"the transcription endpoint did not answer ({type(exc).__name__}: {exc})",
+                               why="unknown") from exc
         if response.status_code != 200:
             raise SpeechFailed(f"the transcription endpoint answered {response.status_code}: {response.text[:200]}")
         try:
-            text = response.json().get("text")
+            answer = response.json()
         except ValueError as exc:
-            raise SpeechFailed("the transcription endpoint's answer is not JSON") from exc
+            raise SpeechFailed("the transcription endpoint's answer is not JSON", why="unknown") from exc
+        text = answer.get("text") if isinstance(answer, dict) else None
         if not isinstance(text, str):
-            raise SpeechFailed("the transcription endpoint's answer has no text")
-        return Heard(text.strip(), round((seconds or 0.0) / 60.0 * s.stt_usd_per_minute, 6))
+            raise SpeechFailed("the transcription endpoint's answer has no text", why="unknown")
+        heard = _heard_seconds(answer)
+        took = heard if heard is not None else (seconds or 0.0)
+        return Heard(text.strip(), self.transcription_usd(took), took)
 
     # --- speaking ---------------------------------------------------------------------------------------
 

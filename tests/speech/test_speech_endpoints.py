@@ -3,6 +3,7 @@ needs to know about (its length and its waveform), from bytes made here."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import AsyncIterator
@@ -101,3 +102,51 @@ def test_an_ogg_opus_says_how_long_it_plays_from_its_granule_position() -> None:
     assert audio.seconds(ogg) == pytest.approx(2.0)
     bars = audio.waveform(ogg, bars=2)
     assert bars == [round(40 / 120 * audio.TOP), audio.TOP]
+
+
+async def test_a_transcription_is_paid_for_what_the_endpoint_says_it_heard(fake: FakeSpeech) -> None:
+    speech = Speech(settings(fake), FakeClock())
+    fake.answer = {"text": " hello ", "usage": {"type": "duration", "seconds": 3}}
+    heard = await speech.transcribe(tone_wav(), filename="v.wav", mimetype="audio/wav", seconds=60.0)
+    assert (heard.text, heard.seconds, heard.cost_usd) == ("hello", 3.0, pytest.approx(0.0003))
+    fake.answer = {"text": "hello", "duration": 7.5}  # as a verbose answer says it
+    heard = await speech.transcribe(tone_wav(), filename="v.wav", mimetype="audio/wav", seconds=60.0)
+    assert heard.seconds == 7.5
+    fake.answer = {"text": "hello", "usage": {"type": "tokens", "input_tokens": 10}, "duration": "long"}
+    heard = await speech.transcribe(tone_wav(), filename="v.wav", mimetype="audio/wav", seconds=60.0)
+    assert heard.seconds == 60.0  # it says nothing usable: the note's own bound
+
+
+@pytest.mark.parametrize(("answer", "status", "why"), [
+    ({"error": {"message": "bad key"}}, 401, "endpoint"),  # it answered no: nothing billed
+    ({"error": {"message": "down"}}, 503, "endpoint"),
+    (b"<html>a proxy's page</html>", 200, "unknown"),  # a success that is not one: it may have been billed
+    ({"words": "no text field"}, 200, "unknown"),
+    ([1, 2, 3], 200, "unknown"),
+])
+async def test_a_failed_transcription_says_what_was_paid(fake: FakeSpeech, answer: object, status: int,
+                                                         why: str) -> None:
+    fake.answer, fake.status = answer, status  # type: ignore[assignment]
+    with pytest.raises(SpeechFailed) as failed:
+        await Speech(settings(fake), FakeClock()).transcribe(tone_wav(), filename="v.wav", mimetype="audio/wav",
+                                                             seconds=1.0)
+    assert failed.value.why == why
+
+
+async def test_an_endpoint_that_cannot_be_reached_was_sent_nothing(fake: FakeSpeech) -> None:
+    await fake.stop()  # nothing listens on its port now
+    with pytest.raises(SpeechFailed) as failed:
+        await Speech(settings(fake), FakeClock()).transcribe(tone_wav(), filename="v.wav", mimetype="audio/wav",
+                                                             seconds=1.0)
+    assert failed.value.why == "unreached"
+
+
+async def test_an_endpoint_that_does_not_answer_in_time_may_have_billed(fake: FakeSpeech) -> None:
+    fake.stall = asyncio.Event()
+    try:
+        with pytest.raises(SpeechFailed) as failed:
+            await Speech(settings(fake), FakeClock(), timeout_seconds=0.3).transcribe(
+                tone_wav(), filename="v.wav", mimetype="audio/wav", seconds=1.0)
+        assert failed.value.why == "unknown" and fake.arrived == 1
+    finally:
+        fake.stall.set()
