@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC
 from typing import Any
 
 from appservice.desk.changes import Changes, Where
@@ -24,7 +23,7 @@ from engine.content.audience import AudienceFacts
 from engine.core.messages import CHARS_PER_TOKEN
 from engine.core.prompt import CONTEXT_TOKENS
 from engine.errors import Conflict
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.summon import TOLD, Refused, Summoned, Summons, refusal_words, summon
 from engine.store import Families, Tx
 from engine.store.desk import Contact, Message
 
@@ -32,7 +31,6 @@ log = logging.getLogger(__name__)
 
 SURFACE = "desk"
 TRANSCRIPT_LINES = 50
-TOLD = frozenset({"ceiling", "too_many", "budget"})
 TELL_EVERY_SECONDS = 60.0
 
 
@@ -75,12 +73,15 @@ class DeskAsking:
         self.max_attempts = max_attempts
 
     async def ask(self, tx: Tx, where: Where, bot: Bot, asking: list[Message], *, asked: bool,
-                  script: list[dict[str, Any]] | None = None) -> Summoned | Refused:
+                  script: list[dict[str, Any]] | None = None,
+                  command: dict[str, Any] | None = None) -> Summoned | Refused:
         """Ask ``bot`` about ``asking`` (what the contact wrote and nobody answered yet): join its live run
-        here, else summon it. ``asked``: the contact asks it (the conversation's bot), else nobody does."""
+        here, else summon it. ``asked``: the contact asks it (the conversation's bot), else nobody does.
+        ``command``: the contact ran a command (its name and arguments, as a run's context keeps them) — a run
+        of its own, never joined to one at work, which the worker resolves as Matrix's commands."""
         registry = self._registry()
         header = registry.strings.get("context", "later")
-        for n, message in enumerate(asking):
+        for n, message in enumerate(asking if command is None else []):
             joined = await tx.desk.join_run(bot.slug, where.key, line_of(message), header)
             if joined is None:
                 break
@@ -92,6 +93,8 @@ class DeskAsking:
         context: dict[str, Any] = {"kind": "desk", "lines": lines}
         if framing:
             context["header"] = framing.format(inbox=where.inbox.title)
+        if command is not None:
+            context["command"] = command
         facts = await contact_facts(tx, where.contact, self.server_name, private=True)
         summons = Summons(
             bot=bot.slug, surface=SURFACE, prompt="\n".join(m.content for m in asking),
@@ -117,19 +120,11 @@ class DeskAsking:
         return result
 
     async def _tell(self, tx: Tx, where: Where, bot: Bot, refused: Refused) -> None:
-        """Tell the contact why nothing answers, in the site's words (none: nothing), once a minute per reason."""
-        registry = self._registry()
-        words = registry.strings.get("refusals", refused.reason)
-        if not words or await tx.refusals.lately(where.contact_key, refused.reason, TELL_EVERY_SECONDS) > 1:
+        """Tell the contact why nothing answers, in the site's words — the same as every surface's
+        (``refusal_words``; none: nothing) — once a minute per reason."""
+        text = refusal_words(refused, self._registry().strings, bot.name)
+        if not text or await tx.refusals.lately(where.contact_key, refused.reason, TELL_EVERY_SECONDS) > 1:
             return
-        if refused.reason == "too_many":
-            text = words.format(bot=bot.name, live=refused.live)
-        else:
-            over = refused.breach
-            if over is None or over.frees_at is None:
-                return
-            text = words.format(bot=bot.name, window=over.window,
-                                when=over.frees_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
         message = await tx.desk.insert_message(where.conversation.id, message_type="activity", content=text,
                                                sender_type="system", bot=bot.slug)
         if message is not None:

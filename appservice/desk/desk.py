@@ -23,7 +23,8 @@ from appservice.desk.changes import Changes, Where, conversation_key
 from appservice.desk.rules import Resolution, Roster, State, Status
 from engine.content import Registry
 from engine.errors import RequestRefused
-from engine.store import Tx
+from engine.run.summon import LIVENESS_SECONDS, Refused, Summoned
+from engine.store import Families, Tx
 from engine.store.desk import Contact, Conversation, Inbox, Message
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,12 @@ class Desk:
         """Whether a bot behind one of the inbox's webhooks answers its contacts (``agent_bot: true``)."""
         inbox = self.inboxes.get(inbox_id)
         return inbox is not None and any(hook.agent_bot for hook in inbox.settings.webhooks)
+
+    async def has_assistant(self, db: Families, inbox_id: int) -> bool:
+        """Whether a contact here may be answered by one of our bots: the inbox has one that answers or offers
+        itself, and a provider can answer (no provider, no bots)."""
+        roster = self.roster(inbox_id)
+        return bool(roster.always or roster.ask) and await db.workers.provider_usable(LIVENESS_SECONDS)
 
     def words(self, key: str, **fields: str) -> str:
         text = self._registry().strings.get("desk", key) or ""
@@ -128,16 +135,25 @@ class Desk:
     # --- contacts and conversations ----------------------------------------------------------------------
 
     async def start(self, tx: Tx, contact: Contact) -> Where:
-        """A new conversation: its ``offer: always`` bot's, else people's."""
+        """A new conversation: its ``offer: always`` bot's, else people's. With no usable provider no bot can
+        answer (no provider, no bots): people's at once, and a contact who would have had an assistant is told
+        a person will answer."""
         assert contact.inbox_id is not None
         roster = self.roster(contact.inbox_id)
         facts = await contact_facts(tx, contact, self.server_name, private=True)
-        state = rules.at_start(roster.handler_for(facts), agent_bot=self.has_agent_bot(contact.inbox_id))
+        usable = await tx.workers.provider_usable(LIVENESS_SECONDS)
+        always = roster.handler_for(facts) if usable else None
+        state = rules.at_start(always, agent_bot=self.has_agent_bot(contact.inbox_id))
         conversation = await tx.desk.insert_conversation(contact.inbox_id, contact.id, status=state.status,
                                                          handler_bot=state.handler_bot)
         log.info("desk conversation %s started (%s)", conversation.id, conversation.status,
                  extra={"room": f"desk:{conversation.id}", "bot": conversation.handler_bot})
-        return Where(conversation, contact, self.inboxes[contact.inbox_id].row)
+        where = Where(conversation, contact, self.inboxes[contact.inbox_id].row)
+        if not usable and (roster.handler_for(facts) or roster.offered_to(facts)):
+            log.warning("desk conversation %s: no provider can answer; it goes to people", conversation.id,
+                        extra={"room": where.key})
+            await self.activity(tx, where, "no_assistant")
+        return where
 
     async def write(self, tx: Tx, where: Where, content: str, *, echo_id: str | None = None,
                     script: list[dict[str, Any]] | None = None) -> Message:
@@ -151,11 +167,7 @@ class Desk:
             seen = await tx.desk.message_by_echo(where.conversation.id, echo_id)
             if seen is not None:
                 return seen
-        await tx.desk.lock_contact(where.contact.id)
-        if await tx.desk.sent_lately(where.contact.id, 60) >= self.messages_per_minute:
-            log.warning("contact %s is over %d messages a minute; refused", where.contact.id, self.messages_per_minute,
-                        extra={"room": where.key})
-            raise RequestRefused(429, self.words("too_fast") or "too many messages; wait a minute")
+        await self.pace(tx, where)
         message = await tx.desk.insert_message(
             where.conversation.id, message_type="incoming", content=text, sender_type="contact",
             sender_name=contact_name(where.contact, self._registry()), echo_id=echo_id)
@@ -165,6 +177,14 @@ class Desk:
         where = await self.become(tx, where, rules.written(state_of(where.conversation)))
         await self.wake(tx, where, [message], script=script)
         return message
+
+    async def pace(self, tx: Tx, where: Where) -> None:
+        """Refused (429, in the site's words) when the contact is over their messages a minute."""
+        await tx.desk.lock_contact(where.contact.id)
+        if await tx.desk.sent_lately(where.contact.id, 60) >= self.messages_per_minute:
+            log.warning("contact %s is over %d messages a minute; refused", where.contact.id, self.messages_per_minute,
+                        extra={"room": where.key})
+            raise RequestRefused(429, self.words("too_fast"))
 
     async def wake(self, tx: Tx, where: Where, asking: list[Message], *,
                    script: list[dict[str, Any]] | None = None) -> None:
@@ -178,12 +198,25 @@ class Desk:
         roster = self.roster(where.inbox.id)
         handler = registry.get(state.handler_bot) if state.bots_answer and state.handler_bot else None
         if handler is not None:
-            await self.asking.ask(tx, where, handler, asking, asked=True, script=script)
+            asked = await self.asking.ask(tx, where, handler, asking, asked=True, script=script)
+            where = await self._unless_no_assistant(tx, where, asked)
         elif state.status == "open" and state.assignee is None:
             await self._offer(tx, where, roster)
         for bot in roster.hearers:
             if handler is None or bot.slug != handler.slug:
                 await self.asking.ask(tx, where, bot, asking, asked=False, script=script)
+
+    async def _unless_no_assistant(self, tx: Tx, where: Where, asked: Summoned | Refused) -> Where:
+        """The conversation's bot could not be summoned because no provider can answer: the conversation goes
+        to people (its bot kept, so the staff can send it back), and the contact is told a person will answer
+        — once: it is people's now, and nothing asks its bot again."""
+        if not (isinstance(asked, Refused) and asked.reason == "no_provider"):
+            return where
+        log.warning("desk conversation %s: no provider can answer; it goes to people", where.conversation.id,
+                    extra={"room": where.key, "bot": where.conversation.handler_bot})
+        where = await self.become(tx, where, rules.no_assistant(state_of(where.conversation)))
+        await self.activity(tx, where, "no_assistant")
+        return where
 
     async def _offer(self, tx: Tx, where: Where, roster: Roster) -> None:
         """Offer the ``offer: ask`` bots once while the question is unanswered (a button per bot, not one
@@ -191,6 +224,10 @@ class Desk:
         facts = await contact_facts(tx, where.contact, self.server_name, private=True)
         bots = roster.offered_to(facts)
         if not bots or await tx.desk.offered_since_answer(where.conversation.id):
+            return
+        if not await tx.workers.provider_usable(LIVENESS_SECONDS):
+            log.info("desk conversation %s: no provider can answer; no assistant is offered", where.conversation.id,
+                     extra={"room": where.key})
             return
         items = [{"title": self.words("offer_choice", bot=bot.name) or bot.name, "value": OFFER_PREFIX + bot.slug}
                  for bot in bots]
@@ -226,7 +263,8 @@ class Desk:
             where = await self.become(tx, where, rules.chosen(state_of(where.conversation), bot.slug))
             asking = await tx.desk.unanswered(where.conversation.id)
             if asking:
-                await self.asking.ask(tx, where, bot, asking, asked=True, script=script)
+                asked = await self.asking.ask(tx, where, bot, asking, asked=True, script=script)
+                await self._unless_no_assistant(tx, where, asked)
             return taken
         label = str(item.get("title") or value)
         await self.write(tx, where, label, script=script)

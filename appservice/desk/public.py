@@ -17,6 +17,7 @@ from uuid import UUID
 from aiohttp import web
 
 from appservice.desk import stream, tokens
+from appservice.desk.commands import DeskCommands
 from appservice.desk.desk import Desk, InboxConfig
 from appservice.desk.shapes import contact_json, conversation_json, message_json
 from appservice.desk.web import body_of, int_of, text_field
@@ -47,6 +48,7 @@ class PublicAPI:
         self.secret = secret
         self.token_days = token_days
         self.scripted = scripted
+        self.commands = DeskCommands(desk, registry)
 
     def routes(self, app: web.Application) -> None:
         r = app.router
@@ -63,6 +65,8 @@ class PublicAPI:
         r.add_post(CONVERSATION + "/messages/{message_id}/feedback", self.feedback)
         r.add_post(CONVERSATION + "/toggle_status", self.toggle_status)
         r.add_get(CONVERSATION + "/events", self.events)
+        r.add_get(CONTACT + "/commands", self.list_commands)
+        r.add_post(CONVERSATION + "/commands/{name}", self.run_command)
 
     # --- who is calling -----------------------------------------------------------------------------------
 
@@ -98,11 +102,15 @@ class PublicAPI:
     # --- the inbox and contacts --------------------------------------------------------------------------
 
     async def inbox(self, request: web.Request) -> web.Response:
-        """What a widget needs before anyone writes: the inbox's name and the site's words."""
+        """What a widget needs before anyone writes: the inbox's name, the site's words, and whether an assistant
+        is there (one of our bots answers or offers itself here, and a provider can answer: else a person
+        answers, and the widget shows no assistant)."""
         inbox = self._inbox(request)
         words = dict(self._registry().strings.section("desk"))
+        assistant = await self.desk.has_assistant(self.store, inbox.row.id)
         return web.json_response({"identifier": inbox.row.identifier, "name": inbox.row.title,
-                                  "identity_validation": inbox.settings.identity_secret is not None, "words": words})
+                                  "identity_validation": inbox.settings.identity_secret is not None, "words": words,
+                                  "assistant": assistant})
 
     async def create_contact(self, request: web.Request) -> web.Response:
         inbox = self._inbox(request)
@@ -194,7 +202,7 @@ class PublicAPI:
             message = await self.desk.press(tx, where, int_of(request, "message_id"), str(value),
                                             script=self._script(body))
         if message is None:  # refused after the commit: the press that came too late is recorded too
-            raise RequestRefused(409, self.desk.words("gone") or "that one was already chosen")
+            raise RequestRefused(409, self.desk.words("gone"))
         return web.json_response(message_json(message, contact.id))
 
     async def feedback(self, request: web.Request) -> web.Response:
@@ -234,3 +242,33 @@ class PublicAPI:
     def _script(self, body: dict[str, Any]) -> list[dict[str, Any]] | None:
         script = body.get(SCRIPT_KEY) if self.scripted else None
         return script if isinstance(script, list) else None
+
+    # --- commands ---------------------------------------------------------------------------------------
+
+    async def list_commands(self, request: web.Request) -> web.Response:
+        """The commands this contact may run here, with their fields' kinds (the widget's controls)."""
+        _, contact = await self._contact(request)
+        runnable = await self.commands.runnable(self.store, contact)
+        return web.json_response({"payload": [self.commands.shape(command) for command, _ in runnable]})
+
+    async def run_command(self, request: web.Request) -> web.Response:
+        """``{"args": {"since": "2d", "length": "short", "urgent": true}}``: each field by name, as text, a
+        number or a boolean; the contact's line is the answer (the bot's arrives on the stream)."""
+        _, contact = await self._contact(request)
+        body = await body_of(request)
+        given = body.get("args", {})
+        if not isinstance(given, dict) or not all(isinstance(v, str | int | float) for v in given.values()):
+            raise RequestRefused(422, 'args names each field\'s value: {"since": "2d", "urgent": true}')
+        values = {str(k): _as_text(v) for k, v in given.items()}
+        async with self.store.transaction("desk_run_command") as tx:
+            where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"))
+            message = await self.commands.run(tx, where, request.match_info["name"].lower(), values,
+                                              script=self._script(body))
+        return web.json_response(message_json(message, contact.id))
+
+
+def _as_text(value: str | int | float) -> str:
+    """A field's value as the engine's typing reads it (a boolean as ``true``/``false``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -78,6 +78,12 @@ def bot_failed(state: State) -> State:
     return replace(state, status="open", bot_off=True)
 
 
+def no_assistant(state: State) -> State:
+    """No provider can answer: people have it. Its bot stays its bot (the staff can send it back), and it is not
+    turned off — nobody asked for a person, so nothing says they did."""
+    return replace(state, status="open")
+
+
 def staff_replied(state: State, staff: str) -> State:
     """A person on the staff answered: they have it (assigned to them unless it already was to somebody)."""
     return replace(state, status="open", assignee=state.assignee or staff, resolution=None)

@@ -144,6 +144,10 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "staff_thread": ("id", "contact", "inbox"),
         "staff_draft": ("bot",), "staff_sent": ("name",), "staff_edited": ("name",),
         "staff_discarded": ("name",), "staff_handover": (), "staff_resolved": (),
+        # No usable provider: no assistant here, a person answers; the widget's commands menu (its button, a
+        # command's run button, a span's units, back to the list) and a command refused after "talk to a person".
+        "no_assistant": (), "commands": (), "run_command": (), "back": (), "commands_off": (),
+        "unit_minutes": (), "unit_hours": (), "unit_days": (), "unit_weeks": (),
     },
     # Member bots (docs/member-bots.md), in their own rooms: the one notice of an outage ({name}: the glyph and
     # persona, {why}: what failed, {when}: its schedule), and the line a removed bot leaves.

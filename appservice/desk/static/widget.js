@@ -14,6 +14,7 @@
     person: $("summon-person"), log: $("summon-log"), typing: $("summon-typing"), check: $("summon-check"),
     checkWords: $("summon-check-words"), checkButtons: $("summon-check-buttons"), error: $("summon-error"),
     form: $("summon-form"), input: $("summon-input"), send: $("summon-send"),
+    commands: $("summon-commands"), commandsToggle: $("summon-commands-toggle"),
   };
 
   let words = {};
@@ -22,6 +23,8 @@
   let stream = null;
   const shown = new Map();  // message id -> its element
   let personAnswered = false;
+  let assistant = true;     // whether one of the site's bots can answer here (none: a person answers)
+  let commands = [];        // the commands this contact may run here
 
   // --- the API ------------------------------------------------------------------------------------------
 
@@ -74,7 +77,7 @@
 
   // --- drawing ------------------------------------------------------------------------------------------
 
-  function say(key, fallback) { return words[key] || fallback || ""; }
+  function say(key) { return words[key] || ""; }
 
   function whoSaid(m) {
     if (!m.sender) return "";
@@ -141,8 +144,8 @@
   function drawState() {
     // "Talk to a person" is offered while a bot has the conversation and no person has answered yet.
     const botHasIt = conversation && conversation.status === "pending" && !conversation.bot_off;
-    ui.person.hidden = !botHasIt || personAnswered;
-    ui.person.textContent = say("human", "Talk to a person");
+    ui.person.hidden = !assistant || !botHasIt || personAnswered;
+    ui.person.textContent = say("human");
   }
 
   function showError(text) {
@@ -153,13 +156,13 @@
   // --- did that help? (only for an answer the person watched arrive) --------------------------------------
 
   function check(answer) {
-    ui.checkWords.textContent = say("did_it_help", "Did that help?");
+    ui.checkWords.textContent = say("did_it_help");
     ui.checkButtons.replaceChildren(
-      button(say("helped", "Yes, thanks"), async () => {
+      button(say("helped"), async () => {
         await feedback(answer, true);
         anythingElse();
       }),
-      button(say("human", "Talk to a person"), async () => {
+      button(say("human"), async () => {
         hideCheck();
         await feedback(answer, false);
       }),
@@ -168,10 +171,10 @@
   }
 
   function anythingElse() {
-    ui.checkWords.textContent = say("anything_else", "Anything else?");
+    ui.checkWords.textContent = say("anything_else");
     ui.checkButtons.replaceChildren(
-      button(say("more", "Yes, one more thing"), () => { hideCheck(); ui.input.focus(); }),
-      button(say("done", "No, that's everything"), async () => {
+      button(say("more"), () => { hideCheck(); ui.input.focus(); }),
+      button(say("done"), async () => {
         hideCheck();
         await guarded(() => call("POST", conversationPath() + "/toggle_status", {status: "resolved"}));
       }),
@@ -236,6 +239,149 @@
     await guarded(() => call("POST", conversationPath() + "/toggle_status", {status: "open"}));
   }
 
+  // --- commands: a menu, and each command's fields as controls ------------------------------------------------
+
+  const UNITS = [["m", "unit_minutes"], ["h", "unit_hours"], ["d", "unit_days"], ["w", "unit_weeks"]];
+
+  async function loadCommands() {
+    const listed = await call("GET", contactPath() + "/commands").catch(() => ({payload: []}));
+    commands = listed.payload || [];
+    ui.commandsToggle.hidden = commands.length === 0;
+    ui.commandsToggle.setAttribute("aria-label", say("commands"));
+    ui.commandsToggle.title = say("commands");
+  }
+
+  function toggleCommands() {
+    if (ui.commands.hidden) showMenu(); else hideCommands();
+  }
+
+  function hideCommands() {
+    ui.commands.hidden = true;
+    ui.commands.replaceChildren();
+    ui.commandsToggle.setAttribute("aria-expanded", "false");
+  }
+
+  function showMenu() {
+    const heading = document.createElement("h3");
+    heading.textContent = say("commands");
+    const menu = document.createElement("div");
+    menu.className = "menu";
+    for (const command of commands) {
+      const b = button("/" + command.name, () => showForm(command));
+      b.dataset.command = command.name;
+      if (command.hint) {
+        const hint = document.createElement("span");
+        hint.className = "hint";
+        hint.textContent = command.hint;
+        b.appendChild(hint);
+      }
+      menu.appendChild(b);
+    }
+    ui.commands.replaceChildren(heading, menu);
+    ui.commands.hidden = false;
+    ui.commandsToggle.setAttribute("aria-expanded", "true");
+    const first = menu.querySelector("button");
+    if (first) first.focus();
+  }
+
+  // A field's control by its kind: a span as a number and a unit, a choice as a list, a boolean as a switch.
+  function control(arg) {
+    const id = "summon-arg-" + arg.name;
+    const box = document.createElement("div");
+    box.className = "field";
+    box.dataset.kind = arg.kind;
+    const label = document.createElement("label");
+    label.htmlFor = id;
+    label.textContent = arg.label;
+    const row = document.createElement("div");
+    row.className = "row";
+    let read;
+    if (arg.kind === "span") {
+      const given = /^([0-9]+)\s*([mhdw])/.exec(arg.default || "");
+      const count = input("number", id);
+      count.min = "1"; count.step = "1"; count.value = given ? given[1] : "";
+      const unit = document.createElement("select");
+      unit.setAttribute("aria-label", arg.label);
+      for (const [value, key] of UNITS) unit.appendChild(option(value, say(key), given && given[2] === value));
+      row.append(count, unit);
+      read = () => (count.value ? count.value + unit.value : null);
+    } else if (arg.kind === "choice") {
+      const list = document.createElement("select");
+      list.id = id;
+      for (const choice of arg.choices) list.appendChild(option(choice, choice, choice === arg.default));
+      row.append(list);
+      read = () => list.value;
+    } else if (arg.kind === "boolean") {
+      const toggle = input("checkbox", id);
+      toggle.setAttribute("role", "switch");
+      toggle.checked = arg.default === true;
+      row.append(toggle);
+      read = () => toggle.checked;
+    } else {
+      const field = input(arg.kind === "number" ? "number" : "text", id);
+      if (arg.kind === "number") field.step = "any";
+      field.value = arg.default === null || arg.default === undefined ? "" : String(arg.default);
+      field.placeholder = arg.accepts || "";
+      row.append(field);
+      read = () => (field.value.trim() ? field.value.trim() : null);
+    }
+    box.append(label, row);
+    return {box, read};
+  }
+
+  function input(type, id) {
+    const i = document.createElement("input");
+    i.type = type; i.id = id;
+    return i;
+  }
+
+  function option(value, text, selected) {
+    const o = document.createElement("option");
+    o.value = value; o.textContent = text; o.selected = Boolean(selected);
+    return o;
+  }
+
+  function showForm(command) {
+    const form = document.createElement("form");
+    form.className = "command";
+    form.dataset.command = command.name;
+    const heading = document.createElement("h3");
+    heading.textContent = "/" + command.name;
+    form.appendChild(heading);
+    const fields = command.args.map((arg) => [arg.name, control(arg)]);
+    for (const [, f] of fields) form.appendChild(f.box);
+    const actions = document.createElement("div");
+    actions.className = "actions";
+    const run = document.createElement("button");
+    run.type = "submit";
+    run.textContent = say("run_command");
+    actions.append(button(say("back"), showMenu), run);
+    form.appendChild(actions);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const args = {};
+      for (const [name, f] of fields) {
+        const value = f.read();
+        if (value !== null) args[name] = value;
+      }
+      await open();
+      if (!conversation) return;
+      run.disabled = true;
+      const sent = await guarded(() => call("POST", conversationPath() + "/commands/" + encodeURIComponent(command.name),
+        {args}));
+      run.disabled = false;
+      if (sent) {
+        draw(sent);
+        hideCommands();
+        hideCheck();
+        ui.input.focus();
+      }
+    });
+    ui.commands.replaceChildren(form);
+    const first = form.querySelector("input, select, button");
+    if (first) first.focus();
+  }
+
   // --- the stream -----------------------------------------------------------------------------------------
 
   function listen() {
@@ -261,7 +407,7 @@
     });
     stream.addEventListener("typing", (e) => {
       const t = JSON.parse(e.data);
-      ui.typing.textContent = say("typing", "{bot} is writing…").replace("{bot}", t.name);
+      ui.typing.textContent = say("typing").replace("{bot}", t.name);
       ui.typing.hidden = !t.on;
     });
   }
@@ -278,11 +424,13 @@
       ready = guarded(async () => {
         const inbox = await call("GET", "");
         words = inbox.words || {};
+        assistant = inbox.assistant !== false;
         ui.title.textContent = inbox.name;
-        ui.input.placeholder = say("placeholder", "Write a message…");
-        ui.send.textContent = say("send", "Send");
+        ui.input.placeholder = say("placeholder");
+        ui.send.textContent = say("send");
         await ensureContact();
         await ensureConversation();
+        await loadCommands();
         for (const m of conversation.messages || []) draw(m);
         drawState();
         listen();
@@ -302,6 +450,7 @@
   ui.panel.addEventListener("keydown", (e) => { if (e.key === "Escape") close(); });
   ui.person.addEventListener("click", talkToAPerson);
   ui.form.addEventListener("submit", send);
+  ui.commandsToggle.addEventListener("click", toggleCommands);
   ui.input.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); ui.form.requestSubmit(); }
   });
