@@ -7,8 +7,9 @@ contact (``for:`` is its gate, and their conversation is read by them alone, so 
 at); a bot that hears ``support-message`` is asked by nobody (``serves:`` is its gate). One run per bot per
 conversation at a time: a message while it works joins that run, read before its next model call. The run
 is handed the conversation as the contact reads it (no private notes), newest lines within the context's
-budget. A refusal the contact can act on (a ceiling, too many questions at once, the day's cap) is told to
-them in the site's words, at most once a minute each.
+budget. A refusal the contact can act on (a ceiling, too many questions at once, the day's cap, a full
+waiting line) is told to them in the words every surface says it in (``refusal_words``), at most once a
+minute each.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 MAX_CHARS = 10_000  # of one message: a question, not a document
 OFFER_PREFIX = "bot:"
+NO_ASSISTANT = "no_assistant"  # the activity line of a conversation no bot can answer (no provider)
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ class Desk:
         if not usable and (roster.handler_for(facts) or roster.offered_to(facts)):
             log.warning("desk conversation %s: no provider can answer; it goes to people", conversation.id,
                         extra={"room": where.key})
-            await self.activity(tx, where, "no_assistant")
+            await self._no_assistant(tx, where)
         return where
 
     async def write(self, tx: Tx, where: Where, content: str, *, echo_id: str | None = None,
@@ -215,8 +216,15 @@ class Desk:
         log.warning("desk conversation %s: no provider can answer; it goes to people", where.conversation.id,
                     extra={"room": where.key, "bot": where.conversation.handler_bot})
         where = await self.become(tx, where, rules.no_assistant(state_of(where.conversation)))
-        await self.activity(tx, where, "no_assistant")
+        await self._no_assistant(tx, where)
         return where
+
+    async def _no_assistant(self, tx: Tx, where: Where) -> None:
+        """A person will answer, in the site's words: marked as the desk's own line, so the staff see it too."""
+        words = self.words(NO_ASSISTANT)
+        if words:
+            await self.say(tx, where, message_type="activity", content=words, sender_type="system",
+                           attributes={"activity": NO_ASSISTANT})
 
     async def _offer(self, tx: Tx, where: Where, roster: Roster) -> None:
         """Offer the ``offer: ask`` bots once while the question is unanswered (a button per bot, not one

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from appservice.desk.changes import Where
-from appservice.desk.desk import Desk
+from appservice.desk.desk import NO_ASSISTANT, Desk
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
@@ -82,6 +82,10 @@ class StaffRoom:
         if message.message_type == "incoming":
             content = contact_line(message.sender_name or "", message.content)
             await self._post(tx, where, message_txn(message.id), self.service_user, content, "line", message.id)
+        elif message.message_type == "activity" and message.content_attributes.get("activity") == NO_ASSISTANT:
+            # No bot can answer it (no provider): the staff are told it is theirs, in the contact's words.
+            await self._post(tx, where, message_txn(message.id), self.service_user, answer_content(
+                message.content, thread_root=None, reply_to=None, mention=None), "line", message.id)
         elif message.message_type == "outgoing" and message.draft == "pending":
             await self._draft(tx, where, message)
         elif message.message_type == "outgoing" and not message.content_attributes.get("matrix_event"):
