@@ -43,8 +43,12 @@ def on_desk(command: Command) -> bool:
 
 
 def command_line(name: str, args: Mapping[str, Any]) -> str:
-    """The command as the contact's line reads: ``/recap since=2d length=short`` (a value with spaces quoted)."""
-    given = [f'{key}="{value}"' if " " in str(value) else f"{key}={value}" for key, value in args.items()]
+    """The command as the contact's line reads, as it could be typed again: ``/recap since=2d urgent=true``
+    (a value with spaces quoted)."""
+    given = []
+    for key, value in args.items():
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        given.append(f'{key}="{text}"' if " " in text else f"{key}={text}")
     return " ".join([f"/{name}", *given])
 
 
