@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from engine.content import Registry, compile_sources
+from engine.content.files import read_kit
 from tests.conftest import TEST_RUN
-from tests.desk.conftest import STAFF_KEY, DeskRig
+from tests.desk.conftest import BOTS, STAFF_KEY, DeskRig
 
 pytestmark = pytest.mark.db
 SHOTS = TEST_RUN / "screenshots"
@@ -122,3 +124,125 @@ async def test_a_first_load_sets_no_check(desk: DeskRig, page: Any) -> None:
     await page.locator("li.msg.bot").filter(has_text="Hello there.").wait_for()
     assert await page.locator("li.msg").count() == 2  # the same conversation, the same contact
     assert await page.is_hidden("#summon-check")  # an answer from before is not asked about again
+
+
+# --- no provider, commands, and the way out (issue 25 items 1, 5, 10) ----------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+COMMANDS = {
+    "commands/recap.md": (
+        "---\nhint: A recap of your conversation\nbot: clerk\nsurfaces: [desk]\nargs:\n"
+        "  - {name: since, kind: span, label: How far back, default: 1d}\n"
+        "  - {name: length, kind: choice, label: How long, choices: [short, detailed], default: short}\n"
+        "  - {name: urgent, kind: boolean, label: Urgent, default: false}\n"
+        "---\nRecap the last {since}, {length}. Urgent: {urgent}.\n"),
+}
+
+
+@pytest.fixture
+def desk_registry() -> Registry:
+    registry = compile_sources({**BOTS, **COMMANDS}, server_name="localhost", kit=read_kit())
+    assert isinstance(registry, Registry), registry
+    return registry
+
+
+async def answered_with_choices(desk: DeskRig, page: Any) -> Any:
+    """The widget of ``always`` open, a question asked and answered with two choices, watched arriving."""
+    desk.running()
+    scripts = Scripts()
+    await page.route("**/conversations/*/messages", scripts.route)
+    await page.goto(f"{desk.url}/desk/widget?inbox=always")
+    await page.click("#summon-bubble")
+    scripts.queued.append([{"text": "Which copy is it?\n\n- The paperback\n- The hardcover"}])
+    await page.fill("#summon-input", "Is my book shipped?")
+    await page.keyboard.press("Enter")
+    answer = page.locator("li.msg.outgoing.bot").filter(has_text="Which copy is it?")
+    await answer.wait_for()
+    await page.wait_for_selector("#summon-check:not([hidden])")
+    return answer
+
+
+async def conversation_of(page: Any) -> int:
+    return int(await page.evaluate("JSON.parse(localStorage.getItem('summon-desk:always')).conversation"))
+
+
+async def test_talk_to_a_person_withdraws_the_choices_on_offer(desk: DeskRig, page: Any) -> None:
+    answer = await answered_with_choices(desk, page)
+    assert await answer.locator(".choices button:disabled").count() == 0
+    await page.locator("#summon-check-buttons").get_by_role("button", name="Talk to a person").click()
+    await page.locator("li.msg.activity").filter(has_text="A person will pick this up here.").wait_for()
+    # Withdrawn, not taken: every choice goes, none is marked as the one chosen.
+    await page.wait_for_function(
+        "document.querySelectorAll('li.msg.bot .choices button:disabled').length === 2")
+    assert await answer.locator(".choices button.taken").count() == 0
+    assert await page.is_hidden("#summon-check")
+    await page.screenshot(path=str(shot("widget-withdrawn.png")))
+
+
+async def test_anything_else_no_thats_everything_resolves(desk: DeskRig, page: Any) -> None:
+    await answered_with_choices(desk, page)
+    await page.locator("#summon-check-buttons").get_by_role("button", name="Yes, thanks").click()
+    await page.wait_for_function(
+        "document.querySelector('#summon-check-words').textContent === 'Anything else I can help you with?'")
+    assert await page.locator("#summon-check-buttons button").all_inner_texts() == [
+        "Yes, one more thing", "No, that's everything"]
+    await page.locator("#summon-check-buttons").get_by_role("button", name="No, that's everything").click()
+    await page.locator("li.msg.activity").filter(has_text="Marked as sorted.").wait_for()
+    assert await page.is_hidden("#summon-check")
+    row = await desk.row("SELECT status, resolution FROM desk_conversations WHERE id = $1",
+                         await conversation_of(page))
+    assert (row["status"], row["resolution"]) == ("resolved", "confirmed")
+    await page.screenshot(path=str(shot("widget-resolved.png")))
+
+
+async def test_with_no_provider_the_widget_shows_no_assistant(desk: DeskRig, page: Any) -> None:
+    await desk.db.workers.beat("desk-test", usable=False, mode="none: no_key", providers=[])
+    await page.goto(f"{desk.url}/desk/widget?inbox=always")
+    await page.click("#summon-bubble")
+    await page.locator("li.msg.activity").filter(has_text="A person will answer you here.").wait_for()
+    await page.fill("#summon-input", "Is my order shipped?")
+    await page.keyboard.press("Enter")
+    await page.locator("li.msg.incoming").filter(has_text="Is my order shipped?").wait_for()
+    assert await page.is_hidden("#summon-person")  # no "Talk to a person": a person has it
+    assert await page.is_hidden("#summon-commands-toggle")  # no bot, so no command to run
+    assert await page.locator("li.msg.template, li.msg.bot").count() == 0  # no assistant is offered
+    row = await desk.row("SELECT status, handler_bot FROM desk_conversations WHERE id = $1",
+                         await conversation_of(page))
+    assert (row["status"], row["handler_bot"]) == ("open", None)
+    await page.screenshot(path=str(DOCS / "desk-no-provider.png"))
+
+
+async def test_a_command_from_the_widget_menu_with_typed_controls(desk: DeskRig, page: Any) -> None:
+    desk.running()
+    scripts = Scripts()
+    await page.route("**/conversations/*/commands/*", scripts.route)
+    await page.goto(f"{desk.url}/desk/widget?inbox=always")
+    await page.click("#summon-bubble")
+    await page.wait_for_selector("#summon-commands-toggle:not([hidden])")
+    await page.click("#summon-commands-toggle")
+    menu = page.locator("#summon-commands .menu button")
+    assert await menu.all_inner_texts() == ["/recap\nA recap of your conversation"]
+    await menu.first.click()
+    form = page.locator("#summon-commands form.command")
+    # The fields as controls: a span as a number and a unit, a choice as a list, a boolean as a switch.
+    since = form.locator(".field[data-kind=span]")
+    assert await since.locator("input[type=number]").input_value() == "1"
+    assert await since.locator("select").input_value() == "d"
+    assert await since.locator("select option").all_inner_texts() == ["minutes", "hours", "days", "weeks"]
+    assert await form.locator(".field[data-kind=choice] select option").all_inner_texts() == ["short", "detailed"]
+    switch = form.get_by_role("switch", name="Urgent")
+    assert not await switch.is_checked()
+    await since.locator("input[type=number]").fill("2")
+    await since.locator("select").select_option("h")
+    await form.locator(".field[data-kind=choice] select").select_option("detailed")
+    await switch.check()
+    await page.screenshot(path=str(DOCS / "desk-command.png"))
+    scripts.queued.append([{"text": "In the last 2 hours you asked about your order; it ships today."}])
+    await form.get_by_role("button", name="Run").click()
+    await page.locator("li.msg.incoming").filter(has_text="/recap since=2h length=detailed urgent=true").wait_for()
+    await page.locator("li.msg.outgoing.bot").filter(has_text="it ships today.").wait_for()
+    assert await page.is_hidden("#summon-commands")
+    await page.screenshot(path=str(shot("widget-command-answered.png")))
+    # The staff see the command in the conversation.
+    said = [m["content"] for m in await desk.staff_messages(await conversation_of(page))]
+    assert said[0] == "/recap since=2h length=detailed urgent=true"
