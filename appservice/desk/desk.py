@@ -5,7 +5,8 @@ is ``rules``' to say; asking a bot is ``asking``'s; every change is told through
 A contact writes → the message is stored → a resolved conversation reopens → its bot answers (if it has
 it), or a bot that is offered (``offer: ask``) offers itself once while the question is unanswered, and
 the bots that hear ``support-message`` are woken — none of them after "talk to a person", until a human has
-the conversation. Pressing a choice takes it once; a bot's choice is then said in the contact's name, as
+the conversation. With no usable provider no bot is offered or started (no provider, no bots): the conversation
+is people's, and the contact is told once that a person will answer. Pressing a choice takes it once; a bot's choice is then said in the contact's name, as
 their next words. Refusals are ``RequestRefused``: the status an API answers with, and words for whoever asked.
 """
 
@@ -142,15 +143,15 @@ class Desk:
         assert contact.inbox_id is not None
         roster = self.roster(contact.inbox_id)
         facts = await contact_facts(tx, contact, self.server_name, private=True)
+        always = roster.handler_for(facts)
         usable = await tx.workers.provider_usable(LIVENESS_SECONDS)
-        always = roster.handler_for(facts) if usable else None
-        state = rules.at_start(always, agent_bot=self.has_agent_bot(contact.inbox_id))
+        state = rules.at_start(always if usable else None, agent_bot=self.has_agent_bot(contact.inbox_id))
         conversation = await tx.desk.insert_conversation(contact.inbox_id, contact.id, status=state.status,
                                                          handler_bot=state.handler_bot)
         log.info("desk conversation %s started (%s)", conversation.id, conversation.status,
                  extra={"room": f"desk:{conversation.id}", "bot": conversation.handler_bot})
         where = Where(conversation, contact, self.inboxes[contact.inbox_id].row)
-        if not usable and (roster.handler_for(facts) or roster.offered_to(facts)):
+        if not usable and (always or roster.offered_to(facts)):
             log.warning("desk conversation %s: no provider can answer; it goes to people", conversation.id,
                         extra={"room": where.key})
             await self._no_assistant(tx, where)

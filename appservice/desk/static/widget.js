@@ -1,7 +1,8 @@
 // The desk widget: no build step, no framework. It talks to the desk's public API (Chatwoot-shaped) as one
 // contact, kept in this browser (localStorage), and reads the conversation's event stream (EventSource resumes
 // with Last-Event-ID by itself). Every word a person reads comes from the site's strings (### desk) and every
-// text from the server is set as text, never as HTML.
+// text from the server is set as text, never as HTML. The commands the contact may run here are a menu, each
+// command's fields drawn as controls by their kind.
 (function () {
   "use strict";
 
