@@ -12,6 +12,7 @@ import pytest
 
 from appservice.desk.staff_room import StaffRoom
 from tests.desk.conftest import STAFF_KEY, DeskRig
+from tests.support import eventually
 
 pytestmark = pytest.mark.db
 NO_ASSISTANT = "No assistant can answer right now. A person will answer you here."
@@ -101,3 +102,21 @@ async def test_the_staff_room_is_told_a_conversation_no_bot_can_answer(desk: Des
         "SELECT content->>'body' AS body FROM outbox WHERE room_id = $1 ORDER BY id", STAFF_ROOM)]
     assert bodies[0].startswith(f"💬 Conversation {conversation} with Ann")
     assert bodies[1:] == [NO_ASSISTANT, "Ann: Is my order shipped?"]
+
+
+@pytest.mark.webhooks
+async def test_the_webhooks_see_an_open_conversation_with_the_line(desk: DeskRig) -> None:
+    ann = await desk.contact("always")
+    conversation = await desk.conversation(ann)
+    await no_provider(desk)
+    await desk.say(ann, conversation, "hello?")
+    receiver = desk.receiver
+    await eventually(lambda: receiver.events("conversation_opened"))
+    opened = receiver.events("conversation_opened")[0].json
+    assert (opened["id"], opened["status"], opened["bot_off"]) == (conversation, "open", False)
+
+    def the_line() -> list[dict[str, Any]]:
+        return [r.json for r in receiver.events("message_created") if r.json["content"] == NO_ASSISTANT]
+
+    [line] = await eventually(the_line)
+    assert line["conversation"]["status"] == "open"
