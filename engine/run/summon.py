@@ -6,8 +6,9 @@ room's, in order: a line joins its asker's live run rather than starting one; no
 can answer (no provider, no bots); then, with the person's row locked, the bot's per-person ceilings, at
 most ``live_runs_per_person`` runs waiting or running per person, and — with the deployment's row locked —
 its daily spend cap, then — with the pool's row locked — the daily cap of the pool the run spends from, if
-any (a surface's own, one desk inbox say: bounded even when every asker is new). A run starts in its asker's turn (how many they already have live), so the claim
-serves everyone's first before anyone's second. Every run reserves its own spend limit until it ends.
+any (a surface's own, one desk inbox say: bounded even when every asker is new). A run starts in its asker's
+turn (how many they already have live; a run nobody asked that ``counts_live``, in its subject's), so the
+claim serves everyone's first before anyone's second. Every run reserves its own spend limit until it ends.
 
 ``would_refuse`` asks the same gates (all but the join) without inserting anything, for a surface that pays for
 something before the summons can be made — a voice note's transcription — with what it is about to pay counted.
