@@ -5,6 +5,7 @@ counted in the contact's live runs, abandoned guests pruned, and a public inbox 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -13,9 +14,11 @@ import pytest
 from appservice.app import Service
 from appservice.config import DeskInbox, parse_config
 from appservice.desk.arrivals import client_address, origin_of
-from appservice.desk.service import refuse_uncapped
+from appservice.desk.service import DeskService, refuse_uncapped
+from engine.clock import SystemClock
 from engine.core.limits import Caps
 from engine.errors import ConfigError
+from engine.tasks import TaskGroup
 from tests.desk.conftest import Contact, DeskRig, desk_config, inboxes
 
 pytestmark = pytest.mark.db
@@ -75,6 +78,28 @@ async def test_behind_a_trusted_proxy_each_client_and_the_inbox_are_limited(desk
     assert TOO_MANY in many[-1][1]["error"]
     # Another inbox is not held by it.
     assert (await make_contact(desk, "plain", via="198.51.100.99"))[0] == 200
+
+
+@pytest.mark.desk_config(contacts_per_address_hour=4)
+async def test_two_processes_count_the_same_rows_racing(desk: DeskRig) -> None:
+    """Two `summon serve` processes' desks on one database: ten calls at once, alternating, and four contacts."""
+    other = DeskService(desk.service.config, desk.db, desk.service._registry, SystemClock(), server_name="localhost")
+    await other.load()
+    stop, tasks = asyncio.Event(), TaskGroup("other-desk")
+    await other.serve(tasks, stop)
+    try:
+        async def one(n: int) -> int:
+            url = f"{desk.url if n % 2 else other.address}/public/api/v1/inboxes/always/contacts"
+            async with desk.http.post(url, json={}) as resp:
+                return resp.status
+        statuses = await asyncio.gather(*(one(n) for n in range(10)))
+    finally:
+        stop.set()
+        await other.close()
+        await tasks.close(grace=5.0)
+        await other.release()
+    assert sorted(statuses) == [200] * 4 + [429] * 6
+    assert await desk.db.pool.fetchval("SELECT count(*) FROM desk_contacts") == 4
 
 
 def test_the_client_address_is_the_last_hop_no_trusted_proxy_wrote() -> None:
