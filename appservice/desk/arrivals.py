@@ -6,7 +6,7 @@ address in X-Forwarded-For that is none of them (the hops a client writes itself
 What is stored is its *origin*: an HMAC of the address (an IPv6 one cut to its /64, what one host is usually
 given) under the desk's secret, so a stored row names no address and cannot be turned back into one by trying
 them all; and it is forgotten after a day (``forget_origins``), the limits reading only the last hour. Counted
-from the stored rows, with the inbox's row (contacts) or the origin's lock (conversations) taken, so every
+from the stored rows, with the origin's lock (and for contacts the inbox's row) taken, so every
 ``summon serve`` process agrees and racing calls are counted one after another.
 """
 
@@ -23,6 +23,7 @@ from typing import NoReturn
 from aiohttp import web
 
 from appservice.config import Desk as DeskConfig
+from appservice.desk.desk import InboxConfig
 from engine.errors import RequestRefused
 from engine.store import Tx
 
@@ -81,15 +82,17 @@ class Arrivals:
         address = client_address(request.remote, request.headers.get("X-Forwarded-For"), self.config.trusted_proxies)
         return origin_of(address, self.config.secret)
 
-    async def contact(self, tx: Tx, origin: str, inbox_id: int, inbox_name: str, per_inbox: int) -> None:
-        """A contact may be made in the inbox from ``origin``, else 429 (the inbox's row stays taken until the
-        commit, so the next one counts this one)."""
-        await tx.desk.lock_inbox(inbox_id)
-        in_inbox, from_origin = await tx.desk.contacts_made_lately(inbox_id, origin, HOUR)
+    async def contact(self, tx: Tx, origin: str, inbox: InboxConfig) -> None:
+        """A contact may be made in ``inbox`` from ``origin``, else 429 (the origin's lock and the inbox's row stay
+        taken until the commit, so the next one counts this one; the origin's always first)."""
+        await tx.desk.lock_origin(origin)
+        await tx.desk.lock_inbox(inbox.row.id)
+        in_inbox, from_origin = await tx.desk.contacts_made_lately(inbox.row.id, origin, HOUR)
+        name = inbox.row.name
         if from_origin >= self.config.contacts_per_address_hour:
-            self._refuse(f"{from_origin} contacts made from origin {origin} in the last hour (inbox {inbox_name})")
-        if in_inbox >= per_inbox:
-            self._refuse(f"{in_inbox} contacts made in inbox {inbox_name} in the last hour (origin {origin})")
+            self._refuse(f"{from_origin} contacts made from origin {origin} in the last hour (inbox {name})")
+        if in_inbox >= inbox.settings.contacts_per_hour:
+            self._refuse(f"{in_inbox} contacts made in inbox {name} in the last hour (origin {origin})")
 
     async def conversation(self, tx: Tx, origin: str, contact_id: int) -> None:
         """A conversation may be started from ``origin``, else 429."""

@@ -123,7 +123,7 @@ class PublicAPI:
             account = identifier
         origin = self.arrivals.origin(request)
         async with self.store.transaction("desk_create_contact") as tx:
-            await self.arrivals.contact(tx, origin, inbox.row.id, inbox.row.name, inbox.settings.contacts_per_hour)
+            await self.arrivals.contact(tx, origin, inbox)
             contact = await tx.desk.insert_contact(inbox.row.id, user_id=account, name=name, email=email,
                                                    verified=account is not None)
             await tx.desk.contact_made_from(contact.id, origin)
