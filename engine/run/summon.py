@@ -6,9 +6,10 @@ room's, in order: a line joins its asker's live run rather than starting one; no
 can answer (no provider, no bots); then, with the person's row locked, the bot's per-person ceilings, at
 most ``live_runs_per_person`` runs waiting or running per person, and — with the deployment's row locked —
 its daily spend cap, then — with the pool's row locked — the daily cap of the pool the run spends from, if
-any (a surface's own, one desk inbox say: bounded even when every asker is new). A run starts in its asker's
-turn (how many they already have live; a run nobody asked that ``counts_live``, in its subject's), so the
-claim serves everyone's first before anyone's second. Every run reserves its own spend limit until it ends.
+any (a surface's own, one inbox of a support widget say: bounded even when every asker is new). A run
+starts in its asker's turn (how many they already have live; a run nobody asked that ``counts_live``, in
+its subject's), so the claim serves everyone's first before anyone's second. Every run reserves its own
+spend limit until it ends.
 
 ``would_refuse`` asks the same gates (all but the join) without inserting anything, for a surface that pays for
 something before the summons can be made — a voice note's transcription — with what it is about to pay counted.
@@ -60,13 +61,13 @@ class Summons:
     # occurrence — is never turned away by the bot's waiting line (the line's cap turns away people, who can
     # ask again; a refused edition would be lost). It still counts in the line, which is as long as it is.
     bounded: bool = False
-    # The pool of spend the run is drawn from, named by the surface (one desk inbox, say), and its own cap in
+    # The pool of spend the run is drawn from, named by the surface (one inbox of it, say), and its own cap in
     # USD over any 24 hours (None: none). Every run from the pool reserves against it, asked or not, so a
     # pool is bounded even when every asker is new and so under no ceiling yet.
     pool: str | None = None
     pool_daily: float | None = None
     # A run nobody asked for that still counts in its subject's live runs and takes its turn in the claim
-    # (what a desk contact's words wake: they may not start more at once than the contact could ask for).
+    # (what a visitor's words wake on a support surface: no more at once than they could ask for).
     counts_live: bool = False
 
 

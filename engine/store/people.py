@@ -114,7 +114,7 @@ class People(Family):
         """The audience classes the site's people tables give an account."""
         return frozenset(await self._value("site_classes", user_id) or ())
 
-    # --- pools of spend with a daily cap of their own (a surface's: e.g. one desk inbox) ----------------
+    # --- pools of spend with a daily cap of their own (a surface's own: one inbox, say) ----------------
 
     async def lock_pool(self, pool: str) -> datetime:
         """Take the pool's row for the rest of the transaction; the database's now."""

@@ -106,7 +106,7 @@ SELECT coalesce(array_agg(DISTINCT c.class ORDER BY c.class), '{}'::text[]) AS c
          WHERE user_id = $1 AND kind = 'tier' AND since <= now() AND (until IS NULL OR until > now())) c;
 
 -- name: ensure_spend_pool
--- A pool of spend (a surface's own, e.g. one desk inbox) gets a row the first time (the row its cap locks).
+-- A pool of spend (a surface's own, e.g. one inbox) gets a row the first time (the row its cap locks).
 INSERT INTO spend_pools (pool) VALUES ($1) ON CONFLICT (pool) DO NOTHING;
 
 -- name: lock_spend_pool
