@@ -29,7 +29,7 @@ from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers
 from appservice.database import migrate_database, open_store
-from appservice.desk.service import DeskService
+from appservice.desk.service import DeskService, refuse_uncapped
 from appservice.desk.staff_room import StaffRoom
 from appservice.door.service import DoorListener
 from appservice.door.surface import DoorSurface
@@ -187,6 +187,8 @@ class Service:
 
     async def start(self) -> None:
         c = self.config
+        if self.http and c.desk is not None:
+            refuse_uncapped(c.desk, c.limits.daily_spend)
         await migrate_database(c.database)
         self.store = await open_store(c.database, clock=self.clock)
         await self._keep_puppet_prefix()

@@ -22,6 +22,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.networks import IPvAnyNetwork
 
 from engine.content.bots import check_avatar
 from engine.core.limits import DEFAULT_SLOTS, Caps
@@ -295,6 +296,12 @@ class DeskInbox(_Strict):
     # The desk bots that work this inbox, by slug; None: every bot on the desk.
     bots: tuple[str, ...] | None = None
     webhooks: tuple[DeskWebhook, ...] = ()
+    # What the runs started from this inbox (asked or heard) may spend in any 24 hours, in USD; every run
+    # reserves its own spend limit against it until it ends. A public inbox needs it or limits.daily_spend:
+    # `summon serve` refuses to start without one (each new contact is a new spender, under no ceiling yet).
+    daily_spend: float | None = Field(default=None, ge=0)
+    # How many contacts may be made in this inbox in an hour, from every address together; more are refused.
+    contacts_per_hour: int = Field(default=500, ge=1)
 
 
 class Desk(_Strict):
@@ -317,6 +324,19 @@ class Desk(_Strict):
     # them (CORS). Empty: only pages the desk serves itself.
     origins: tuple[Annotated[str, Field(pattern=r"^https?://[^/]+$")], ...] = ()
     inboxes: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")], DeskInbox] = Field(min_length=1)
+    # The proxies the desk sits behind (addresses or networks): a call from one of them is from the last address
+    # in its X-Forwarded-For that is none of them. Empty: a call is from the address it comes from.
+    trusted_proxies: tuple[IPvAnyNetwork, ...] = ()
+    # How many contacts one client address may make in an hour (in every inbox), and how many conversations it
+    # may start; more are refused (429, in the site's words).
+    contacts_per_address_hour: int = Field(default=20, ge=1)
+    conversations_per_address_hour: int = Field(default=30, ge=1)
+    # How many conversations one contact may hold: those still open or pending and those started in the last
+    # 24 hours, together.
+    conversations_per_contact: int = Field(default=20, ge=1)
+    # Guests (no account) not heard from in this many days, with nothing open and no ticket, are deleted with
+    # their conversations.
+    guests_kept_days: float = Field(default=30.0, gt=0)
 
     @model_validator(mode="after")
     def _one_inbox_per_identifier(self) -> Desk:

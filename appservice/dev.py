@@ -270,7 +270,7 @@ async def with_desk(config: Config, client: ClientAPI) -> Config:
     desk = Desk.model_validate({
         "listen": {"host": "127.0.0.1", "port": int(os.environ.get("SUMMON_DESK_PORT", "29380"))},
         "secret": secrets.token_hex(32), "staff_room": str(staff_room),
-        "inboxes": {"web": {"title": "summon demo desk", "staff_key": secrets.token_hex(16)}},
+        "inboxes": {"web": {"title": "summon demo desk", "staff_key": secrets.token_hex(16), "daily_spend": 5.0}},
     })
     return config.model_copy(update={"desk": desk})
 

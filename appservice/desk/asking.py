@@ -26,7 +26,7 @@ from engine.core.prompt import CONTEXT_TOKENS
 from engine.errors import Conflict
 from engine.run.summon import TOLD, Refused, Summoned, Summons, refusal_words, summon
 from engine.store import Families, Tx
-from engine.store.desk import Contact, Message
+from engine.store.desk import Contact, Inbox, Message
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,14 @@ TELL_EVERY_SECONDS = 60.0
 
 
 def contact_name(contact: Contact, registry: Registry) -> str:
-    return contact.name or registry.strings.get("desk", "contact") or f"contact {contact.id}"
+    """What a contact is called: their own name, else the site's word for a contact with none (``### desk
+    contact``), else their number — never words of the code's own."""
+    return contact.name or registry.strings.get("desk", "contact") or f"#{contact.id}"
+
+
+def inbox_pool(inbox: Inbox) -> str:
+    """The pool of spend every run started from ``inbox`` reserves in (asked or heard)."""
+    return f"desk:{inbox.name}"
 
 
 def line_of(message: Message) -> dict[str, Any]:
@@ -72,6 +79,8 @@ class DeskAsking:
         self.changes = changes
         self.server_name = server_name
         self.max_attempts = max_attempts
+        # Each inbox's own cap on what its runs spend in any 24 hours (USD), by inbox id, as the inboxes load.
+        self.daily_spend: dict[int, float] = {}
 
     async def ask(self, tx: Tx, where: Where, bot: Bot, asking: list[Message], *, asked: bool,
                   script: list[dict[str, Any]] | None = None,
@@ -101,7 +110,8 @@ class DeskAsking:
             bot=bot.slug, surface=SURFACE, prompt="\n".join(m.content for m in asking),
             asked_by=where.contact_key if asked else None, subject=where.contact_key, facts=facts,
             room_id=where.key, trigger_event=f"{where.key}:{asking[-1].id}:{bot.slug}", context=context,
-            script=script,
+            script=script, pool=inbox_pool(where.inbox), pool_daily=self.daily_spend.get(where.inbox.id),
+            counts_live=True,
         )
         try:
             async with tx.savepoint():  # a lost race for the conversation undoes this run, not the message

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 MAX_CHARS = 10_000  # of one message: a question, not a document
 OFFER_PREFIX = "bot:"
 NO_ASSISTANT = "no_assistant"  # the activity line of a conversation no bot can answer (no provider)
+DAY = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,13 @@ def state_of(c: Conversation) -> State:
 
 class Desk:
     def __init__(self, registry: Callable[[], Registry], changes: Changes, asking: DeskAsking, *,
-                 server_name: str, messages_per_minute: int) -> None:
+                 server_name: str, messages_per_minute: int, conversations_per_contact: int = 20) -> None:
         self._registry = registry
         self.changes = changes
         self.asking = asking
         self.server_name = server_name
         self.messages_per_minute = messages_per_minute
+        self.conversations_per_contact = conversations_per_contact
         self.inboxes: dict[int, InboxConfig] = {}
 
     def add_inbox(self, row: Inbox, settings: DeskInbox) -> None:
@@ -139,8 +141,14 @@ class Desk:
     async def start(self, tx: Tx, contact: Contact) -> Where:
         """A new conversation: its ``offer: always`` bot's, else people's. With no usable provider no bot can
         answer (no provider, no bots): people's at once, and a contact who would have had an assistant is told
-        a person will answer."""
+        a person will answer. Refused when the contact holds as many as they may (open or pending, or started
+        in the last day), counted under their row."""
         assert contact.inbox_id is not None
+        await tx.desk.lock_contact(contact.id)
+        held = await tx.desk.conversations_held(contact.id, DAY)
+        if held >= self.conversations_per_contact:
+            log.warning("contact %s holds %d conversations; a new one refused", contact.id, held)
+            raise RequestRefused(429, self.words("too_many_new"))
         roster = self.roster(contact.inbox_id)
         facts = await contact_facts(tx, contact, self.server_name, private=True)
         always = roster.handler_for(facts)

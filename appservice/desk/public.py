@@ -17,6 +17,7 @@ from uuid import UUID
 from aiohttp import web
 
 from appservice.desk import stream, tokens
+from appservice.desk.arrivals import Arrivals
 from appservice.desk.commands import DeskCommands
 from appservice.desk.desk import Desk, InboxConfig
 from appservice.desk.shapes import contact_json, conversation_json, message_json
@@ -39,7 +40,8 @@ DAY = 86_400.0
 
 class PublicAPI:
     def __init__(self, store: Store, desk: Desk, streams: stream.Streams, registry: Callable[[], Registry],
-                 clock: Clock, *, secret: str, token_days: float, scripted: bool = False) -> None:
+                 clock: Clock, *, secret: str, token_days: float, scripted: bool = False,
+                 arrivals: Arrivals) -> None:
         self.store = store
         self.desk = desk
         self.streams = streams
@@ -49,6 +51,7 @@ class PublicAPI:
         self.token_days = token_days
         self.scripted = scripted
         self.commands = DeskCommands(desk, registry)
+        self.arrivals = arrivals
 
     def routes(self, app: web.Application) -> None:
         r = app.router
@@ -126,9 +129,12 @@ class PublicAPI:
                 log.warning("desk: a contact claimed account %r without the site's signature", identifier)
                 raise RequestRefused(401, "identifier_hash does not match the identifier")
             account = identifier
+        origin = self.arrivals.origin(request)
         async with self.store.transaction("desk_create_contact") as tx:
+            await self.arrivals.contact(tx, origin, inbox)
             contact = await tx.desk.insert_contact(inbox.row.id, user_id=account, name=name, email=email,
                                                    verified=account is not None)
+            await tx.desk.contact_made_from(contact.id, origin)
         log.info("desk contact %s made in inbox %s", contact.id, inbox.row.name)
         return web.json_response({**contact_json(contact), **self._token(inbox, contact.id)})
 
@@ -151,8 +157,11 @@ class PublicAPI:
     async def create_conversation(self, request: web.Request) -> web.Response:
         _, contact = await self._contact(request)
         body = await body_of(request)
+        origin = self.arrivals.origin(request)
         async with self.store.transaction("desk_create_conversation") as tx:
+            await self.arrivals.conversation(tx, origin, contact.id)
             where = await self.desk.start(tx, contact)
+            await tx.desk.conversation_made_from(where.conversation.id, origin)
             first = text_field(body, "content", limit=20_000)
             if first:
                 await self.desk.write(tx, where, first, echo_id=text_field(body, "echo_id"), script=self._script(body))

@@ -1,6 +1,8 @@
 """The desk, wired: its core, the surface the engine delivers to, and — in ``summon serve`` — its own
-listener (the widget, the public and staff APIs, the event streams), the outgoing webhooks' sender and the
-tick that resolves conversations left after a bot's answer.
+listener (the widget, the public and staff APIs, the event streams), the outgoing webhooks' sender, the
+tick that resolves conversations left after a bot's answer, and the sweep that prunes abandoned guests and
+forgets where old contacts came from. ``summon serve`` refuses a public inbox nothing caps the spend of
+(``refuse_uncapped``).
 
 ``summon worker`` builds the same core and surface (a desk answer is delivered by whichever worker finishes
 the run) but serves nothing.
@@ -18,6 +20,7 @@ import aiohttp
 from aiohttp import web
 
 from appservice.config import Desk as DeskConfig
+from appservice.desk.arrivals import DAY, Arrivals
 from appservice.desk.asking import DeskAsking
 from appservice.desk.changes import Changes
 from appservice.desk.desk import Desk
@@ -29,7 +32,7 @@ from appservice.desk.web import MAX_BODY, refusals
 from appservice.desk.webhooks import RETRY_AFTER, Webhooks, WebhookSender
 from engine.clock import Clock
 from engine.content import Registry
-from engine.errors import StoreError
+from engine.errors import ConfigError, StoreError
 from engine.store import Store
 from engine.tasks import TaskGroup
 
@@ -37,6 +40,21 @@ log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
 IDLE_BATCH = 100
+PRUNE_BATCH = 500
+PRUNE_EVERY_SECONDS = 3600.0
+
+
+def refuse_uncapped(config: DeskConfig, daily_spend: float | None) -> None:
+    """A public inbox — one a bot works, answering anyone who makes a contact — must have a cap on what it
+    spends, its own (``daily_spend``) or the deployment's: each new contact is a new spender, under no
+    ceiling yet, so without one a script asking once per contact spends without bound. No default is guessed
+    for someone else's money: ``summon serve`` refuses to start, in one line naming the inbox."""
+    if daily_spend is not None:
+        return
+    for name, inbox in config.inboxes.items():
+        if inbox.daily_spend is None and (inbox.bots is None or inbox.bots):
+            raise ConfigError(f"config: desk.inboxes.{name}.daily_spend: inbox {name} is answered by bots for anyone, "
+                              "and nothing caps what it spends: set it (USD a day), or limits.daily_spend")
 
 
 class DeskService:
@@ -51,7 +69,8 @@ class DeskService:
         self.changes = Changes()
         self.asking = DeskAsking(registry, self.changes, server_name=server_name, max_attempts=max_attempts)
         self.desk = Desk(registry, self.changes, self.asking, server_name=server_name,
-                         messages_per_minute=config.messages_per_minute)
+                         messages_per_minute=config.messages_per_minute,
+                         conversations_per_contact=config.conversations_per_contact)
         self.surface = DeskSurface(self.desk, store, registry, self.changes, server_name=server_name)
         self.changes.watch(Webhooks(self.desk, account_id=config.account_id))
         self.streams = Streams(store, clock)
@@ -66,6 +85,8 @@ class DeskService:
         for name, inbox in self.config.inboxes.items():
             row = await self.store.desk.upsert_inbox(name, inbox.identifier or name, inbox.title)
             self.desk.add_inbox(row, inbox)
+            if inbox.daily_spend is not None:
+                self.asking.daily_spend[row.id] = inbox.daily_spend
         known = set(self._registry().bots)
         for name, inbox in self.config.inboxes.items():
             for slug in inbox.bots or ():
@@ -75,7 +96,8 @@ class DeskService:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY, middlewares=[self._cors, refusals])
         PublicAPI(self.store, self.desk, self.streams, self._registry, self.clock, secret=self.config.secret,
-                  token_days=self.config.token_days, scripted=self.scripted).routes(app)
+                  token_days=self.config.token_days, scripted=self.scripted,
+                  arrivals=Arrivals(self.config, self.desk.words)).routes(app)
         StaffAPI(self.store, self.desk, self.streams, account_id=self.config.account_id).routes(app)
         app.router.add_get("/desk/widget", self.widget)
         app.router.add_static("/desk/static", STATIC)
@@ -86,6 +108,7 @@ class DeskService:
         the idle tick running until ``stop``."""
         tasks.spawn(self.streams.run(stop), name="desk-streams")
         tasks.spawn(self._idle(stop), name="desk-idle")
+        tasks.spawn(self._prune(stop), name="desk-prune")
         self._session = aiohttp.ClientSession()
         self.sender = WebhookSender(self.store, self.desk, self._session, self.clock, retry_after=self.retry_after)
         tasks.spawn(self.sender.run(stop), name="desk-webhooks")
@@ -160,3 +183,28 @@ class DeskService:
         if not response.prepared:
             response.headers.update(headers)
         return response
+
+    async def _prune(self, stop: asyncio.Event) -> None:
+        """Hourly: prune the guests nobody has heard from in ``guests_kept_days``, and forget where old contacts
+        and conversations were made from."""
+        while not stop.is_set():
+            try:
+                await self.prune()
+            except StoreError:
+                log.warning("desk: could not prune abandoned guests (the database is unavailable)")
+            await self.clock.wait(stop, PRUNE_EVERY_SECONDS)
+
+    async def prune(self) -> tuple[int, int]:
+        """One sweep; how many guests and conversations went."""
+        forgot = await self.store.desk.forget_origins(DAY)
+        contacts = conversations = 0
+        while True:
+            async with self.store.transaction("desk_prune_guests") as tx:
+                gone, ended = await tx.desk.prune_guests(self.config.guests_kept_days, PRUNE_BATCH)
+            contacts, conversations = contacts + gone, conversations + ended
+            if gone < PRUNE_BATCH:
+                break
+        if contacts or forgot:
+            log.info("desk: %d abandoned guest(s) pruned with %d conversation(s); %d row(s) forgot where they were "
+                     "made from", contacts, conversations, forgot)
+        return contacts, conversations

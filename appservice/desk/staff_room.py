@@ -145,7 +145,7 @@ class StaffRoom:
         txn = thread_txn(where.conversation.id)
         if await tx.desk_staff.remember(txn, where.conversation.id, None, "thread"):
             words = self._words("staff_thread", id=where.conversation.id, contact=where.contact.name or
-                                self._words("contact") or f"contact {where.contact.id}", inbox=where.inbox.title)
+                                self._words("contact") or f"#{where.contact.id}", inbox=where.inbox.title)
             content = {"msgtype": "m.notice", "body": words or f"desk:{where.conversation.id}", "m.mentions": {}}
             await tx.outbox.enqueue(txn_id=txn, room_id=self.room_id, sender=self.service_user,
                                     event_type="m.room.message", content=content)

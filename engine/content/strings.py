@@ -134,7 +134,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # The desk's own words: the framing of a desk run's transcript ({inbox}: the inbox's title; ``contact`` is
     # what a contact with no name is called), a bot's offer of itself, the check after an answer, the way
     # out, what the widget shows (the composer, the bot writing), what a contact is told when refused, and
-    # how the staff room in Matrix mirrors a conversation (a thread per conversation, drafts to send or drop).
+    # how the staff room in Matrix mirrors a conversation (a thread per conversation, drafts to send or drop);
+    # ``too_many_new``: over the limits on new contacts and conversations (from one address, in one inbox, held by
+    # one contact).
     "desk": {
         "context": ("inbox",), "contact": (),
         "offer": (), "offer_choice": ("bot",),
@@ -148,6 +150,7 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         # command's run button, a span's units, back to the list) and a command refused after "talk to a person".
         "no_assistant": (), "commands": (), "run_command": (), "back": (), "commands_off": (),
         "unit_minutes": (), "unit_hours": (), "unit_days": (), "unit_weeks": (),
+        "too_many_new": (),
     },
     # Member bots (docs/member-bots.md), in their own rooms: the one notice of an outage ({name}: the glyph and
     # persona, {why}: what failed, {when}: its schedule), and the line a removed bot leaves.

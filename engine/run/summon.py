@@ -5,8 +5,11 @@ so a line and the run it summoned are stored together or not at all. After the b
 room's, in order: a line joins its asker's live run rather than starting one; nothing starts when nothing
 can answer (no provider, no bots); then, with the person's row locked, the bot's per-person ceilings, at
 most ``live_runs_per_person`` runs waiting or running per person, and — with the deployment's row locked —
-its daily spend cap. A run starts in its asker's turn (how many they already have live), so the claim
-serves everyone's first before anyone's second. Every run reserves its own spend limit until it ends.
+its daily spend cap, then — with the pool's row locked — the daily cap of the pool the run spends from, if
+any (a surface's own, one inbox of a support widget say: bounded even when every asker is new). A run
+starts in its asker's turn (how many they already have live; a run nobody asked that ``counts_live``, in
+its subject's), so the claim serves everyone's first before anyone's second. Every run reserves its own
+spend limit until it ends.
 
 ``would_refuse`` asks the same gates (all but the join) without inserting anything, for a surface that pays for
 something before the summons can be made — a voice note's transcription — with what it is about to pay counted.
@@ -58,6 +61,14 @@ class Summons:
     # occurrence — is never turned away by the bot's waiting line (the line's cap turns away people, who can
     # ask again; a refused edition would be lost). It still counts in the line, which is as long as it is.
     bounded: bool = False
+    # The pool of spend the run is drawn from, named by the surface (one inbox of it, say), and its own cap in
+    # USD over any 24 hours (None: none). Every run from the pool reserves against it, asked or not, so a
+    # pool is bounded even when every asker is new and so under no ceiling yet.
+    pool: str | None = None
+    pool_daily: float | None = None
+    # A run nobody asked for that still counts in its subject's live runs and takes its turn in the claim
+    # (what a visitor's words wake on a support surface: no more at once than they could ask for).
+    counts_live: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,12 +143,15 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
         trigger_event=s.trigger_event, asked_by=s.asked_by, subject=s.subject, prompt=s.prompt,
         context=s.context, script=s.script,
         limits={"steps": limits.steps, "spend": limits.spend, "minutes": limits.minutes}, max_attempts=max_attempts, turn=live,
+        live_for=_live_key(s) if s.asked_by is None else None,
     )
     if run_id is None:
         return Refused("duplicate")
     # Every run holds its own spend limit until it ends: the person's ceilings and the deployment's cap
     # count it while it works.
     await tx.people.reserve(spender, bot.slug, run_id, limits.spend)
+    if s.pool is not None:
+        await tx.people.reserve_in_pool(run_id, s.pool)
     log.info("summoned run %s", run_id, extra={"bot": bot.slug, "room": s.room_id, "run": run_id})
     return Summoned(run_id)
 
@@ -201,10 +215,11 @@ async def _caps(tx: Tx, registry: Registry, s: Summons, *, also_reserve: float =
             log.info("summons refused: the %s ceiling", over.window, extra={"bot": s.bot, "asker": spender})
             return await _refused(tx, s, "ceiling", over, detail=f"the {over.window} ceiling")
     # The run's turn: how many the asker already has waiting or running (the claim serves lower turns first).
-    live = await tx.runs.live_of(s.asked_by) if s.asked_by is not None else 0
+    live_key = _live_key(s)
+    live = await tx.runs.live_of(live_key) if live_key is not None else 0
     if live + also_live >= caps.live_runs_per_person:
         log.info("summons refused: %d runs already waiting or running", live + also_live,
-                 extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+                 extra={"bot": s.bot, "room": s.room_id, "asker": live_key})
         return await _refused(tx, s, "too_many", live=live + also_live, detail=f"{live + also_live} live runs")
     # Backpressure, not collapse: past the configured depth, a new summons is refused in words rather than
     # queued behind the others for minutes. (Counted without a lock: racing summonses may pass it by a few.)
@@ -219,7 +234,18 @@ async def _caps(tx: Tx, registry: Registry, s: Summons, *, also_reserve: float =
             log.warning("summons refused: the deployment's daily spend cap (%.2f USD) is reached", caps.daily_spend,
                         extra={"bot": s.bot, "room": s.room_id, "asker": spender})
             return await _refused(tx, s, "budget", over, detail=f"the daily cap of {caps.daily_spend:g} USD")
+    if s.pool is not None and s.pool_daily is not None:
+        over = await _over_pool(tx, s.pool, s.pool_daily, reserve)
+        if over is not None:
+            log.warning("summons refused: %s's daily spend cap (%.2f USD) is reached", s.pool, s.pool_daily,
+                        extra={"bot": s.bot, "room": s.room_id, "asker": spender})
+            return await _refused(tx, s, "budget", over, detail=f"{s.pool}'s daily cap of {s.pool_daily:g} USD")
     return bot, limits, spender, live
+
+
+def _live_key(s: Summons) -> str | None:
+    """Whose live runs the summons counts in: its asker's; asked by nobody, its subject's when it counts."""
+    return s.asked_by if s.asked_by is not None else s.subject if s.counts_live else None
 
 
 async def _over_budget(tx: Tx, daily: float, reserve: float) -> Breach | None:
@@ -233,6 +259,19 @@ async def _over_budget(tx: Tx, daily: float, reserve: float) -> Breach | None:
     if over is not None and over.frees_at is None:
         log.error("a run's own spend limit (%.2f USD) is more than the deployment's daily cap (%.2f USD): it can "
                   "never run", reserve, daily)
+    return over
+
+
+async def _over_pool(tx: Tx, pool: str, daily: float, reserve: float) -> Breach | None:
+    """Whether ``reserve`` more would take ``pool`` over its own daily cap (rolling 24 hours, as the deployment's),
+    and when it frees up; the pool's row locked first, so racing summonses are counted one after the other."""
+    now = await tx.people.lock_pool(pool)
+    if await tx.people.pool_spent(pool) + reserve <= daily + 1e-12:
+        return None
+    over = breach({"day": daily}, await tx.people.pool_ledger(pool), reserve, now)
+    if over is not None and over.frees_at is None:
+        log.error("a run's own spend limit (%.2f USD) is more than %s's daily cap (%.2f USD): it can never run",
+                  reserve, pool, daily)
     return over
 
 

@@ -210,3 +210,39 @@ class Desk(Family):
         """Add ``line`` to ``bot``'s live run in ``conversation``; its id, or None when it has none."""
         run_id = await self._value("desk_join_run", bot, conversation, line, header)
         return None if run_id is None else int(run_id)
+
+    # --- what is started, from where (``sql/queries/desk_arrivals.sql``) ---------------------------------
+
+    async def lock_inbox(self, inbox_id: int) -> None:
+        await self._value("desk_lock_inbox", inbox_id)
+
+    async def lock_origin(self, origin: str) -> None:
+        await self._value("desk_lock_origin", origin)
+
+    async def contacts_made_lately(self, inbox_id: int, origin: str, seconds: float) -> tuple[int, int]:
+        """How many contacts the inbox made in the last ``seconds``, and how many ``origin`` made in any inbox."""
+        found = await self._one("desk_contacts_made_lately", inbox_id, seconds, origin)
+        return int(found["in_inbox"]), int(found["from_origin"])
+
+    async def conversations_made_lately(self, origin: str, seconds: float) -> int:
+        return int(await self._value("desk_conversations_made_lately", origin, seconds))
+
+    async def conversations_held(self, contact_id: int, seconds: float) -> int:
+        """The contact's conversations still open or pending, or started in the last ``seconds``."""
+        return int(await self._value("desk_conversations_held", contact_id, seconds))
+
+    async def contact_made_from(self, contact_id: int, origin: str) -> None:
+        await self._run("desk_contact_made_from", contact_id, origin)
+
+    async def conversation_made_from(self, conversation_id: int, origin: str) -> None:
+        await self._run("desk_conversation_made_from", conversation_id, origin)
+
+    async def forget_origins(self, seconds: float) -> int:
+        """Where rows older than ``seconds`` were made from is forgotten; how many forgot it."""
+        return int(await self._value("desk_forget_origins", seconds))
+
+    async def prune_guests(self, days: float, limit: int) -> tuple[int, int]:
+        """Guests unheard from for ``days`` with nothing open, deleted with their conversations (at most
+        ``limit``): how many contacts and conversations went."""
+        found = await self._one("desk_prune_guests", days, limit)
+        return int(found["contacts"]), int(found["conversations"])

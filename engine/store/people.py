@@ -113,3 +113,23 @@ class People(Family):
     async def site_classes(self, user_id: str) -> frozenset[str]:
         """The audience classes the site's people tables give an account."""
         return frozenset(await self._value("site_classes", user_id) or ())
+
+    # --- pools of spend with a daily cap of their own (a surface's own: one inbox, say) ----------------
+
+    async def lock_pool(self, pool: str) -> datetime:
+        """Take the pool's row for the rest of the transaction; the database's now."""
+        await self._run("ensure_spend_pool", pool)
+        now: datetime = await self._value("lock_spend_pool", pool)
+        return now
+
+    async def pool_spent(self, pool: str) -> float:
+        """What the pool spent in the last 24 hours, reservations included."""
+        return float(await self._value("pool_spent", pool))
+
+    async def pool_ledger(self, pool: str) -> list[Spent]:
+        return [Spent(r["at"], r["usd"]) for r in await self._all("pool_ledger", pool)]
+
+    async def reserve_in_pool(self, run_id: int, pool: str) -> None:
+        """Count run ``run_id``'s reservation (and, once settled, its cost) in ``pool`` too."""
+        await self._run("ensure_spend_pool", pool)
+        await self._run("reserve_in_pool", run_id, pool)

@@ -104,3 +104,25 @@ SELECT coalesce(array_agg(DISTINCT c.class ORDER BY c.class), '{}'::text[]) AS c
         SELECT 'subscribed'
           FROM site_memberships
          WHERE user_id = $1 AND kind = 'tier' AND since <= now() AND (until IS NULL OR until > now())) c;
+
+-- name: ensure_spend_pool
+-- A pool of spend (a surface's own, e.g. one inbox) gets a row the first time (the row its cap locks).
+INSERT INTO spend_pools (pool) VALUES ($1) ON CONFLICT (pool) DO NOTHING;
+
+-- name: lock_spend_pool
+-- Lock pool $1's row for the rest of the transaction: summonses under its cap are checked one at a time. The
+-- database's now.
+SELECT now() AS now FROM spend_pools WHERE pool = $1 FOR UPDATE;
+
+-- name: pool_spent
+-- What pool $1 spent in the last 24 hours, reservations included.
+SELECT coalesce(sum(usd), 0)::float8 AS usd FROM spend_ledger WHERE pool = $1 AND at > now() - interval '1 day';
+
+-- name: pool_ledger
+-- Pool $1's ledger over the last 24 hours, oldest first (read only when a summons is over its cap, to say when
+-- it frees up).
+SELECT at, usd::float8 AS usd FROM spend_ledger WHERE pool = $1 AND at > now() - interval '1 day' ORDER BY at;
+
+-- name: reserve_in_pool
+-- Run $1's reservation is counted in pool $2 too (until it is settled, and as what it cost after).
+UPDATE spend_ledger SET pool = $2 WHERE run_id = $1;

@@ -1,20 +1,21 @@
 -- Runs and their steps: summoned, claimed, held by a lease, fenced, finished, swept (engine/store/runs.py).
 
 -- name: insert_run
--- A run for a summons, in its asker's turn $13; one line summons at most one run (a replayed line gets no
--- row back).
+-- A run for a summons, in its asker's turn $13 (or, asked by nobody, that of $14, whose live runs it counts in);
+-- one line summons at most one run (a replayed line gets no row back).
 INSERT INTO agent_runs (bot, surface, room_id, thread_root, trigger_event, asked_by, subject, prompt,
-                        context, script, limits, max_attempts, turn)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                        context, script, limits, max_attempts, turn, live_for)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (trigger_event) DO NOTHING
 RETURNING id;
 
 -- name: live_runs_of
--- How many runs person $1 asked for are waiting or running: found through their reservations not yet settled
--- (every summoned run reserves under its asker's name), so agent_runs needs no index by asker.
+-- How many runs person $1 asked for (or that count for them, asked by nobody) are waiting or running: found
+-- through their reservations not yet settled (every summoned run reserves under its asker's name, else its
+-- subject's, which is whom it counts for), so agent_runs needs no index by asker.
 SELECT count(*) AS live
   FROM spend_ledger l JOIN agent_runs r ON r.id = l.run_id
- WHERE l.who = $1 AND l.reserved AND r.asked_by = $1 AND r.status IN ('queued', 'running');
+ WHERE l.who = $1 AND l.reserved AND coalesce(r.asked_by, r.live_for) = $1 AND r.status IN ('queued', 'running');
 
 -- name: bot_waiting
 -- How many runs of bot $1 wait: queued for a worker, or held and waiting for a provider's permit.

@@ -290,7 +290,8 @@ async def phase_summon(stack: dict[str, str], args: argparse.Namespace,
     config = load_config(Path(stack["SUMMON_CONFIG"]), env)
     config = config.model_copy(update={"desk": Desk.model_validate({
         "listen": {"host": "127.0.0.1", "port": 0}, "secret": uuid.uuid4().hex * 2,
-        "inboxes": {"bench": {"title": "Bench", "staff_key": uuid.uuid4().hex, "bots": [desk_bench.SLUG]}},
+        "inboxes": {"bench": {"title": "Bench", "staff_key": uuid.uuid4().hex, "bots": [desk_bench.SLUG],
+                              "daily_spend": 1000.0}},
         "messages_per_minute": 100_000,
     })})
     service = Service(config, scripts=scripted_turns)

@@ -94,7 +94,7 @@ async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
         "desk": DeskConfig.model_validate({
             "listen": {"host": "127.0.0.1", "port": 0}, "secret": "matrix-tests-desk-secret-" + "d" * 16,
             "staff_room": desk_staff.room_id,
-            "inboxes": {"web": {"title": "Help", "staff_key": DESK_STAFF_KEY}},
+            "inboxes": {"web": {"title": "Help", "staff_key": DESK_STAFF_KEY, "daily_spend": 100.0}},
         }),
         # Member bots (docs/member-bots.md): a fast clock, a low floor, and the loopback feed server allowed.
         "members": Members(keys=[MEMBER_KEY], min_every_seconds=60, tick_seconds=0.5, dry_run_seconds=60,
