@@ -144,6 +144,7 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "staff_thread": ("id", "contact", "inbox"),
         "staff_draft": ("bot",), "staff_sent": ("name",), "staff_edited": ("name",),
         "staff_discarded": ("name",), "staff_handover": (), "staff_resolved": (),
+        "too_many_streams": (),
     },
     # Member bots (docs/member-bots.md), in their own rooms: the one notice of an outage ({name}: the glyph and
     # persona, {why}: what failed, {when}: its schedule), and the line a removed bot leaves.

@@ -30,6 +30,7 @@ class Contact:
     source_id: UUID
     hmac_verified: bool
     created_at: datetime
+    tokens_valid_after: datetime | None  # a token whose chain began until then is refused (revoked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,3 +211,10 @@ class Desk(Family):
         """Add ``line`` to ``bot``'s live run in ``conversation``; its id, or None when it has none."""
         run_id = await self._value("desk_join_run", bot, conversation, line, header)
         return None if run_id is None else int(run_id)
+
+    # --- tokens (``sql/queries/desk_tokens.sql``) --------------------------------------------------------
+
+    async def revoke_tokens(self, contact_id: int, inbox_ids: list[int]) -> bool:
+        """Refuse every token contact ``contact_id`` (of one of ``inbox_ids``) holds now, open streams told;
+        False: no such contact there."""
+        return await self._value("desk_revoke_tokens", contact_id, inbox_ids) is not None

@@ -16,14 +16,18 @@ pytestmark = pytest.mark.db
 
 
 def test_a_token_is_checked_whole_in_constant_time() -> None:
-    good = tokens.mint(SECRET, 1, 7, int(time.time()) + 60)
-    assert tokens.verify(SECRET, good, time.time()) == tokens.ContactToken(1, 7, int(good.split(".")[3]))
-    forged_field = good.replace("v1.1.7.", "v1.1.8.", 1)
+    now = int(time.time())
+    good = tokens.mint(SECRET, 1, 7, now, now + 60)
+    assert tokens.verify([SECRET], good, time.time()) == tokens.ContactToken(1, 7, now, now + 60)
+    kid = tokens.kid(SECRET)
+    forged_field = good.replace(f"v2.{kid}.1.7.", f"v2.{kid}.1.8.", 1)
+    forged_since = good.replace(f".{now}.", f".{now + 1}.", 1)
     forged_mac = good[:-1] + ("0" if good[-1] != "0" else "1")
-    other_secret = tokens.mint(SECRET + "x", 1, 7, int(time.time()) + 60)
-    expired = tokens.mint(SECRET, 1, 7, int(time.time()) - 1)
-    for bad in (forged_field, forged_mac, other_secret, expired, "", "v1.1.7", good + "0", "v2" + good[2:]):
-        assert tokens.verify(SECRET, bad, time.time()) is None, bad
+    other_secret = tokens.mint(SECRET + "x", 1, 7, now, now + 60)
+    expired = tokens.mint(SECRET, 1, 7, now - 10, now - 1)
+    for bad in (forged_field, forged_since, forged_mac, other_secret, expired, "", "v2.1.7", good + "0",
+                "v1" + good[2:]):
+        assert tokens.verify([SECRET], bad, time.time()) is None, bad
 
 
 async def test_forged_expired_and_foreign_tokens_are_401(desk: DeskRig) -> None:
@@ -31,9 +35,10 @@ async def test_forged_expired_and_foreign_tokens_are_401(desk: DeskRig) -> None:
     conversation = await desk.conversation(ann)
     path = f"{desk.base(ann)}/conversations/{conversation}"
     await desk.call("GET", path, token=ann.token)
-    expired = tokens.mint(SECRET, desk.service.desk.inbox("always").row.id, ann.id, int(time.time()) - 5)  # type: ignore[union-attr]
+    now = int(time.time())
+    expired = tokens.mint(SECRET, desk.service.desk.inbox("always").row.id, ann.id, now - 9, now - 5)  # type: ignore[union-attr]
     forged = tokens.mint("not-the-desk-secret-" + "y" * 20, desk.service.desk.inbox("always").row.id, ann.id,  # type: ignore[union-attr]
-                         int(time.time()) + 600)
+                         now, now + 600)
     for token in (None, "", "garbage", ann.token[:-2] + "00", expired, forged):
         refused = await desk.call("GET", path, token=token, expect=401)
         assert refused == {"error": "a valid contact token is needed"}
@@ -58,8 +63,8 @@ async def test_another_contacts_conversation_is_404_as_if_it_did_not_exist(desk:
 
 async def test_a_signed_in_contact_needs_the_sites_signature(desk: DeskRig) -> None:
     refused = await desk.call("POST", "/public/api/v1/inboxes/always/contacts",
-                              body={"identifier": "@ann:localhost", "identifier_hash": "0" * 64}, expect=401)
-    assert "identifier_hash" in refused["error"]
+                              body={"identifier": "@ann:localhost", "identifier_token": "0" * 64}, expect=401)
+    assert "identifier_token" in refused["error"]
     ann = await desk.signed_in("always", "@ann:localhost")
     row = await desk.row("SELECT user_id, hmac_verified, inbox_id FROM desk_contacts WHERE id = $1", ann.id)
     assert (row["user_id"], row["hmac_verified"]) == ("@ann:localhost", True)
