@@ -47,10 +47,12 @@ class Reader:
     conversation_id: int
     contact_id: int | None  # None: the staff's
     private: bool
+    connected: Callable[[], bool]  # whether its reader is still there (aiohttp tells only at the next write)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     pending: list[DeskEvent] = field(default_factory=list)
     behind: bool = False  # handed more than BEHIND: drop them, read from its own last number instead
     ended: bool = False
+    closed: bool = False
 
     def hand(self, events: list[DeskEvent]) -> None:
         if len(self.pending) + len(events) > BEHIND:
@@ -118,15 +120,20 @@ class Streams:
             for reader in feed.readers:
                 reader.ready.set()
 
-    def open(self, conversation_id: int, head: int, *, contact_id: int | None, private: bool) -> Reader:
+    def open(self, conversation_id: int, head: int, *, contact_id: int | None, private: bool,
+             connected: Callable[[], bool] = lambda: True) -> Reader:
         """A new stream on ``conversation_id`` (whose last number is at least ``head``), joined to its feed;
-        ``RequestRefused`` (429) past the contact's or the process's cap."""
+        ``RequestRefused`` (429) past the contact's or the process's cap — counting only streams whose
+        reader is still connected (one that went is let go here, not at its next keepalive)."""
         theirs = self._contacts.get(contact_id, set()) if contact_id is not None else set()
+        if self._open >= self.per_process or len(theirs) >= self.per_contact:
+            self._let_go(theirs if len(theirs) >= self.per_contact else
+                         {r for feed in self._feeds.values() for r in feed.readers})
         if self._open >= self.per_process or len(theirs) >= self.per_contact:
             log.warning("desk: a stream on conversation %s refused: %d open (%d of contact %s)", conversation_id,
                         self._open, len(theirs), contact_id)
             raise RequestRefused(429, self._words("too_many_streams") or "too many open streams; close one first")
-        reader = Reader(conversation_id, contact_id, private)
+        reader = Reader(conversation_id, contact_id, private, connected)
         feed = self._feeds.get(conversation_id)
         if feed is None:
             feed = self._feeds[conversation_id] = Feed(head)
@@ -137,7 +144,15 @@ class Streams:
         self._open += 1
         return reader
 
+    def _let_go(self, readers: set[Reader]) -> None:
+        for reader in [r for r in readers if not r.connected()]:
+            reader.end()
+            self.close(reader)
+
     def close(self, reader: Reader) -> None:
+        if reader.closed:
+            return
+        reader.closed = True
         self._open -= 1
         if reader.contact_id is not None:
             theirs = self._contacts.get(reader.contact_id, set())
@@ -186,7 +201,8 @@ async def serve(streams: Streams, request: web.Request, conversation_id: int, he
                 headers: dict[str, str] | None = None) -> web.StreamResponse:
     """Stream conversation ``conversation_id``'s events to ``request`` from its ``Last-Event-ID`` on, until
     the reader goes, the service stops, ``until`` (the token's expiry, unix seconds) or the token is revoked."""
-    reader = streams.open(conversation_id, head, contact_id=contact_id, private=private)  # before the first read
+    reader = streams.open(conversation_id, head, contact_id=contact_id, private=private,  # before the first read
+                          connected=lambda: request.transport is not None and not request.transport.is_closing())
     try:
         last = last_event_id(request)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from appservice.desk import tokens
-from tests.desk.conftest import SECRET, STAFF_KEY, DeskRig
+from tests.desk.conftest import IDENTITY, SECRET, STAFF_KEY, DeskRig, inboxes
 
 pytestmark = pytest.mark.db
 
@@ -112,3 +112,106 @@ async def test_unknown_inbox_is_404(desk: DeskRig) -> None:
     async with aiohttp.ClientSession() as http, http.post(f"{desk.url}/public/api/v1/inboxes/nope/contacts",
                                                           json={}) as resp:
         assert resp.status == 404
+
+
+# --- the site's word for who a contact is: signed with its inbox and an expiry (issue 24 item 8) ------------
+
+
+def _claim(account: str, **signature: str) -> dict[str, str]:
+    return {"identifier": account, **signature}
+
+
+async def test_a_captured_identifier_hash_no_longer_signs_in(desk: DeskRig) -> None:
+    contacts = "/public/api/v1/inboxes/always/contacts"
+    static = tokens.identity_hash(IDENTITY, "@ann:localhost")
+    refused = await desk.call("POST", contacts, body=_claim("@ann:localhost", identifier_hash=static), expect=401)
+    assert "identifier_token" in refused["error"]
+    now = int(time.time())
+    for bad in (tokens.identity_token(IDENTITY, "always", "@ann:localhost", now - 1),  # expired
+                tokens.identity_token(IDENTITY, "other", "@ann:localhost", now + 600),  # another inbox's
+                tokens.identity_token(IDENTITY, "always", "@bob:localhost", now + 600),  # another account's
+                tokens.identity_token(IDENTITY, "always", "@ann:localhost", now + 2 * 86_400),  # good for too long
+                tokens.identity_token("another-identity-secret-x", "always", "@ann:localhost", now + 600)):
+        await desk.call("POST", contacts, body=_claim("@ann:localhost", identifier_token=bad), expect=401)
+    assert (await desk.row("SELECT count(*) AS n FROM desk_contacts WHERE user_id IS NOT NULL"))["n"] == 0
+    good = tokens.identity_token(IDENTITY, "always", "@ann:localhost", now + 600)
+    made = await desk.call("POST", contacts, body=_claim("@ann:localhost", identifier_token=good))
+    assert made["hmac_verified"] is True
+
+
+@pytest.mark.desk_config(inboxes={name: inbox.model_copy(update={"identity_static_hash": True})
+                                  for name, inbox in inboxes().items()})
+async def test_the_static_hash_holds_only_behind_its_compatibility_setting(desk: DeskRig) -> None:
+    static = tokens.identity_hash(IDENTITY, "@ann:localhost")
+    made = await desk.call("POST", "/public/api/v1/inboxes/always/contacts",
+                           body=_claim("@ann:localhost", identifier_hash=static))
+    assert made["hmac_verified"] is True
+    await desk.call("POST", "/public/api/v1/inboxes/always/contacts",
+                    body=_claim("@ann:localhost", identifier_hash="0" * 64), expect=401)
+
+
+# --- contact tokens: a key id, a chain no renewal extends for ever, revocation -----------------------------
+
+
+def _inbox_id(desk: DeskRig, name: str) -> int:
+    inbox = desk.service.desk.inbox(name)
+    assert inbox is not None
+    return inbox.row.id
+
+
+@pytest.mark.desk_config(token_days=30, token_max_days=60)
+async def test_renewal_keeps_the_chains_start_and_ends_at_token_max_days(desk: DeskRig) -> None:
+    ann = await desk.contact("always")
+    now = int(time.time())
+    assert ann.token.startswith(f"v2.{tokens.kid(SECRET)}.")
+    # A chain begun 59 days ago: renewal gives a token to its 60th day, not thirty days on.
+    old = tokens.mint(SECRET, _inbox_id(desk, "always"), ann.id, now - 59 * 86_400, now + 3_600)
+    renewed = await desk.call("POST", f"{desk.base(ann)}/token", token=old)
+    assert renewed["token_expires_at"] == now - 59 * 86_400 + 60 * 86_400
+    assert tokens.verify([SECRET], renewed["pubsub_token"], now).since == now - 59 * 86_400  # type: ignore[union-attr]
+    # A chain past its 60 days is refused, whatever its own expiry says (a token made before the limit shrank).
+    past = tokens.mint(SECRET, _inbox_id(desk, "always"), ann.id, now - 61 * 86_400, now + 3_600)
+    await desk.call("POST", f"{desk.base(ann)}/token", token=past, expect=401)
+    await desk.call("GET", desk.base(ann), token=past, expect=401)
+
+
+@pytest.mark.desk_config(secret="the-new-desk-secret-" + "n" * 20, old_secrets=[SECRET])
+async def test_a_rotated_secret_still_verifies_the_tokens_it_signed(desk: DeskRig) -> None:
+    ann = await desk.contact("always")
+    assert ann.token.startswith(f"v2.{tokens.kid('the-new-desk-secret-' + 'n' * 20)}.")
+    now = int(time.time())
+    signed_before = tokens.mint(SECRET, _inbox_id(desk, "always"), ann.id, now, now + 600)
+    await desk.call("GET", desk.base(ann), token=signed_before)
+    renewed = await desk.call("POST", f"{desk.base(ann)}/token", token=signed_before)
+    assert renewed["pubsub_token"].startswith(f"v2.{tokens.kid('the-new-desk-secret-' + 'n' * 20)}.")
+    unknown = tokens.mint("a-secret-never-configured-" + "u" * 10, _inbox_id(desk, "always"), ann.id, now, now + 600)
+    await desk.call("GET", desk.base(ann), token=unknown, expect=401)
+
+
+async def test_revoked_tokens_are_refused_and_renew_nothing(desk: DeskRig) -> None:
+    ann, bob = await desk.contact("always"), await desk.contact("always")
+    conversation = await desk.conversation(ann)
+    revoke = f"/api/v1/accounts/1/contacts/{ann.id}/revoke_tokens"
+    await desk.call("POST", revoke, expect=401)
+    theirs = await desk.contact("other")
+    await desk.call("POST", f"/api/v1/accounts/1/contacts/{theirs.id}/revoke_tokens", staff=STAFF_KEY, expect=404)
+    await desk.call("POST", "/api/v1/accounts/1/contacts/" + "9" * 40 + "/revoke_tokens", staff=STAFF_KEY, expect=404)
+    renewed = await desk.call("POST", f"{desk.base(ann)}/token", token=ann.token)
+    done = await desk.call("POST", revoke, staff=STAFF_KEY)
+    assert done["payload"] == {"success": True, "contact_id": ann.id}
+    for token in (ann.token, renewed["pubsub_token"]):
+        await desk.call("GET", f"{desk.base(ann)}/conversations/{conversation}", token=token, expect=401)
+        await desk.call("POST", f"{desk.base(ann)}/token", token=token, expect=401)
+    await desk.call("GET", desk.base(bob), token=bob.token)  # another contact's tokens hold
+
+
+async def test_after_takes_a_message_id_or_is_refused_clearly(desk: DeskRig) -> None:
+    ann = await desk.contact("plain")
+    conversation = await desk.conversation(ann)
+    await desk.say(ann, conversation, "first")
+    path = f"{desk.base(ann)}/conversations/{conversation}/messages"
+    assert [m["content"] for m in await desk.call("GET", path + "?after=0", token=ann.token)] == ["first"]
+    for after in ("9" * 40, "-1", "١٢", "1e3", "", "0x10"):
+        refused = await desk.call("GET", f"{path}?after={after}", token=ann.token, expect=422)
+        assert refused == {"error": "after is a message id (at most 18 digits)"}
+    assert await desk.call("GET", f"{path}?after={'9' * 18}", token=ann.token) == []
