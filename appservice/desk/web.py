@@ -29,7 +29,7 @@ async def body_of(request: web.Request) -> dict[str, Any]:
         return {}
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # nested past the parser's depth: no body of ours
         raise RequestRefused(400, "the body is not JSON") from None
     if not isinstance(body, dict):
         raise RequestRefused(400, "the body is not a JSON object")
