@@ -215,3 +215,14 @@ async def test_after_takes_a_message_id_or_is_refused_clearly(desk: DeskRig) -> 
         refused = await desk.call("GET", f"{path}?after={after}", token=ann.token, expect=422)
         assert refused == {"error": "after is a message id (at most 18 digits)"}
     assert await desk.call("GET", f"{path}?after={'9' * 18}", token=ann.token) == []
+
+
+async def test_text_postgres_cannot_hold_and_json_nested_past_the_parser_are_refused(desk: DeskRig) -> None:
+    """Found by the desk's fuzz: a NUL or a lone surrogate in a field, and JSON nested thousands deep, were 500."""
+    contacts = "/public/api/v1/inboxes/plain/contacts"
+    for name in ("a\x00b", "\ud800"):
+        refused = await desk.call("POST", contacts, body={"name": name}, expect=422)
+        assert refused == {"error": "name is text without NUL or lone surrogate characters"}
+    async with desk.http.post(desk.url + contacts, data=b'{"name": ' + b"[" * 5_000 + b"}") as resp:
+        assert (resp.status, await resp.json()) == (400, {"error": "the body is not JSON"})
+    assert (await desk.row("SELECT count(*) AS n FROM desk_contacts"))["n"] == 0
