@@ -74,7 +74,7 @@ class Feed:
     head: int  # the last number read (or a number known to be at most the last committed)
     readers: set[Reader] = field(default_factory=set)
     woken: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Task[None] | None = None  # held here: the loop keeps only a weak reference to a task
 
 
 class Streams:

@@ -144,6 +144,7 @@ async def test_streams_are_capped_per_contact_and_per_process(desk: DeskRig) -> 
         async with stream(desk, _events(desk, bob, his)):  # the third of the process
             async with stream(desk, _events(desk, cy, theirs), expect=429):
                 pass
+            assert desk.service.streams.open_streams == 3
     # Closed by their readers, they are counted no more.
     async with stream(desk, _events(desk, cy, theirs)), stream(desk, _events(desk, cy, theirs)):
         async with stream(desk, _events(desk, ann, hers)):
