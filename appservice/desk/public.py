@@ -266,7 +266,8 @@ class PublicAPI:
         async with self.store.transaction("desk_open_stream") as tx:
             where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"), lock=False)
         return await stream.serve(self.streams, request, where.conversation.id, where.conversation.seq,
-                                  contact_id=contact.id, until=token.expires, headers=request.get(CORS))
+                                  contact_id=contact.id, since=token.since, until=token.expires,
+                                  headers=request.get(CORS))
 
     def _script(self, body: dict[str, Any]) -> list[dict[str, Any]] | None:
         script = body.get(SCRIPT_KEY) if self.scripted else None

@@ -12,7 +12,8 @@ The staff's private events are never on a contact's stream.
 
 Streams are bounded: ``desk.streams_per_contact`` per contact and ``desk.streams_per_process`` in all (429
 past either). A contact's stream ends when its token expires and when the contact's tokens are revoked
-(the revocation NOTIFYs ``contact:<id>``); the widget comes back with a renewed token, or is refused.
+(the revocation NOTIFYs ``contact:<id>``; after the LISTEN comes back, one read asks which of the contacts
+with streams open were revoked meanwhile); the widget comes back with a renewed token, or is refused.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Reader:
     contact_id: int | None  # None: the staff's
     private: bool
     connected: Callable[[], bool]  # whether its reader is still there (aiohttp tells only at the next write)
+    since: int | None  # when its token's chain began: a revocation at or after it ends the stream
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     pending: list[DeskEvent] = field(default_factory=list)
     behind: bool = False  # handed more than BEHIND: drop them, read from its own last number instead
@@ -92,10 +94,11 @@ class Streams:
         self._feeds: dict[int, Feed] = {}
         self._contacts: dict[int, set[Reader]] = {}
         self._open = 0
+        self._rechecking: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
-            await self.store.listen(CHANNEL, self.wake_all, stop, payload=self._heard)
+            await self.store.listen(CHANNEL, self._connected, stop, payload=self._heard)
         finally:
             self.stopping.set()
             self.wake_all()
@@ -114,6 +117,24 @@ class Streams:
         else:
             self.wake_all()
 
+    def _connected(self) -> None:
+        """The LISTEN is (back) up: whatever was notified while it was down is gone, so every feed reads and
+        the revocations are asked for."""
+        self.wake_all()
+        if self._contacts:
+            self._rechecking = asyncio.ensure_future(self._recheck(list(self._contacts)))
+
+    async def _recheck(self, contact_ids: list[int]) -> None:
+        try:
+            revoked = await self.store.desk.revoked_among(contact_ids)
+        except StoreError as exc:
+            log.warning("desk: could not ask which streaming contacts were revoked (%s)", exc)
+            return
+        for contact_id, moment in revoked.items():
+            for reader in list(self._contacts.get(contact_id, ())):
+                if reader.since is not None and reader.since <= moment.timestamp():
+                    reader.end()
+
     def wake_all(self) -> None:
         for feed in self._feeds.values():
             feed.woken.set()
@@ -121,7 +142,7 @@ class Streams:
                 reader.ready.set()
 
     def open(self, conversation_id: int, head: int, *, contact_id: int | None, private: bool,
-             connected: Callable[[], bool] = lambda: True) -> Reader:
+             connected: Callable[[], bool] = lambda: True, since: int | None = None) -> Reader:
         """A new stream on ``conversation_id`` (whose last number is at least ``head``), joined to its feed;
         ``RequestRefused`` (429) past the contact's or the process's cap — counting only streams whose
         reader is still connected (one that went is let go here, not at its next keepalive)."""
@@ -133,7 +154,7 @@ class Streams:
             log.warning("desk: a stream on conversation %s refused: %d open (%d of contact %s)", conversation_id,
                         self._open, len(theirs), contact_id)
             raise RequestRefused(429, self._words("too_many_streams") or "too many open streams; close one first")
-        reader = Reader(conversation_id, contact_id, private, connected)
+        reader = Reader(conversation_id, contact_id, private, connected, since)
         feed = self._feeds.get(conversation_id)
         if feed is None:
             feed = self._feeds[conversation_id] = Feed(head)
@@ -197,11 +218,12 @@ def last_event_id(request: web.Request) -> int:
 
 
 async def serve(streams: Streams, request: web.Request, conversation_id: int, head: int, *,
-                contact_id: int | None = None, until: float | None = None, private: bool = False,
-                headers: dict[str, str] | None = None) -> web.StreamResponse:
+                contact_id: int | None = None, since: int | None = None, until: float | None = None,
+                private: bool = False, headers: dict[str, str] | None = None) -> web.StreamResponse:
     """Stream conversation ``conversation_id``'s events to ``request`` from its ``Last-Event-ID`` on, until
     the reader goes, the service stops, ``until`` (the token's expiry, unix seconds) or the token is revoked."""
-    reader = streams.open(conversation_id, head, contact_id=contact_id, private=private,  # before the first read
+    # Joined before the first read: nothing committed after it is missed.
+    reader = streams.open(conversation_id, head, contact_id=contact_id, private=private, since=since,
                           connected=lambda: request.transport is not None and not request.transport.is_closing())
     try:
         last = last_event_id(request)

@@ -218,3 +218,7 @@ class Desk(Family):
         """Refuse every token contact ``contact_id`` (of one of ``inbox_ids``) holds now, open streams told;
         False: no such contact there."""
         return await self._value("desk_revoke_tokens", contact_id, inbox_ids) is not None
+
+    async def revoked_among(self, contact_ids: list[int]) -> dict[int, datetime]:
+        """Of ``contact_ids``, those whose tokens were ever revoked, and the moment of the latest revocation."""
+        return {int(r["id"]): r["tokens_valid_after"] for r in await self._all("desk_revoked_among", contact_ids)}

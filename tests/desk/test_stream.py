@@ -217,3 +217,20 @@ async def _ends(reader: Reader) -> bool:
     while await asyncio.wait_for(reader.resp.content.readline(), 10):
         pass
     return True
+
+
+async def test_a_revocation_notified_while_the_listen_was_down_still_ends_the_stream(desk: DeskRig) -> None:
+    ann, bob = await desk.contact("plain"), await desk.contact("plain")
+    hers, his = await desk.conversation(ann), await desk.conversation(bob)
+    async with stream(desk, _events(desk, ann, hers)) as reader, stream(desk, _events(desk, bob, his)) as other:
+        # The revocation's NOTIFY is lost (nobody hears it), then the LISTEN connection drops and comes back.
+        await desk.db.pool.execute("ALTER TABLE desk_contacts DISABLE TRIGGER desk_contacts_tokens_revoked")
+        await desk.call("POST", f"/api/v1/accounts/1/contacts/{ann.id}/revoke_tokens", staff=STAFF_KEY)
+        await desk.db.pool.execute("ALTER TABLE desk_contacts ENABLE TRIGGER desk_contacts_tokens_revoked")
+        dropped = await desk.db.pool.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query ILIKE 'LISTEN%summon_desk%'")
+        assert dropped >= 1
+        assert await _ends(reader)
+        await desk.call("POST", desk.staff_path(his, "/messages"), staff=STAFF_KEY, body={"content": "still here"})
+        assert (await other.until("message_created"))[-1].data["content"] == "still here"
