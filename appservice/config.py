@@ -290,7 +290,8 @@ class DeskInbox(_Strict):
     title: str = Field(min_length=1, max_length=200)
     # The staff API's key for this inbox (header api_access_token); `openssl rand -hex 32`.
     staff_key: Secret = Field(min_length=16)
-    # Signs a signed-in contact's account id (identifier_hash = hex HMAC-SHA256(identity_secret, identifier)).
+    # Signs a signed-in contact's account id for this inbox until a moment (identifier_token = v1.<expires>.<hex
+    # HMAC-SHA256(identity_secret, "v1.<inbox identifier>.<identifier>.<expires>")>; docs/desk.md "Tokens").
     # None: every contact is a guest.
     identity_secret: Annotated[str | None, SECRET] = Field(default=None, min_length=16)
     # The desk bots that work this inbox, by slug; None: every bot on the desk.
@@ -302,6 +303,9 @@ class DeskInbox(_Strict):
     daily_spend: float | None = Field(default=None, ge=0)
     # How many contacts may be made in this inbox in an hour, from every address together; more are refused.
     contacts_per_hour: int = Field(default=500, ge=1)
+    # Also accept the static identifier_hash (an HMAC of the identifier alone, which signs that account in for
+    # good once seen): a compatibility path for sites not yet sending identifier_token, logged on each use.
+    identity_static_hash: bool = False
 
 
 class Desk(_Strict):
@@ -337,6 +341,14 @@ class Desk(_Strict):
     # Guests (no account) not heard from in this many days, with nothing open and no ticket, are deleted with
     # their conversations.
     guests_kept_days: float = Field(default=30.0, gt=0)
+    # Earlier values of `secret`: contacts' tokens they signed still verify (rotate: the new one in `secret`, the
+    # old one here until token_days have passed), none signs.
+    old_secrets: tuple[Secret, ...] = ()
+    # How long a contact's chain of tokens may be renewed, in days from its first: past it, the contact starts over.
+    token_max_days: float = Field(default=90.0, gt=0)
+    # Event streams one contact may hold open at once, and the whole process; past either, 429.
+    streams_per_contact: int = Field(default=4, ge=1)
+    streams_per_process: int = Field(default=1000, ge=1)
 
     @model_validator(mode="after")
     def _one_inbox_per_identifier(self) -> Desk:

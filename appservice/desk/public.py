@@ -3,13 +3,14 @@
 A contact is made in an inbox and handed its ``source_id`` and a signed token (``pubsub_token``, as
 Chatwoot names the contact's realtime token). Every other call names the contact by ``source_id`` and carries
 the token (``Authorization: Bearer <token>``; the event stream, which a browser's EventSource opens without
-headers, also takes ``?token=``). A token forged, expired or of another inbox is 401; a conversation that is
+headers, also takes ``?token=``). A token forged, expired, revoked or of another inbox is 401; a conversation that is
 not the caller's is 404 — exactly as one that does not exist, so nothing can be probed.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
@@ -36,12 +37,13 @@ CONVERSATION = CONTACT + "/conversations/{conversation_id}"
 CORS = "cors_headers"  # set by the desk's CORS middleware for a site that embeds the widget
 SCRIPT_KEY = "org.summon.script"  # a trusted caller's scripted model turns (the tests and the demo only)
 DAY = 86_400.0
+_NUMBER = re.compile(r"[0-9]{1,18}")  # a bigint's worth of ASCII digits; anything longer is no id of ours
 
 
 class PublicAPI:
     def __init__(self, store: Store, desk: Desk, streams: stream.Streams, registry: Callable[[], Registry],
                  clock: Clock, *, secret: str, token_days: float, scripted: bool = False,
-                 arrivals: Arrivals) -> None:
+                 arrivals: Arrivals, old_secrets: tuple[str, ...] = (), token_max_days: float = 90.0) -> None:
         self.store = store
         self.desk = desk
         self.streams = streams
@@ -52,6 +54,8 @@ class PublicAPI:
         self.scripted = scripted
         self.commands = DeskCommands(desk, registry)
         self.arrivals = arrivals
+        self.secrets = (secret, *old_secrets)  # the first signs; every one verifies
+        self.token_max_days = token_max_days
 
     def routes(self, app: web.Application) -> None:
         r = app.router
@@ -79,18 +83,30 @@ class PublicAPI:
             raise RequestRefused(404, "no such inbox")
         return inbox
 
-    def _token(self, inbox: InboxConfig, contact_id: int) -> dict[str, Any]:
-        expires = int(self.clock.now().timestamp() + self.token_days * DAY)
-        return {"pubsub_token": tokens.mint(self.secret, inbox.row.id, contact_id, expires), "token_expires_at": expires}
+    def _token(self, inbox: InboxConfig, contact_id: int, since: int | None = None) -> dict[str, Any]:
+        """A token for the contact's chain begun at ``since`` (now: a new chain), holding ``token_days`` but
+        never past ``token_max_days`` from the chain's start."""
+        now = self.clock.now().timestamp()
+        since = int(now) if since is None else since
+        expires = int(min(now + self.token_days * DAY, since + self.token_max_days * DAY))
+        return {"pubsub_token": tokens.mint(self.secret, inbox.row.id, contact_id, since, expires),
+                "token_expires_at": expires}
 
     async def _contact(self, request: web.Request, *, query_token: bool = False) -> tuple[InboxConfig, Contact]:
+        inbox, contact, _ = await self._caller(request, query_token=query_token)
+        return inbox, contact
+
+    async def _caller(self, request: web.Request, *,
+                      query_token: bool = False) -> tuple[InboxConfig, Contact, tokens.ContactToken]:
+        """The inbox, the contact the token names, and the token — checked against the contact's revocation."""
         inbox = self._inbox(request)
         given = request.headers.get("Authorization", "")
         token = given[7:] if given[:7].lower() == "bearer " else request.headers.get("X-Contact-Token", "")
         if not token and query_token:
             token = request.query.get("token", "")
-        verified = tokens.verify(self.secret, token, self.clock.now().timestamp()) if token else None
-        if verified is None or verified.inbox_id != inbox.row.id:
+        now = self.clock.now().timestamp()
+        verified = tokens.verify(self.secrets, token, now) if token else None
+        if verified is None or verified.inbox_id != inbox.row.id or now >= verified.since + self.token_max_days * DAY:
             log.info("desk: a call to %s with a missing, forged or expired token", request.path)
             raise RequestRefused(401, "a valid contact token is needed")
         contact = await self.store.desk.contact(verified.contact_id)
@@ -100,7 +116,30 @@ class PublicAPI:
             named = None
         if contact is None or named != contact.source_id:
             raise RequestRefused(404, "no such contact")
-        return inbox, contact
+        revoked = contact.tokens_valid_after
+        if revoked is not None and verified.since <= revoked.timestamp():
+            log.info("desk: a call to %s with a revoked token of contact %s", request.path, contact.id)
+            raise RequestRefused(401, "a valid contact token is needed")
+        return inbox, contact, verified
+
+    def _account(self, inbox: InboxConfig, body: dict[str, Any], identifier: str) -> str:
+        """``identifier``, when the site signed it for this inbox (``identifier_token``, before its expiry; the
+        static ``identifier_hash`` only where the inbox keeps that compatibility path); else 401."""
+        secret = inbox.settings.identity_secret
+        signed = text_field(body, "identifier_token", limit=128)
+        static = text_field(body, "identifier_hash", limit=128)
+        now = self.clock.now().timestamp()
+        if secret is not None and signed is not None and tokens.identity_token_holds(
+                secret, inbox.row.identifier, identifier, signed, now):
+            return identifier
+        if secret is not None and static is not None and inbox.settings.identity_static_hash and \
+                tokens.identity_holds(secret, identifier, static):
+            log.warning("desk: account %r signed in to inbox %s by its static identifier_hash (the compatibility "
+                        "path identity_static_hash; have the site send identifier_token)", identifier, inbox.row.name)
+            return identifier
+        log.warning("desk: a contact claimed account %r without the site's signature", identifier)
+        raise RequestRefused(401, "identifier_token does not hold for the identifier (forged, expired or of "
+                                  "another inbox)")
 
     # --- the inbox and contacts --------------------------------------------------------------------------
 
@@ -121,14 +160,7 @@ class PublicAPI:
         name = text_field(body, "name")
         email = text_field(body, "email")
         identifier = text_field(body, "identifier", limit=255)
-        account = None
-        if identifier is not None:
-            given = text_field(body, "identifier_hash", limit=128) or ""
-            secret = inbox.settings.identity_secret
-            if secret is None or not tokens.identity_holds(secret, identifier, given):
-                log.warning("desk: a contact claimed account %r without the site's signature", identifier)
-                raise RequestRefused(401, "identifier_hash does not match the identifier")
-            account = identifier
+        account = None if identifier is None else self._account(inbox, body, identifier)
         origin = self.arrivals.origin(request)
         async with self.store.transaction("desk_create_contact") as tx:
             await self.arrivals.contact(tx, origin, inbox)
@@ -143,9 +175,10 @@ class PublicAPI:
         return web.json_response(contact_json(contact))
 
     async def renew_token(self, request: web.Request) -> web.Response:
-        """A contact whose token still holds gets a fresh one (a widget renews before it runs out)."""
-        inbox, contact = await self._contact(request)
-        return web.json_response({**contact_json(contact), **self._token(inbox, contact.id)})
+        """A contact whose token still holds gets a fresh one (a widget renews before it runs out), of the same
+        chain: no renewal reaches past ``token_max_days`` from the chain's start."""
+        inbox, contact, token = await self._caller(request)
+        return web.json_response({**contact_json(contact), **self._token(inbox, contact.id, token.since)})
 
     # --- conversations ----------------------------------------------------------------------------------
 
@@ -179,10 +212,11 @@ class PublicAPI:
     async def list_messages(self, request: web.Request) -> web.Response:
         _, contact = await self._contact(request)
         after = request.query.get("after", "0")
+        if not _NUMBER.fullmatch(after):
+            raise RequestRefused(422, "after is a message id (at most 18 digits)")
         async with self.store.transaction("desk_list_messages") as tx:
             where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"), lock=False)
-            messages = await tx.desk.messages(where.conversation.id, after=int(after) if after.isdecimal() else 0,
-                                              limit=500)
+            messages = await tx.desk.messages(where.conversation.id, after=int(after), limit=500)
         return web.json_response([message_json(m, contact.id) for m in messages])
 
     async def post_message(self, request: web.Request) -> web.Response:
@@ -243,10 +277,13 @@ class PublicAPI:
                                                           "conversation_id": where.conversation.id}})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
-        _, contact = await self._contact(request, query_token=True)
+        """The conversation's stream, until the token expires or is revoked (429 past the streams' caps)."""
+        _, contact, token = await self._caller(request, query_token=True)
         async with self.store.transaction("desk_open_stream") as tx:
             where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"), lock=False)
-        return await stream.serve(self.streams, request, where.conversation.id, headers=request.get(CORS))
+        return await stream.serve(self.streams, request, where.conversation.id, where.conversation.seq,
+                                  contact_id=contact.id, since=token.since, until=token.expires,
+                                  headers=request.get(CORS))
 
     def _script(self, body: dict[str, Any]) -> list[dict[str, Any]] | None:
         script = body.get(SCRIPT_KEY) if self.scripted else None

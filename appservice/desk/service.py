@@ -73,7 +73,8 @@ class DeskService:
                          conversations_per_contact=config.conversations_per_contact)
         self.surface = DeskSurface(self.desk, store, registry, self.changes, server_name=server_name)
         self.changes.watch(Webhooks(self.desk, account_id=config.account_id))
-        self.streams = Streams(store, clock)
+        self.streams = Streams(store, clock, per_contact=config.streams_per_contact,
+                               per_process=config.streams_per_process, words=self.desk.words)
         self.retry_after: tuple[float, ...] = RETRY_AFTER
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -97,7 +98,8 @@ class DeskService:
         app = web.Application(client_max_size=MAX_BODY, middlewares=[self._cors, refusals])
         PublicAPI(self.store, self.desk, self.streams, self._registry, self.clock, secret=self.config.secret,
                   token_days=self.config.token_days, scripted=self.scripted,
-                  arrivals=Arrivals(self.config, self.desk.words)).routes(app)
+                  arrivals=Arrivals(self.config, self.desk.words), old_secrets=self.config.old_secrets,
+                  token_max_days=self.config.token_max_days).routes(app)
         StaffAPI(self.store, self.desk, self.streams, account_id=self.config.account_id).routes(app)
         app.router.add_get("/desk/widget", self.widget)
         app.router.add_static("/desk/static", STATIC)

@@ -3,7 +3,7 @@
 The key (header ``api_access_token``, as Chatwoot's) is an inbox's ``staff_key``: it reaches the conversations
 of every inbox that has that key, and no other's (another inbox's conversation is 404). Staff list and read
 conversations (private notes included), answer (``outgoing``) or note (``private``), ``toggle_status`` (``pending`` gives it to the
-bot, ``open`` to people, ``resolved``), assign, and send or discard a bot's draft.
+bot, ``open`` to people, ``resolved``), assign, send or discard a bot's draft, and revoke a contact's tokens.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class StaffAPI:
         r.add_post(CONVERSATION + "/messages/{message_id}/send_draft", self.send_draft)
         r.add_post(CONVERSATION + "/messages/{message_id}/discard_draft", self.discard_draft)
         r.add_get(CONVERSATION + "/events", self.events)
+        r.add_post(PREFIX + "/contacts/{contact_id}/revoke_tokens", self.revoke_tokens)
 
     def _reach(self, request: web.Request) -> dict[int, InboxConfig]:
         """The inboxes whose staff key the request carries (every key compared, in constant time)."""
@@ -159,7 +160,17 @@ class StaffAPI:
         """The staff's view of a conversation's stream: the private events too."""
         async with self.store.transaction("desk_staff_stream") as tx:
             where = await self._conversation(tx, request, lock=False)
-        return await stream.serve(self.streams, request, where.conversation.id, private=True)
+        return await stream.serve(self.streams, request, where.conversation.id, where.conversation.seq, private=True)
+
+    async def revoke_tokens(self, request: web.Request) -> web.Response:
+        """Every token the contact holds is refused from now, on every call and by the streams already open
+        (a contact of an inbox the key does not reach is 404)."""
+        reach = self._reach(request)
+        contact_id = int_of(request, "contact_id")
+        if not await self.store.desk.revoke_tokens(contact_id, sorted(reach)):
+            raise RequestRefused(404, "no such contact")
+        log.info("desk: the tokens of contact %s revoked by the staff", contact_id)
+        return web.json_response({"meta": {}, "payload": {"success": True, "contact_id": contact_id}})
 
     @staticmethod
     def _staff(body: dict[str, Any], where: Where) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from aiohttp import web
@@ -14,6 +15,7 @@ from engine.errors import RequestRefused, StoreUnavailable
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024  # a message, not a file: read under this cap as it streams in, 413 past it
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # JSON may carry them; PostgreSQL's text and UTF-8 cannot
 
 
 def refused(exc: RequestRefused) -> web.Response:
@@ -29,7 +31,7 @@ async def body_of(request: web.Request) -> dict[str, Any]:
         return {}
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # nested past the parser's depth: no body of ours
         raise RequestRefused(400, "the body is not JSON") from None
     if not isinstance(body, dict):
         raise RequestRefused(400, "the body is not a JSON object")
@@ -46,6 +48,8 @@ def text_field(body: dict[str, Any], name: str, *, required: bool = False, limit
         raise RequestRefused(422, f"{name} is text")
     if len(value) > limit:
         raise RequestRefused(422, f"{name} is at most {limit} characters")
+    if UNSTORABLE.search(value):
+        raise RequestRefused(422, f"{name} is text without NUL or lone surrogate characters")
     return value
 
 

@@ -151,6 +151,7 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "no_assistant": (), "commands": (), "run_command": (), "back": (), "commands_off": (),
         "unit_minutes": (), "unit_hours": (), "unit_days": (), "unit_weeks": (),
         "too_many_new": (),
+        "too_many_streams": (),
     },
     # Member bots (docs/member-bots.md), in their own rooms: the one notice of an outage ({name}: the glyph and
     # persona, {why}: what failed, {when}: its schedule), and the line a removed bot leaves.

@@ -30,6 +30,7 @@ class Contact:
     source_id: UUID
     hmac_verified: bool
     created_at: datetime
+    tokens_valid_after: datetime | None  # a token whose chain began until then is refused (revoked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,3 +247,13 @@ class Desk(Family):
         ``limit``): how many contacts and conversations went."""
         found = await self._one("desk_prune_guests", days, limit)
         return int(found["contacts"]), int(found["conversations"])
+    # --- tokens (``sql/queries/desk_tokens.sql``) --------------------------------------------------------
+
+    async def revoke_tokens(self, contact_id: int, inbox_ids: list[int]) -> bool:
+        """Refuse every token contact ``contact_id`` (of one of ``inbox_ids``) holds now, open streams told;
+        False: no such contact there."""
+        return await self._value("desk_revoke_tokens", contact_id, inbox_ids) is not None
+
+    async def revoked_among(self, contact_ids: list[int]) -> dict[int, datetime]:
+        """Of ``contact_ids``, those whose tokens were ever revoked, and the moment of the latest revocation."""
+        return {int(r["id"]): r["tokens_valid_after"] for r in await self._all("desk_revoked_among", contact_ids)}

@@ -5,7 +5,9 @@ the contact's stream."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,7 +16,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.desk.conftest import STAFF_KEY, DeskRig
+from appservice.desk import tokens
+from engine.store.desk import Desk as DeskFamily
+from tests.desk.conftest import SECRET, STAFF_KEY, Contact, DeskRig
 
 pytestmark = pytest.mark.db
 
@@ -120,3 +124,113 @@ async def test_a_stream_is_the_contacts_own(desk: DeskRig) -> None:
         pass
     async with stream(desk, f"{desk.base(ann)}/conversations/{hers}/events", expect=401):
         pass
+
+
+# --- bounded streams (issue 24 item 7) -------------------------------------------------------------------
+
+
+def _events(desk: DeskRig, who: Contact, conversation: int, token: str | None = None) -> str:
+    return f"{desk.base(who)}/conversations/{conversation}/events?token={token or who.token}"
+
+
+@pytest.mark.desk_config(streams_per_contact=2, streams_per_process=3)
+async def test_streams_are_capped_per_contact_and_per_process(desk: DeskRig) -> None:
+    ann, bob, cy = await desk.contact("plain"), await desk.contact("plain"), await desk.contact("plain")
+    hers, his, theirs = await desk.conversation(ann), await desk.conversation(bob), await desk.conversation(cy)
+    too_many = desk_registry_words(desk)["too_many_streams"]
+    async with stream(desk, _events(desk, ann, hers)), stream(desk, _events(desk, ann, hers)):
+        async with stream(desk, _events(desk, ann, hers), expect=429) as refused:
+            assert await refused.resp.json() == {"error": too_many}
+        async with stream(desk, _events(desk, bob, his)):  # the third of the process
+            async with stream(desk, _events(desk, cy, theirs), expect=429):
+                pass
+            assert desk.service.streams.open_streams == 3
+    # Closed by their readers, they are counted no more.
+    async with stream(desk, _events(desk, cy, theirs)), stream(desk, _events(desk, cy, theirs)):
+        async with stream(desk, _events(desk, ann, hers)):
+            pass
+
+
+def desk_registry_words(desk: DeskRig) -> dict[str, str]:
+    return {key: desk.service.desk.words(key) for key in ("too_many_streams",)}
+
+
+@pytest.mark.desk_config(streams_per_contact=1000)
+async def test_a_commit_costs_one_read_however_many_streams_wait(desk: DeskRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    ann = await desk.contact("plain")
+    conversation = await desk.conversation(ann)
+    reads = [0]
+    real = DeskFamily.events_after
+
+    async def counted(self: DeskFamily, *args: Any, **kwargs: Any) -> Any:
+        reads[0] += 1
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(DeskFamily, "events_after", counted)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http, \
+            contextlib.AsyncExitStack() as streams:
+        readers = []
+        for _ in range(STREAMS):
+            resp = await streams.enter_async_context(http.get(desk.url + _events(desk, ann, conversation)))
+            assert resp.status == 200
+            readers.append(Reader(resp))
+        # Every stream live (its own catch-up read done): the first message reaches them all.
+        await desk.call("POST", desk.staff_path(conversation, "/messages"), staff=STAFF_KEY, body={"content": "one"})
+        for reader in readers:
+            assert (await reader.until("message_created"))[-1].data["content"] == "one"
+        reads[0] = 0
+        await desk.call("POST", desk.staff_path(conversation, "/messages"), staff=STAFF_KEY, body={"content": "two"})
+        for reader in readers:
+            assert (await reader.until("message_created"))[-1].data["content"] == "two"
+        print(f"desk_events reads for one commit with {STREAMS} streams open: {reads[0]}")
+        assert reads[0] <= 2  # one a wake (a second wake may land while the first reads)
+
+
+STREAMS = 200
+
+
+async def test_a_stream_ends_at_its_tokens_expiry(desk: DeskRig) -> None:
+    ann = await desk.contact("plain")
+    conversation = await desk.conversation(ann)
+    inbox = desk.service.desk.inbox("plain")
+    assert inbox is not None
+    now = int(time.time())
+    brief = tokens.mint(SECRET, inbox.row.id, ann.id, now, now + 2)
+    async with stream(desk, _events(desk, ann, conversation, brief)) as reader:
+        assert await _ends(reader)
+
+
+async def test_revoking_a_contacts_tokens_ends_their_open_streams(desk: DeskRig) -> None:
+    ann, bob = await desk.contact("plain"), await desk.contact("plain")
+    hers, his = await desk.conversation(ann), await desk.conversation(bob)
+    async with stream(desk, _events(desk, ann, hers)) as reader, stream(desk, _events(desk, bob, his)) as other:
+        await desk.call("POST", f"/api/v1/accounts/1/contacts/{ann.id}/revoke_tokens", staff=STAFF_KEY)
+        assert await _ends(reader)
+        await desk.call("POST", desk.staff_path(his, "/messages"), staff=STAFF_KEY, body={"content": "still here"})
+        assert (await other.until("message_created"))[-1].data["content"] == "still here"
+    async with stream(desk, _events(desk, ann, hers), expect=401):
+        pass
+
+
+async def _ends(reader: Reader) -> bool:
+    """Whether the stream ends (its last byte read) within ten seconds, whatever comes before."""
+    while await asyncio.wait_for(reader.resp.content.readline(), 10):
+        pass
+    return True
+
+
+async def test_a_revocation_notified_while_the_listen_was_down_still_ends_the_stream(desk: DeskRig) -> None:
+    ann, bob = await desk.contact("plain"), await desk.contact("plain")
+    hers, his = await desk.conversation(ann), await desk.conversation(bob)
+    async with stream(desk, _events(desk, ann, hers)) as reader, stream(desk, _events(desk, bob, his)) as other:
+        # The revocation's NOTIFY is lost (nobody hears it), then the LISTEN connection drops and comes back.
+        await desk.db.pool.execute("ALTER TABLE desk_contacts DISABLE TRIGGER desk_contacts_tokens_revoked")
+        await desk.call("POST", f"/api/v1/accounts/1/contacts/{ann.id}/revoke_tokens", staff=STAFF_KEY)
+        await desk.db.pool.execute("ALTER TABLE desk_contacts ENABLE TRIGGER desk_contacts_tokens_revoked")
+        dropped = await desk.db.pool.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query ILIKE 'LISTEN%summon_desk%'")
+        assert dropped >= 1
+        assert await _ends(reader)
+        await desk.call("POST", desk.staff_path(his, "/messages"), staff=STAFF_KEY, body={"content": "still here"})
+        assert (await other.until("message_created"))[-1].data["content"] == "still here"

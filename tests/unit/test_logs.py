@@ -119,7 +119,7 @@ def _marked(field: Any) -> bool:
 
 
 # Names that say "secret" but hold none: a key's id, and the names of environment variables holding secrets.
-NOT_SECRETS = {("Door", "signing_key"), ("Desk", "token_days")}
+NOT_SECRETS = {("Door", "signing_key"), ("Desk", "token_days"), ("Desk", "token_max_days")}
 
 
 def _sections(field: Any) -> bool:
