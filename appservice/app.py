@@ -107,7 +107,7 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
     schedule `in:` one of ``encrypted_rooms`` is refused."""
     root = Path(config.content.dir)
     result = contentfiles.compile_content(root, server_name=config.homeserver.server_name,
-                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config),
+                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config, os.environ),
                                           puppet_prefix=config.appservice.puppet_prefix)
     if isinstance(result, list):
         raise ContentError([contentfiles.where(root, e) for e in result])
@@ -234,7 +234,7 @@ class Service:
             # Provider limits kept with every other worker: hear permits handed back anywhere.
             self.tasks.spawn(self.answerer.limiter.run(self.stop_event), name="provider-limits")
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
-                                    CodeTools(Path(c.content.dir), sandbox=code_sandbox(c)), db=self.store)
+                                    CodeTools(Path(c.content.dir), sandbox=code_sandbox(c, os.environ)), db=self.store)
         # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
         self.door_surface = DoorSurface(self.registry, server_name=c.homeserver.server_name,
                                         service_user=self.service_user, puppet_prefix=c.appservice.puppet_prefix)
@@ -256,7 +256,7 @@ class Service:
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
                                encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
-                               sandbox=code_sandbox(c), puppet_prefix=c.appservice.puppet_prefix),
+                               sandbox=code_sandbox(c, os.environ), puppet_prefix=c.appservice.puppet_prefix),
                          name="content-watch")
         if not self.http:
             return

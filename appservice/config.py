@@ -27,7 +27,7 @@ from pydantic.networks import IPvAnyNetwork
 from engine.content.bots import check_avatar
 from engine.core.limits import DEFAULT_SLOTS, Caps
 from engine.errors import ConfigError
-from engine.tools.code import CodeLimits, Sandbox
+from engine.sandbox.box import CodeLimits, Sandbox
 from engine.tools.fetch import FetchSettings, make_get
 
 
@@ -492,11 +492,13 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     return config
 
 
-def code_sandbox(config: Config) -> Sandbox:
-    """How a code tool's process is made, from ``tools.code``."""
+def code_sandbox(config: Config, env: Mapping[str, str]) -> Sandbox:
+    """How a code tool's process is made, from ``tools.code``: its limits, and the values in ``env`` (the
+    service's environment) of the variables it names — read here, at the root, never in the engine."""
     c = config.tools.code
     return Sandbox(CodeLimits(seconds=c.seconds, load_seconds=c.load_seconds, cpu_seconds=c.cpu_seconds,
-                              memory_bytes=c.memory_mb * 1024 * 1024, processes=c.processes), tuple(c.env))
+                              memory_bytes=c.memory_mb * 1024 * 1024, processes=c.processes), tuple(c.env),
+                   {name: env[name] for name in c.env if name in env})
 
 
 def openapi_headers(config: Config, env: Mapping[str, str]) -> dict[str, dict[str, str]]:

@@ -30,8 +30,8 @@ from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
 from engine.content import Bot, Registry, Schedule
 from engine.content.audience import AudienceFacts, admits
+from engine.content.schedule import next_after
 from engine.core import room_settings
-from engine.core.schedule import next_after
 from engine.store import Tx
 from engine.store.rooms import Room
 

@@ -13,7 +13,7 @@ from appservice.matrix.ours import Ours
 from appservice.matrix.power import facts_in_room
 from appservice.matrix.said import Line
 from appservice.matrix.service_voice import people_in, reply, speaker
-from engine.core.commands import SECTION
+from engine.content.commands import SECTION
 from engine.store import Tx
 
 log = logging.getLogger(__name__)

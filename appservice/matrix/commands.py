@@ -38,8 +38,8 @@ from appservice.matrix.power import facts_in_room
 from appservice.matrix.said import Line
 from appservice.matrix.service_voice import people_in, reply, speaker
 from engine.content import AudienceFacts, Bot, Command, Registry, admits
-from engine.core.command_words import describe_field, explain
-from engine.core.commands import SECTION, Problem, args_json, parse_args, parse_command, strip_address
+from engine.content.command_words import describe_field, explain
+from engine.content.commands import SECTION, Problem, args_json, parse_args, parse_command, strip_address
 from engine.core.typos import meant
 from engine.run.summon import LIVENESS_SECONDS
 from engine.store import Tx

@@ -36,8 +36,8 @@ from appservice.matrix.offers import bare_number
 from appservice.matrix.ours import Ours
 from appservice.matrix.said import UNTRANSCRIBED, Line, read_event
 from engine.content import Registry
+from engine.content.commands import parse_command, strip_address
 from engine.content.strings import Strings
-from engine.core.commands import parse_command, strip_address
 from engine.core.prompt import CONTEXT_TOKENS
 from engine.errors import MatrixError, StoreError
 from engine.store import Store, Tx

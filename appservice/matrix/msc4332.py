@@ -9,7 +9,7 @@ from typing import Any
 
 from appservice.matrix.power import standing_in, state_level
 from engine.content import Command, Strings
-from engine.core.command_words import describe_field
+from engine.content.command_words import describe_field
 from engine.store.rooms import Room
 
 # The structured block a client sends with the line, and the state a client draws commands from.

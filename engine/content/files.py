@@ -18,7 +18,7 @@ from engine.content.code import Module, read_module
 from engine.content.compile import avatar_files
 from engine.content.registry import Doc
 from engine.errors import ContentFault
-from engine.tools.code import Sandbox, check_module
+from engine.sandbox.box import Sandbox, check_module
 
 KIT_DIR = Path(__file__).resolve().parent / "kit"
 # An OpenAPI spec at a url is read at compile time through this; it returns the text or raises.

@@ -2,7 +2,7 @@
 unless the system would act on it, because a file that says ``hears: schedule`` and means nothing is
 worse than one that says nothing (SPEC §3, §6).
 
-The schedule is only parsed and checked here; when it fires is ``engine.core.schedule`` (another job).
+The schedule is only parsed and checked here; when it fires is ``engine.content.schedule`` (another job).
 Which time zones exist and which site events a deployment posts are handed in through the
 validation context (``zones``, ``site_events``), so the compile itself reads nothing.
 """

@@ -111,7 +111,7 @@ class ToolFile(Strict):
 
     ``personal``: the tool reads the person's own data, so it is offered only where the person the run
     is about is the only human who reads the answer. ``network``: a code tool's process may reach the
-    network (``engine.tools.jail``); without it, it has none. ``subject``: the parameter of the allowed
+    network (``engine.sandbox.jail``); without it, it has none. ``subject``: the parameter of the allowed
     operations that names the person (``user_id``): filled from the run's subject, never shown to or
     taken from the model — which makes the tool personal."""
 

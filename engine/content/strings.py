@@ -79,7 +79,7 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "spend": ("today", "month"), "spend_line": ("bot", "today", "month"),
         "cancelling": ("run",),
     },
-    # `!commands` (engine.core.commands): what each kind of field accepts, why arguments were not taken,
+    # `!commands` (engine.content.commands): what each kind of field accepts, why arguments were not taken,
     # and `!help` (what this person may run here).
     "commands": {
         "span": (), "choice": ("choices",), "person": (), "boolean": (), "number": (), "text": (),

@@ -16,7 +16,7 @@ from pathlib import Path
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
 from engine.content.files import FetchSpec, compile_content, fetch_url, files_under, where
-from engine.tools.code import Sandbox
+from engine.sandbox.box import Sandbox
 
 log = logging.getLogger(__name__)
 

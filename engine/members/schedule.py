@@ -1,6 +1,6 @@
 """When a member bot's next edition is owed (SPEC §10), worked out from ``now`` handed in. Pure.
 
-- ``{at, tz}``: once a day at that local time — the house's daily schedule (``engine.core.schedule``), so a
+- ``{at, tz}``: once a day at that local time — the house's daily schedule (``engine.content.schedule``), so a
   service down for a week posts once, and a DST change lands as it does for any bot. Failures never move
   it: a daily bot keeps its day.
 - ``{every}``: elapsed time since the last edition was attempted. After ``n`` failed editions in a row the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 
 from engine.content import Schedule
-from engine.core.schedule import last_between, next_after
+from engine.content.schedule import last_between, next_after
 from engine.members.charter import AtSchedule, EverySchedule
 
 DAY = dt.timedelta(days=1)

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engine.core.commands import without_address
+from engine.content.commands import without_address
 from engine.core.memory import Asked, Recalled, uses_person, uses_recall
 from engine.errors import MemoryUnavailable, StoreError
 from engine.memory.embedder import Embedder

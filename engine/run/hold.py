@@ -34,7 +34,7 @@ from typing import Any
 from engine.clock import Clock
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
-from engine.core.commands import command_prompt
+from engine.content.commands import command_prompt
 from engine.core.limits import DEFAULT_LIMITS, Limits
 from engine.core.loop import (
     CallModel,

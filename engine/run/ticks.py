@@ -30,7 +30,7 @@ from datetime import datetime
 from engine.clock import Clock
 from engine.content import AudienceFacts, Registry, Schedule, ScheduleTrigger
 from engine.content.audience import admits
-from engine.core.schedule import last_between
+from engine.content.schedule import last_between
 from engine.errors import StoreError
 from engine.run.summon import Refused, Summoned, Summons, summon
 from engine.store import Store, Tx

@@ -8,7 +8,7 @@ a person) and the model's arguments, and returns the text the model reads. Raisi
 something the model can act on; any other exception is reported to the model as the tool having failed.
 
 Each call starts ``engine.tools.code_process`` afresh (so a changed file is simply what runs next), **in a jail**
-(``engine.tools.jail``: bubblewrap's namespaces, as a uid of its own when the service is root) where nothing of
+(``engine.sandbox.jail``: bubblewrap's namespaces, as a uid of its own when the service is root) where nothing of
 the service's is in reach — not its environment, its ``/proc``, its files, its descriptors, nor, unless the tool
 file says ``network: true``, any network:
 
@@ -27,8 +27,8 @@ Where the jail cannot be made (no bubblewrap here) a code tool is refused out lo
 the compile says so at its ``module:`` line): it never runs unjailed.
 
 Loading (its top level, imports included) has its own allowance (``load_seconds``), so the tool's
-``seconds`` measure its ``run``. The compile's proof that a module imports (``check_module``, from
-``engine.content.files``) loads it the same way, in the same jail (with no network: loading needs none) and
+``seconds`` measure its ``run``. The compile's proof that a module imports (``engine.sandbox.box.check_module``,
+from ``engine.content.files``) loads it the same way, in the same jail (with no network: loading needs none) and
 with the same limits: the service never executes site code, not when content changes either.
 """
 
@@ -38,112 +38,18 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import os
-import signal
-import subprocess
-import sys
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-import engine
 from engine.content.parts import Tool
 from engine.errors import SandboxUnavailable, ToolError
-from engine.tools import jail
+from engine.sandbox import jail
+from engine.sandbox.box import CodeLimits, Sandbox, jail_failed, kill, why_ended
 from engine.tools.base import RunRef
 
 log = logging.getLogger(__name__)
-
-CODE_TIMEOUT = 60.0
-# What a tool is started with: isolated (no PYTHON* variables, no user site, no script folder on the path), no
-# bytecode written next to site code (the content watcher would see it), and the engine found where this one is.
-_BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from engine.tools.code_process import main; main()"
-_ENGINE_ROOT = str(Path(engine.__file__).resolve().parent.parent)
-BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-SCRATCH = "/tmp"  # the jail's own in-memory /tmp: its working folder, HOME and TMPDIR
-# What bwrap, setpriv or slirp4netns says when the jail itself fails (before any of the tool's code runs).
-_JAILERS = (b"bwrap:", b"setpriv:")
-
-
-@dataclass(frozen=True)
-class CodeLimits:
-    """What one code tool may take: ``seconds`` of wall time for its ``run``, ``load_seconds`` to load,
-    processor seconds for each of its processes (by default both together), address space and file size (each
-    process), how many processes at once, the size of its in-memory ``/tmp`` (and ``/dev/shm``), and how much
-    text it may hand back."""
-
-    seconds: float = CODE_TIMEOUT
-    load_seconds: float = 30.0
-    cpu_seconds: int | None = None
-    memory_bytes: int = 1024 * 1024 * 1024
-    file_bytes: int = 64 * 1024 * 1024
-    answer_bytes: int = 4 * 1024 * 1024
-    processes: int = 32
-    scratch_bytes: int = 64 * 1024 * 1024
-
-    def child(self) -> dict[str, int]:
-        cpu = self.cpu_seconds or math.ceil(self.seconds + self.load_seconds)
-        return {"cpu_seconds": max(1, cpu), "memory_bytes": self.memory_bytes, "file_bytes": self.file_bytes,
-                "processes": self.processes}
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """How a code tool's process is made: its limits, and the names of the service's environment variables
-    it is handed (nothing else of the environment is)."""
-
-    limits: CodeLimits = field(default_factory=CodeLimits)
-    env: tuple[str, ...] = ()
-
-    def command(self) -> list[str]:
-        """The tool's process, as the jail starts it."""
-        return [sys.executable, "-I", "-B", "-c", _BOOT, _ENGINE_ROOT]
-
-    def environment(self, source: Mapping[str, str] | None = None) -> dict[str, str]:
-        given = os.environ if source is None else source
-        chosen = {name: given[name] for name in self.env if name in given}
-        return {**chosen, **BASE_ENV, "HOME": SCRATCH, "TMPDIR": SCRATCH}
-
-    def jail_for(self, file: Path, *, network: bool = False) -> jail.Jail:
-        return jail.Jail(file, self.environment(), self.limits.scratch_bytes, network)
-
-    def request(self, mode: str, file: Path, label: str, **rest: Any) -> bytes:
-        return json.dumps({"mode": mode, "file": str(file), "label": label, "limits": self.limits.child(),
-                           **rest}).encode()
-
-
-def check_module(file: Path, label: str, sandbox: Sandbox | None = None) -> str | None:
-    """For the compile: None if the module loads with a usable ``run``, else why not. It runs the module's top
-    level (that is what proving it imports means) — in a jail of its own (with no network: loading needs
-    none), never in this process; where no jail can be made it is not run, and that is why."""
-    box = sandbox or Sandbox()
-    why = jail.missing(network=False)
-    if why is not None:
-        return why
-    argv = box.jail_for(file).argv(box.command(), uid=jail.new_uid())
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env={"PATH": jail.SYSTEM_PATH}, start_new_session=True)
-    try:
-        out, err = process.communicate(box.request("check", file, label), timeout=box.limits.load_seconds)
-    except subprocess.TimeoutExpired:
-        _kill(process.pid)
-        process.communicate()
-        return f"it did not load within {box.limits.load_seconds:g}s"
-    finally:
-        _kill(process.pid)  # anything it left running
-    message = _first(out)
-    if message is None:
-        failed = _jail_failed(err)
-        if failed is not None:
-            log.error("checking %s: its sandbox could not be made: %s", label, failed)
-            return f"its sandbox could not be made ({failed})"
-        log.debug("checking %s: %s", label, err[-2000:].decode(errors="replace"))
-        return f"it stopped before it loaded ({_ended(process.returncode, box.limits)})"
-    if message.get("loaded") is True:
-        return None
-    return str(message.get("error") or "it does not load")
 
 
 class CodeTools:
@@ -153,7 +59,7 @@ class CodeTools:
         self.root = root.resolve()
         box = sandbox or Sandbox()
         if timeout is not None:
-            box = Sandbox(CodeLimits(**{**asdict(box.limits), "seconds": timeout}), box.env)
+            box = replace(box, limits=CodeLimits(**{**asdict(box.limits), "seconds": timeout}))
         self.sandbox = box
 
     @property
@@ -203,7 +109,7 @@ class CodeTools:
                                 f"{limits.load_seconds:g}s") from exc
             if loaded is None:
                 ended = await self._ended(process)
-                failed = _jail_failed((await _printed(printed)).encode())
+                failed = jail_failed((await _printed(printed)).encode())
                 if failed is not None:
                     log.error("code tool %s: its sandbox could not be made: %s", tool.name, failed, extra=where)
                     raise SandboxUnavailable(f"{tool.name} cannot run on this site right now (it has been logged); "
@@ -226,7 +132,7 @@ class CodeTools:
                 raise ToolError(f"{tool.name} was stopped ({ended}); tell the person it did not work")
             return self._answer(tool, outcome, where)
         finally:
-            _kill(process.pid)  # the jail, and with its first process every process in it
+            kill(process.pid)  # the jail, and with its first process every process in it
             await process.wait()
             if network is not None:
                 await network.close()
@@ -259,7 +165,7 @@ class CodeTools:
             try:
                 network = await jail.attach_network(info_r, block_w, root=uid is not None)
             except SandboxUnavailable as exc:
-                _kill(process.pid)
+                kill(process.pid)
                 await process.wait()
                 log.error("code tool %s: its network could not be made: %s", tool.name, exc, extra=where)
                 raise SandboxUnavailable(f"{tool.name} cannot run on this site right now (it has been logged); "
@@ -285,25 +191,8 @@ class CodeTools:
     async def _ended(self, process: asyncio.subprocess.Process) -> str:
         """Why a process that closed its answers ended. One that closed them and went on is killed now: a
         process that died by itself keeps the status it died with."""
-        _kill(process.pid)
-        return _ended(await process.wait(), self.sandbox.limits)
-
-
-def _ended(code: int | None, limits: CodeLimits) -> str:
-    """Why a tool's process ended, in words (bwrap hands on its status: 128 + the signal it died of)."""
-    signalled = jail.ended(code)
-    if signalled == signal.SIGXCPU:
-        return f"it used more than {limits.child()['cpu_seconds']}s of processor time"
-    if signalled is not None:
-        with contextlib.suppress(ValueError):
-            return f"killed by {signal.Signals(signalled).name}"
-    return f"its process ended with status {code}"
-
-
-def _jail_failed(err: bytes) -> str | None:
-    """What the jail's own programs said when they could not make it (None: the jail was made)."""
-    first = err.lstrip().split(b"\n", 1)[0]
-    return first.decode(errors="replace") if first.startswith(_JAILERS) else None
+        kill(process.pid)
+        return why_ended(await process.wait(), self.sandbox.limits)
 
 
 def _data_fd(data: bytes) -> int:
@@ -314,13 +203,6 @@ def _data_fd(data: bytes) -> int:
     return read
 
 
-def _kill(pid: int) -> None:
-    """End a tool's jail: bwrap and its session. The jail's first process dies with bwrap
-    (``--die-with-parent``), and with it every process in the jail's pid namespace."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
 async def _message(stream: asyncio.StreamReader) -> dict[str, Any] | None:
     """The next message from a tool's process; None when it ended without one."""
     line = await stream.readline()
@@ -328,15 +210,6 @@ async def _message(stream: asyncio.StreamReader) -> dict[str, Any] | None:
         return None
     try:
         message = json.loads(line)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None
-
-
-def _first(out: bytes) -> dict[str, Any] | None:
-    line = out.split(b"\n", 1)[0]
-    try:
-        message = json.loads(line) if line else None
     except ValueError:
         return None
     return message if isinstance(message, dict) else None

@@ -1,5 +1,5 @@
 """The process a code tool runs in — never the service's. ``engine.tools.code`` starts it in a jail
-(``engine.tools.jail``: ``python -I -B``, a scrubbed environment, an in-memory scratch folder, namespaces and a
+(``engine.sandbox.jail``: ``python -I -B``, a scrubbed environment, an in-memory scratch folder, namespaces and a
 uid of its own) and talks to it through pipes:
 
     stdin   one JSON request: {"mode": "check" | "run", "file", "label", "limits", "run"?, "arguments"?}

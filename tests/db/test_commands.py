@@ -14,7 +14,7 @@ from appservice.matrix.commands import help_text
 from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.power import standing
 from engine.content import Registry
-from engine.core.commands import command_prompt
+from engine.content.commands import command_prompt
 from tests.db.test_ingest import pipeline
 from tests.store import TestStore
 

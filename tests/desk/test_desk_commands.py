@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from engine.content import Registry, compile_sources
+from engine.content.commands import command_prompt
 from engine.content.files import read_kit
-from engine.core.commands import command_prompt
 from tests.desk.conftest import BOTS, STAFF_KEY, Contact, DeskRig
 
 pytestmark = pytest.mark.db

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from appservice.matrix.htmltext import person_link
 from engine.content import Arg, Command, Strings
+from engine.content.command_words import explain
+from engine.content.commands import Person, Problem, args_json, parse_args, parse_command, strip_address
 from engine.content.strings import parse_strings
-from engine.core.command_words import explain
-from engine.core.commands import Person, Problem, args_json, parse_args, parse_command, strip_address
 from tests.fuzz.budget import FUZZ, clear, outcome, within_budget
 
 KIT_STRINGS = Path(__file__).resolve().parents[2] / "engine" / "content" / "kit" / "strings.md"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from appservice.matrix.htmltext import flatten, person_link, strip_mx_reply, strip_reply_fallback
 from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.said import Line, apply_edits, read_event
-from engine.core.commands import parse_command, strip_address
+from engine.content.commands import parse_command, strip_address
 from tests.fuzz.budget import FUZZ, outcome, within_budget
 from tests.untrusted import LINE_HTML
 

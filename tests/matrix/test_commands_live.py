@@ -13,7 +13,7 @@ import pytest
 from nio import RoomCreateResponse, RoomGetStateEventResponse
 
 from appservice.app import Service
-from engine.core.commands import command_prompt
+from engine.content.commands import command_prompt
 from tests.matrix.people import Person
 from tests.support import eventually
 

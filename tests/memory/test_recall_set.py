@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from engine.core.commands import without_address
+from engine.content.commands import without_address
 from engine.memory.embedder import Embedder
 from engine.memory.recall import RECALL_COUNT, RECALL_FLOOR
 

@@ -29,9 +29,10 @@ from engine.content import Registry
 from engine.content.files import compile_content
 from engine.content.parts import Tool
 from engine.errors import SandboxUnavailable, ToolError
-from engine.tools import jail
+from engine.sandbox import jail
+from engine.sandbox.box import CodeLimits, Sandbox
 from engine.tools.base import RunRef
-from engine.tools.code import CodeLimits, CodeTools, Sandbox
+from engine.tools.code import CodeTools
 from tests.conftest import REPO, TEST_RUN
 
 pytestmark = [pytest.mark.db, pytest.mark.matrix]

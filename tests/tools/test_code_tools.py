@@ -20,9 +20,10 @@ from engine.content import Registry
 from engine.content.files import compile_content
 from engine.content.parts import Tool
 from engine.errors import ToolError
-from engine.tools import jail
+from engine.sandbox import jail
+from engine.sandbox.box import CodeLimits, Sandbox
 from engine.tools.base import RunRef
-from engine.tools.code import CodeLimits, CodeTools, Sandbox
+from engine.tools.code import CodeTools
 from tests.support import eventually
 
 RUN = RunRef(id=42, bot="clerk", surface="rooms", room_id="!r:example.org")
@@ -114,7 +115,7 @@ async def test_it_is_handed_none_of_the_services_environment(tmp_path: Path, mon
     assert "hunter2" not in json.dumps(seen)
     assert set(seen) <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "LC_CTYPE", "PWD"}
     # Only what the operator names (tools.code.env) is handed on.
-    given = json.loads(await CodeTools(tmp_path, sandbox=Sandbox(env=("WEATHER_API_KEY",))).call(nosy, RUN, {}))
+    given = json.loads(await CodeTools(tmp_path, sandbox=Sandbox(env=("WEATHER_API_KEY",), given=os.environ)).call(nosy, RUN, {}))
     assert given["WEATHER_API_KEY"] == "wk-123" and "SUMMON_DATABASE_DSN" not in given
 
 

@@ -8,8 +8,8 @@ import pytest
 from appservice.config import code_sandbox, parse_config
 from engine.content.code import SIGNATURE
 from engine.errors import ConfigError
+from engine.sandbox.box import CodeLimits, Sandbox
 from engine.tools import code_process
-from engine.tools.code import CodeLimits, Sandbox
 from tests.unit.test_config import minimal
 
 
@@ -22,9 +22,12 @@ def with_code(**code: object) -> dict[str, object]:
 def test_the_config_makes_the_sandbox() -> None:
     config = parse_config(with_code(seconds=5, load_seconds=2, memory_mb=256, processes=8, env=["WEATHER_API_KEY"]),
                           {})
-    box = code_sandbox(config)
+    box = code_sandbox(config, {})
     assert box == Sandbox(CodeLimits(seconds=5, load_seconds=2, memory_bytes=256 * 1024 * 1024, processes=8),
                           ("WEATHER_API_KEY",))
+    # The root reads the named variables' values from the environment it is handed; nothing else of it is kept.
+    handed = code_sandbox(config, {"WEATHER_API_KEY": "wk", "SUMMON_AS_TOKEN": "secret"})
+    assert handed.given == {"WEATHER_API_KEY": "wk"} and "wk" not in repr(handed)
     assert box.limits.child() == {"cpu_seconds": 7, "memory_bytes": 256 * 1024 * 1024,
                                   "file_bytes": 64 * 1024 * 1024, "processes": 8}
 
@@ -43,9 +46,9 @@ def test_summons_own_secrets_can_never_be_handed_on(name: str, why: str) -> None
 
 
 def test_only_the_named_variables_and_a_fixed_few_are_handed_on() -> None:
-    box = Sandbox(env=("WEATHER_API_KEY", "ABSENT"))
     service = {"WEATHER_API_KEY": "wk", "SUMMON_AS_TOKEN": "secret", "PATH": "/opt/evil/bin", "PYTHONPATH": "/x"}
-    assert box.environment(service) == {
+    box = Sandbox(env=("WEATHER_API_KEY", "ABSENT"), given=service)
+    assert box.environment() == {
         "WEATHER_API_KEY": "wk", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
         "HOME": "/tmp", "TMPDIR": "/tmp"}  # the jail's own in-memory /tmp
 

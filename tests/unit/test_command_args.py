@@ -1,4 +1,4 @@
-"""``!name args`` read as fields (engine/core/commands.py): tables of lines, what they parse to, and what a
+"""``!name args`` read as fields (engine/content/commands.py): tables of lines, what they parse to, and what a
 person is told when an argument does not fit — never a guess."""
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import pytest
 from appservice.matrix.htmltext import person_link
 from appservice.matrix.msc4332 import command_state, from_block, may_send_state
 from engine.content import Arg, Command, Strings
-from engine.content.strings import parse_strings
-from engine.core.command_words import explain
-from engine.core.commands import (
+from engine.content.command_words import explain
+from engine.content.commands import (
     Person,
     Problem,
     args_json,
@@ -26,6 +25,7 @@ from engine.core.commands import (
     span_words,
     strip_address,
 )
+from engine.content.strings import parse_strings
 from engine.store.rooms import Room
 
 KIT_STRINGS = Path(__file__).resolve().parents[2] / "engine" / "content" / "kit" / "strings.md"
@@ -346,7 +346,7 @@ def test_may_send_state(user: str, event_type: str, levels: dict[str, Any] | Non
 
 
 def test_args_read_back_resolve_the_same_prompt() -> None:
-    from engine.core.commands import args_from_json
+    from engine.content.commands import args_from_json
 
     args = parse_args(EVERYTHING, "36h detailed Bob on 2 the budget", members=MEMBERS, asker=ASKER)
     assert not isinstance(args, Problem)
@@ -363,6 +363,6 @@ def test_args_read_back_resolve_the_same_prompt() -> None:
     ("Recall Bot", "Recall Bot"),  # nothing but the address: kept, not emptied
 ])
 def test_what_was_said_to_a_bot_is_read_without_the_address(said: str, words: str) -> None:
-    from engine.core.commands import without_address
+    from engine.content.commands import without_address
 
     assert without_address(said, ("Recall Bot", "@bot_recall:localhost")) == words

@@ -1,4 +1,4 @@
-"""When a schedule fires (engine.core.schedule): pure, from ``now`` handed in."""
+"""When a schedule fires (engine.content.schedule): pure, from ``now`` handed in."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from engine.content import Schedule
-from engine.core.schedule import last_between, next_after, occurrences
+from engine.content.schedule import last_between, next_after, occurrences
 
 UTC = dt.UTC
 

@@ -19,7 +19,7 @@ from appservice.matrix.htmltext import HTML_LIMIT, Flat
 from appservice.matrix.mentions import Puppet, named_bots
 from appservice.matrix.said import Line, read_event
 from engine.content import Arg, Command
-from engine.core.commands import parse_args, parse_command, strip_address
+from engine.content.commands import parse_args, parse_command, strip_address
 from engine.tools.fenced import html_to_text as page_text
 from tests.untrusted import FETCHED_PAGES, ISSUE_INPUTS, LINE_BODIES, LINE_HTML, message
 

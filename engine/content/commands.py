@@ -9,7 +9,7 @@ reference to one: ``person_ref``), a boolean, a number, text (the last text fiel
 takes its default. What does not fit is a ``Problem`` naming the field — never a guess: no prefix
 of a choice, no nearest name, no first of two people who share one.
 
-The words a person reads (what a field accepts, the help) are in ``engine.core.command_words``; how a
+The words a person reads (what a field accepts, the help) are in ``engine.content.command_words``; how a
 surface's clients draw commands is the surface's own. The words a *model* reads when a prompt is resolved (a span as "2 days") are
 the prompt's own language and live here.
 """

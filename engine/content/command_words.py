@@ -5,7 +5,7 @@ each field as the help describes it. Pure."""
 from __future__ import annotations
 
 from engine.content import Arg, Command, Strings
-from engine.core.commands import SECTION, Problem
+from engine.content.commands import SECTION, Problem
 
 # --- the words a person reads -------------------------------------------------------------------
 
