@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from appservice.config import Config, load_config, registration
+from appservice.config import Config, load_config, provider_settings, registration
 from appservice.logs import configure, secrets_of
 from engine.errors import ConfigError, ContentError, StoreError, SummonError
 
@@ -89,7 +89,7 @@ def _unpriced(root: Path, server: str) -> list[str]:
     registry = compile_content(root, server_name=server, fetch_spec=None)
     if not isinstance(registry, Registry):
         return []
-    answering = choose_answerer(os.environ, SystemClock())
+    answering = choose_answerer(provider_settings(os.environ), SystemClock())
     try:
         return [f"{line}; it is refused when published, every other bot runs"
                 for line in answering.unpriced(registry.bots.values())]
@@ -110,7 +110,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     async def go() -> None:
         await migrate_database(config.database)
         store = await open_store(config.database, min_size=1, max_size=2)
-        answering = choose_answerer(os.environ, SystemClock())
+        answering = choose_answerer(provider_settings(os.environ), SystemClock())
         try:
             await keep_puppet_prefix(store, config)
             registry, refused = await recallable(store, compile_content(config, await store.rooms.encrypted()))

@@ -27,7 +27,7 @@ from mautrix.client.state_store import MemoryStateStore
 from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
-from appservice.config import Config, code_sandbox, openapi_headers
+from appservice.config import Config, code_sandbox, openapi_headers, provider_settings, speech_from_env
 from appservice.database import migrate_database, open_store
 from appservice.desk.service import DeskService, refuse_uncapped
 from appservice.desk.staff_room import StaffRoom
@@ -76,7 +76,7 @@ from engine.run.publish import buyable, publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings, new_worker_id
-from engine.speech.endpoints import Speech, speech_from_env
+from engine.speech.endpoints import Speech
 from engine.store import Store, Tx
 from engine.surface import Surface, SurfaceFacts
 from engine.tasks import TaskGroup
@@ -196,7 +196,8 @@ class Service:
         # spend limit could hold against it) — that bot, never the service. A chain of providers must answer
         # well inside the lease; its limits are kept with every other worker.
         worker_id = new_worker_id()
-        self.answerer = choose_answerer(os.environ, self.clock, patience=min(60.0, c.worker.lease_seconds * 2 / 3),
+        self.answerer = choose_answerer(provider_settings(os.environ), self.clock,
+                                        patience=min(60.0, c.worker.lease_seconds * 2 / 3),
                                         store=self.store, worker_id=worker_id)
         registry, _ = await recallable(self.store, compile_content(c, await self.store.rooms.encrypted()))
         self._registry, self.unpriced, _ = buyable(registry, self.answerer.unpriced)

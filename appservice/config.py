@@ -1,12 +1,16 @@
 """summon.yaml: one file, the way Matrix bridges are configured.
 
 Secrets may come from the environment instead (``SUMMON_AS_TOKEN``, ``SUMMON_HS_TOKEN``,
-``SUMMON_DATABASE_DSN``), and the environment wins. A bad or missing setting stops start-up with
-one line naming the key (``ConfigError``), never a stack trace.
+``SUMMON_DATABASE_DSN``), and the environment wins. The providers, the buying switch and the speech
+endpoints are the environment's alone (``provider_settings``, ``speech_from_env``), and code tools are handed
+the variables ``tools.code.env`` names (``code_sandbox``): read here, at the root, so the engine reads no
+environment. A bad or missing setting stops start-up with one line naming the key (``ConfigError``), never a
+stack trace.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,9 +30,15 @@ from pydantic.networks import IPvAnyNetwork
 
 from engine.content.bots import check_avatar
 from engine.core.limits import DEFAULT_SLOTS, Caps
+from engine.core.permits import ProviderLimits
 from engine.errors import ConfigError
+from engine.providers.base import DEFAULT_TIMEOUT, ProviderConfig
+from engine.providers.config import KINDS, ProviderSettings, env_prefix
 from engine.sandbox.box import CodeLimits, Sandbox
+from engine.speech.endpoints import STT_USD_PER_MINUTE, TTS_USD_PER_MILLION_CHARS, SpeechSettings
 from engine.tools.fetch import FetchSettings, make_get
+
+log = logging.getLogger(__name__)
 
 
 class SecretMark:
@@ -512,6 +522,135 @@ def openapi_headers(config: Config, env: Mapping[str, str]) -> dict[str, dict[st
                                   f"{variable} is not set")
             out.setdefault(tool, {})[header] = value
     return out
+
+
+# --- what the environment says -----------------------------------------------------------------------------
+#
+# The providers, the buying switch and the speech endpoints are set in the environment, and read here, at the
+# root: the engine is handed typed settings and reads no environment.
+#
+# SUMMON_PROVIDERS=openrouter,anthropic          the providers, in the order they are tried
+# SUMMON_PROVIDER_<NAME>_KIND=openai|anthropic   the wire shape (default: anthropic for a provider
+#                                                named "anthropic", openai for any other)
+# SUMMON_PROVIDER_<NAME>_URL=https://…           base url (default: the kind's official one)
+# SUMMON_PROVIDER_<NAME>_KEY=…                   the key; a provider without one is never called
+# SUMMON_PROVIDER_<NAME>_MODEL=…                 the model for a bot that names none (optional)
+# SUMMON_PROVIDER_<NAME>_TIMEOUT=120             seconds for one call (optional)
+# SUMMON_PROVIDER_<NAME>_FREE=1                  every model on it costs nothing (a local model: llama.cpp,
+#                                                Ollama, vLLM): priced 0 with no price file, and no key needed
+# SUMMON_PROVIDER_<NAME>_MAX_IN_FLIGHT=20        calls to it at once, all workers together (optional)
+# SUMMON_PROVIDER_<NAME>_RPM=500                 requests per minute, all workers together (optional)
+# SUMMON_PROVIDER_<NAME>_TPM=200000              tokens per minute (prompt estimate + max_tokens), likewise
+# SUMMON_PROVIDER_<NAME>_WINDOW=60               seconds RPM and TPM are counted over, each window its share
+#                                                (a provider that enforces per-minute limits per 10 s: 10)
+# SUMMON_PRICES=/path/prices.yaml                the deployment's prices, over the kit's
+# AGENTS_LIVE=1                                  switch buying on
+# SUMMON_AGENT_MOCK=1                            answer through the stand-in, whatever else is set
+#
+#
+# <NAME> is the name upper-cased, with anything but letters and digits as ``_`` (``env_prefix``).
+#
+#     SUMMON_STT_URL   the speech endpoint that hears: the base (…/v1) or the transcriptions path outright; _KEY,
+#                      _MODEL (whisper-1), _USD_PER_MINUTE
+#     SUMMON_TTS_URL   the one that says: the base (…/v1) or the speech path outright; _KEY, _MODEL (tts-1),
+#                      _VOICE (alloy), _USD_PER_MILLION_CHARS
+
+_PROVIDER_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_YES = frozenset({"1", "true", "yes", "on"})
+
+
+def _yes(value: str | None) -> bool:
+    return (value or "").strip().lower() in _YES
+
+
+def provider_settings(env: Mapping[str, str]) -> ProviderSettings:
+    """What answers model calls, from the environment. A bad setting is a ``ConfigError`` naming its key."""
+    return ProviderSettings(tuple(providers_from_env(env)), mock=_yes(env.get("SUMMON_AGENT_MOCK")),
+                            live=_yes(env.get("AGENTS_LIVE")), prices=env.get("SUMMON_PRICES") or None)
+
+
+def providers_from_env(env: Mapping[str, str]) -> list[ProviderConfig]:
+    """The configured providers, in order. A bad setting is a ``ConfigError`` naming its key."""
+    listed = [n.strip().lower() for n in env.get("SUMMON_PROVIDERS", "").split(",") if n.strip()]
+    out: list[ProviderConfig] = []
+    seen: set[str] = set()
+    for name in listed:
+        if not _PROVIDER_NAME.match(name):
+            raise ConfigError(f"SUMMON_PROVIDERS: {name!r} is not a provider name (letters, digits, '_', '-', '.')")
+        prefix = env_prefix(name)
+        if prefix in seen:
+            raise ConfigError(f"SUMMON_PROVIDERS: {name!r} is listed twice (or two names share {prefix}*)")
+        seen.add(prefix)
+        kind = env.get(prefix + "KIND", "").strip().lower() or ("anthropic" if name == "anthropic" else "openai")
+        if kind not in KINDS:
+            raise ConfigError(f"{prefix}KIND: {kind!r} is not one of {', '.join(KINDS)}")
+        url = env.get(prefix + "URL", "").strip() or None
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{prefix}URL: {url!r} is not an http(s) url")
+        raw_timeout = env.get(prefix + "TIMEOUT", "").strip()
+        try:
+            timeout = float(raw_timeout) if raw_timeout else DEFAULT_TIMEOUT
+        except ValueError:
+            raise ConfigError(f"{prefix}TIMEOUT: {raw_timeout!r} is not a number of seconds") from None
+        if not 0 < timeout <= 600:
+            raise ConfigError(f"{prefix}TIMEOUT: {raw_timeout!r} is not between 0 and 600 seconds")
+        raw_free = env.get(prefix + "FREE", "").strip().lower()
+        if raw_free not in ("", "0", "false", "no", "off") and raw_free not in _YES:
+            raise ConfigError(f"{prefix}FREE: {raw_free!r} is not 1 or 0")
+        free = raw_free in _YES
+        # A local model wants no key; its SDK wants a string, which it never checks.
+        key = env.get(prefix + "KEY", "").strip() or ("no-key-needed" if free else None)
+        out.append(ProviderConfig(
+            name=name, kind="anthropic" if kind == "anthropic" else "openai", url=url, key=key,
+            model=env.get(prefix + "MODEL", "").strip() or None,
+            timeout=timeout, limits=limits_from_env(env, prefix), free=free,
+        ))
+    return out
+
+
+def limits_from_env(env: Mapping[str, str], prefix: str) -> ProviderLimits:
+    """A provider's limits (every worker keeps them together); a bad one is a ``ConfigError`` naming its key."""
+
+    def count(suffix: str) -> int | None:
+        raw = env.get(prefix + suffix, "").strip()
+        if not raw:
+            return None
+        if not raw.isdecimal() or int(raw) < 1:
+            raise ConfigError(f"{prefix}{suffix}: {raw!r} is not a whole number of at least 1")
+        return int(raw)
+
+    raw_window = env.get(prefix + "WINDOW", "").strip()
+    try:
+        window = float(raw_window) if raw_window else 60.0
+    except ValueError:
+        raise ConfigError(f"{prefix}WINDOW: {raw_window!r} is not a number of seconds") from None
+    if not 1 <= window <= 60:
+        raise ConfigError(f"{prefix}WINDOW: {raw_window!r} is not between 1 and 60 seconds")
+    return ProviderLimits(max_in_flight=count("MAX_IN_FLIGHT"), requests_per_minute=count("RPM"),
+                          tokens_per_minute=count("TPM"), window_seconds=window)
+
+
+def speech_from_env(env: Mapping[str, str]) -> SpeechSettings:
+    """The speech endpoints' settings (SPEC §12), from ``SUMMON_STT_*`` and ``SUMMON_TTS_*``."""
+
+    def get(name: str) -> str | None:
+        return env.get(name, "").strip() or None
+
+    def price(name: str, default: float) -> float:
+        raw = get(name)
+        try:
+            return float(raw) if raw is not None else default
+        except ValueError:
+            log.warning("%s is not a number (%r); using %s", name, raw, default)
+            return default
+
+    return SpeechSettings(
+        stt_url=get("SUMMON_STT_URL"), stt_key=get("SUMMON_STT_KEY"), stt_model=get("SUMMON_STT_MODEL") or "whisper-1",
+        tts_url=get("SUMMON_TTS_URL"), tts_key=get("SUMMON_TTS_KEY"), tts_model=get("SUMMON_TTS_MODEL") or "tts-1",
+        tts_voice=get("SUMMON_TTS_VOICE") or "alloy", live=_yes(env.get("AGENTS_LIVE")),
+        stt_usd_per_minute=price("SUMMON_STT_USD_PER_MINUTE", STT_USD_PER_MINUTE),
+        tts_usd_per_million_chars=price("SUMMON_TTS_USD_PER_MILLION_CHARS", TTS_USD_PER_MILLION_CHARS),
+    )
 
 
 def load_config(path: Path, env: Mapping[str, str]) -> Config:

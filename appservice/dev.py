@@ -36,12 +36,12 @@ from mautrix.types import (
     UserID,
 )
 
-from appservice.config import Config, Desk, Door, Listen, Members, load_config
+from appservice.config import Config, Desk, Door, Listen, Members, load_config, provider_settings
 from appservice.logs import configure, secrets_of
 from appservice.matrix.outbox import TXN_MARKER
 from engine.clock import SystemClock
 from engine.members.seal import new_key
-from engine.providers.config import providers_from_env, stand_in_reason
+from engine.providers.config import stand_in_reason
 from engine.providers.mock import parse_script
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ async def dev(*, verbose: bool = False) -> int:
         return 1
     env = read_env(Path(up.stdout.strip().splitlines()[-1]))
     os.environ.update(env)
-    if stand_in_reason(os.environ, providers_from_env(os.environ)) is not None:
+    if stand_in_reason(provider_settings(os.environ)) is not None:
         # The demo chooses the stand-in unless a provider is configured and switched on: without that choice
         # no bot would answer (no provider, no bots), and the stand-in says what it is.
         os.environ["SUMMON_AGENT_MOCK"] = "1"

@@ -2,8 +2,8 @@
 and an OpenAI-shaped ``/v1/audio/speech`` that says an answer. Adapters: all I/O, foreign errors translated here
 into ``SpeechFailed``.
 
-    SUMMON_STT_URL   the base (…/v1) or the transcriptions path outright; _KEY, _MODEL (whisper-1)
-    SUMMON_TTS_URL   the base (…/v1) or the speech path outright; _KEY, _MODEL (tts-1), _VOICE (alloy)
+Their ``SpeechSettings`` are handed in from the root (``appservice.config.speech_from_env`` reads
+``SUMMON_STT_*`` and ``SUMMON_TTS_*``); the engine reads no environment.
 
 A deployment that names neither hears voice notes as not transcribed and answers in text: no endpoint is the
 designed path, not a rescue. Like a model call, nothing is bought unless buying is switched on (AGENTS_LIVE=1).
@@ -29,10 +29,6 @@ log = logging.getLogger(__name__)
 # What a call costs when the site does not say (OpenAI's list prices for whisper-1 and tts-1).
 STT_USD_PER_MINUTE = 0.006
 TTS_USD_PER_MILLION_CHARS = 15.0
-
-
-def _yes(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def endpoint(url: str, path: str) -> str:
@@ -61,27 +57,6 @@ class SpeechSettings:
     @property
     def speaks(self) -> bool:
         return self.live and self.tts_url is not None
-
-
-def speech_from_env(env: Mapping[str, str]) -> SpeechSettings:
-    def get(name: str) -> str | None:
-        return env.get(name, "").strip() or None
-
-    def price(name: str, default: float) -> float:
-        raw = get(name)
-        try:
-            return float(raw) if raw is not None else default
-        except ValueError:
-            log.warning("%s is not a number (%r); using %s", name, raw, default)
-            return default
-
-    return SpeechSettings(
-        stt_url=get("SUMMON_STT_URL"), stt_key=get("SUMMON_STT_KEY"), stt_model=get("SUMMON_STT_MODEL") or "whisper-1",
-        tts_url=get("SUMMON_TTS_URL"), tts_key=get("SUMMON_TTS_KEY"), tts_model=get("SUMMON_TTS_MODEL") or "tts-1",
-        tts_voice=get("SUMMON_TTS_VOICE") or "alloy", live=_yes(env.get("AGENTS_LIVE")),
-        stt_usd_per_minute=price("SUMMON_STT_USD_PER_MINUTE", STT_USD_PER_MINUTE),
-        tts_usd_per_million_chars=price("SUMMON_TTS_USD_PER_MILLION_CHARS", TTS_USD_PER_MILLION_CHARS),
-    )
 
 
 @dataclass(frozen=True)

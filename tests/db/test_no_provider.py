@@ -9,6 +9,7 @@ import asyncio
 
 import pytest
 
+from appservice.config import provider_settings
 from appservice.matrix.commands import help_text
 from appservice.matrix.rooms import REASONS, presence_status
 from engine.clock import SystemClock
@@ -31,7 +32,7 @@ async def serve(db: TestStore, registry: Registry, env: dict[str, str], surface:
                 stop: asyncio.Event) -> asyncio.Future[None]:
     """A worker as ``summon serve`` builds one from this environment, beating its provider status."""
     clock = SystemClock()
-    answerer = choose_answerer(env, clock)
+    answerer = choose_answerer(provider_settings(env), clock)
     worker = Worker(db, lambda: registry, answerer, {"rooms": surface}, clock,
                     WorkerSettings(poll_seconds=0.2, heartbeat_seconds=0.2), worker_id="w-env",
                     status=answerer.status())

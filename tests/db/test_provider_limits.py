@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.config import provider_settings
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.core.messages import Message, ModelRequest
@@ -169,7 +170,7 @@ async def _waiting(db: TestStore, n: int) -> bool:
 
 async def test_tokens_per_minute_hold_a_call_until_the_window_makes_room(db: TestStore, fake: FakeProvider) -> None:
     env = {k: v for k, v in buying(fake, tpm=6000, window=2).items() if v is not None}
-    answering = choose_answerer(env, SystemClock(), store=db, worker_id="w-tpm")
+    answering = choose_answerer(provider_settings(env), SystemClock(), store=db, worker_id="w-tpm")
     assert answering.limiter is not None
     fake.otherwise["openai"] = openai_text("ok", prompt=100, completion=10)
     stop = asyncio.Event()
@@ -237,8 +238,8 @@ async def test_while_a_provider_is_paused_every_worker_asks_the_next_one(
     if limited:
         env["SUMMON_PROVIDER_FIRST_MAX_IN_FLIGHT"] = "5"
     clock = SystemClock()
-    a = choose_answerer(env, clock, store=db, worker_id="worker-a")
-    b = choose_answerer(env, clock, store=db, worker_id="worker-b")
+    a = choose_answerer(provider_settings(env), clock, store=db, worker_id="worker-a")
+    b = choose_answerer(provider_settings(env), clock, store=db, worker_id="worker-b")
     fake.queue("openai", rate_limited(30))
     fake.otherwise["openai"] = openai_text("from first")
     fake2.otherwise["openai"] = openai_text("from second")
@@ -262,7 +263,7 @@ async def test_while_a_provider_is_paused_every_worker_asks_the_next_one(
 
 async def test_a_pause_longer_than_the_answer_may_wait_gives_up_in_words(db: TestStore, fake: FakeProvider) -> None:
     env = {k: v for k, v in buying(fake).items() if v is not None}
-    answering = choose_answerer(env, SystemClock(), store=db, worker_id="w-pause", patience=5.0)
+    answering = choose_answerer(provider_settings(env), SystemClock(), store=db, worker_id="w-pause", patience=5.0)
     await db.providers.pause("fake", 120, "Rate limit reached")
     try:
         [step] = await answering.answer(ModelRequest(system="", messages=(Message("user", "hi"),)), script=None,

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from appservice.config import Door as DoorConfig
-from appservice.config import Listen
+from appservice.config import Listen, provider_settings
 from appservice.door.grants import mint, new_grant
 from appservice.door.issue import ceilings_of
 from appservice.door.service import DoorListener
@@ -139,7 +139,7 @@ async def door(db: TestStore, published: Registry, door_config: DoorConfig) -> A
     clock = SystemClock()
     env = {"SUMMON_PROVIDERS": "first", "SUMMON_PROVIDER_FIRST_KIND": "openai",
            "SUMMON_PROVIDER_FIRST_URL": fake.openai_url, "SUMMON_PROVIDER_FIRST_KEY": "sk-first", "AGENTS_LIVE": "1"}
-    answerer = choose_answerer(env, clock, prices=PRICES)
+    answerer = choose_answerer(provider_settings(env), clock, prices=PRICES)
     surface = DoorSurface(lambda: published, server_name=SERVER, service_user=f"@summon:{SERVER}")
     stop = asyncio.Event()
     tasks = TaskGroup("door-test")

@@ -16,6 +16,7 @@ import pytest
 from aiohttp import ClientSession, web
 
 from appservice.app import Service
+from appservice.config import provider_settings
 from appservice.door.binding import Binding
 from appservice.door.grants import verify
 from engine.providers.config import choose_answerer
@@ -98,7 +99,7 @@ async def fake(service: Service) -> AsyncIterator[GatedProvider]:
     env = {"SUMMON_PROVIDERS": "first", "SUMMON_PROVIDER_FIRST_KIND": "openai",
            "SUMMON_PROVIDER_FIRST_URL": provider.openai_url, "SUMMON_PROVIDER_FIRST_KEY": "sk-first",
            "SUMMON_PROVIDER_FIRST_MODEL": "gpt-test", "AGENTS_LIVE": "1"}
-    answerer = choose_answerer(env, service.clock, prices=PRICES)
+    answerer = choose_answerer(provider_settings(env), service.clock, prices=PRICES)
     before = service.worker.answerer
     service.worker.answerer = answerer
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from appservice.app import Service
+from appservice.config import provider_settings
 from appservice.logs import handler, secrets_of
 from engine.providers.config import choose_answerer
 from tests.matrix.people import Person
@@ -40,7 +41,7 @@ async def test_json_logs_carry_the_run_and_never_a_secret(people: People, servic
     level = root.level
     root.addHandler(capture)
     root.setLevel(logging.DEBUG)
-    answerer = choose_answerer(env, service.clock)
+    answerer = choose_answerer(provider_settings(env), service.clock)
     before = service.worker.answerer
     service.worker.answerer = answerer
     try:

@@ -22,6 +22,7 @@ import pytest
 from nio import RoomMessagesResponse
 
 from appservice.app import Service
+from appservice.config import provider_settings
 from engine.core.limits import DEFAULT_SLOTS
 from engine.providers.config import choose_answerer
 from tests.matrix.people import Person
@@ -114,7 +115,7 @@ async def test_past_the_providers_limit_people_see_the_waiting_line_and_all_are_
     env = {"SUMMON_PROVIDERS": "fake", "SUMMON_PROVIDER_FAKE_URL": fake.openai_url, "SUMMON_PROVIDER_FAKE_KEY": "sk",
            "SUMMON_PROVIDER_FAKE_MODEL": "gpt-test", "SUMMON_PROVIDER_FAKE_MAX_IN_FLIGHT": "5", "AGENTS_LIVE": "1",
            "SUMMON_PRICES": str(Path(__file__).parents[1] / "providers" / "free_prices.yaml")}
-    answerer = choose_answerer(env, service.clock, store=service.store, worker_id=service.worker.id)
+    answerer = choose_answerer(provider_settings(env), service.clock, store=service.store, worker_id=service.worker.id)
     assert answerer.limiter is not None
     stop = asyncio.Event()
     hearing = asyncio.ensure_future(answerer.limiter.run(stop))

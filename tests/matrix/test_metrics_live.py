@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from appservice.app import Service
+from appservice.config import provider_settings
 from engine.providers.config import choose_answerer
 from tests.matrix.people import Person
 from tests.providers.fake_provider import OPENAI_INSUFFICIENT_QUOTA, FakeProvider, anthropic_text
@@ -63,7 +64,7 @@ async def test_a_mention_moves_the_counters_and_histograms(people: People, servi
     # The first provider is out of quota (a fallback, class no_credit); the second answers, at a price.
     fake.queue("openai", OPENAI_INSUFFICIENT_QUOTA)
     fake.queue("anthropic", anthropic_text("Counted.", input=1000, output=100))
-    answerer = choose_answerer(env, service.clock)
+    answerer = choose_answerer(provider_settings(env), service.clock)
     before_answerer = service.worker.answerer
     service.worker.answerer = answerer
     try:

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from appservice.app import Service
+from appservice.config import provider_settings
 from engine.providers.config import choose_answerer
 from engine.providers.prices import parse_prices
 from engine.tools.base import RunRef
@@ -41,7 +42,7 @@ async def live(service: Service) -> AsyncIterator[tuple[FakeProvider, list[dict[
         "SUMMON_PROVIDER_ANTHROPIC_URL": fake.anthropic_url, "SUMMON_PROVIDER_ANTHROPIC_KEY": "sk-ant",
         "SUMMON_PROVIDER_ANTHROPIC_MODEL": "claude-test", "AGENTS_LIVE": "1",
     }
-    answerer = choose_answerer(env, service.clock, prices=PRICES)
+    answerer = choose_answerer(provider_settings(env), service.clock, prices=PRICES)
     assert answerer.buying
     looked_up: list[dict[str, Any]] = []
 

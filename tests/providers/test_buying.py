@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 
 import pytest
 
+from appservice.config import provider_settings
 from engine.clock import FakeClock
 from engine.core.messages import Message, ModelRequest
 from engine.providers.config import Answering, choose_answerer
@@ -28,7 +29,7 @@ async def choose() -> AsyncIterator[Callable[[Mapping[str, str]], Answering]]:
     made: list[Answering] = []
 
     def make(env: Mapping[str, str]) -> Answering:
-        answering = choose_answerer(env, FakeClock())
+        answering = choose_answerer(provider_settings(env), FakeClock())
         made.append(answering)
         return answering
 

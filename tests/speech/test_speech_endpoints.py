@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from appservice.config import speech_from_env
 from engine.clock import FakeClock
 from engine.errors import SpeechFailed
 from engine.speech import audio
-from engine.speech.endpoints import Speech, SpeechSettings, endpoint, speech_from_env
+from engine.speech.endpoints import Speech, SpeechSettings, endpoint
 from tests.speech.fake_speech import FakeSpeech, tone_wav
 
 

@@ -3,19 +3,21 @@ end-to-end rule, asserting what reached a server, is in tests/providers/test_buy
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from appservice.config import provider_settings, providers_from_env
 from engine.clock import FakeClock
 from engine.core.permits import ProviderLimits
 from engine.errors import ConfigError
 from engine.providers.anthropic import AnthropicAdapter
+from engine.providers.base import DEFAULT_TIMEOUT
 from engine.providers.config import (
-    DEFAULT_TIMEOUT,
     ProviderConfig,
     adapter_for,
     choose_answerer,
     env_prefix,
-    providers_from_env,
     stand_in_reason,
 )
 from engine.providers.openai import OpenAIAdapter
@@ -99,7 +101,7 @@ UNKEYED = [ProviderConfig("openai", "openai")]
          "no_provider", "nothing", "mock_and_no_key"],
 )
 def test_stand_in_reason(env: dict[str, str], providers: list[ProviderConfig], reason: str | None) -> None:
-    assert stand_in_reason(env, providers) == reason
+    assert stand_in_reason(replace(provider_settings(env), providers=tuple(providers))) == reason
 
 
 def test_each_kind_gets_its_adapter() -> None:
@@ -111,7 +113,7 @@ def test_each_kind_gets_its_adapter() -> None:
 async def test_choose_answerer_builds_the_chain_in_order_with_only_keyed_providers() -> None:
     env = {"SUMMON_PROVIDERS": "openrouter,spare,anthropic", "AGENTS_LIVE": "1",
            "SUMMON_PROVIDER_OPENROUTER_KEY": "a", "SUMMON_PROVIDER_ANTHROPIC_KEY": "b"}
-    answering = choose_answerer(env, FakeClock())
+    answering = choose_answerer(provider_settings(env), FakeClock())
     try:
         assert answering.buying and answering.chain is not None
         assert [(a.name, a.kind) for a in answering.chain.adapters] == [("openrouter", "openai"), ("anthropic", "anthropic")]
@@ -124,7 +126,7 @@ def test_a_bad_price_file_stops_start_up() -> None:
     env = {"SUMMON_PROVIDERS": "openai", "SUMMON_PROVIDER_OPENAI_KEY": "k", "AGENTS_LIVE": "1",
            "SUMMON_PRICES": "/nonexistent/prices.yaml"}
     with pytest.raises(ConfigError, match="SUMMON_PRICES"):
-        choose_answerer(env, FakeClock())
+        choose_answerer(provider_settings(env), FakeClock())
 
 
 def test_a_providers_limits_come_from_the_environment() -> None:
