@@ -24,7 +24,8 @@ from engine.content.audience import AudienceFacts
 from engine.core.messages import CHARS_PER_TOKEN
 from engine.core.prompt import CONTEXT_TOKENS
 from engine.errors import Conflict
-from engine.run.summon import TOLD, Refused, Summoned, Summons, refusal_words, summon
+from engine.run.refusals import TOLD, Refused, refusal_words
+from engine.run.summon import Summoned, Summons, summon
 from engine.store import Families, Tx
 from engine.store.desk import Contact, Inbox, Message
 

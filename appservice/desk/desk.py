@@ -24,7 +24,8 @@ from appservice.desk.changes import Changes, Where, conversation_key
 from appservice.desk.rules import Resolution, Roster, State, Status
 from engine.content import Registry
 from engine.errors import RequestRefused
-from engine.run.summon import LIVENESS_SECONDS, Refused, Summoned
+from engine.run.refusals import Refused
+from engine.run.summon import LIVENESS_SECONDS, Summoned
 from engine.store import Families, Tx
 from engine.store.desk import Contact, Conversation, Inbox, Message
 

@@ -17,7 +17,8 @@ from appservice.door.grants import Grant
 from appservice.door.surface import SURFACE, DoorSurface
 from engine.content import Registry
 from engine.core.prompt import capped
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from engine.store import Store
 from engine.store.door import PastTurn, Session
 

@@ -32,7 +32,7 @@ from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from engine.clock import Clock
 from engine.content import Bot, Registry
 from engine.errors import GrantRefused, MatrixError
-from engine.run.summon import Refused
+from engine.run.refusals import Refused
 from engine.store import Store
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from engine.content import Registry
 from engine.content.bots import Voice
 from engine.core.chunk import pieces
 from engine.errors import StoreError
-from engine.run.summon import Refused, refusal_words
+from engine.run.refusals import Refused, refusal_words
 from engine.store import Store
 from engine.store.door import EndedRun
 from engine.surface import Ended
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 10.0
 # Each refusal as OpenAI's error shape has it: the HTTP status and the error's type. Its words are the site's
-# (``### refusals``, the same on every surface: ``engine.run.summon.refusal_words``).
+# (``### refusals``, the same on every surface: ``engine.run.refusals.refusal_words``).
 STATUSES: dict[str, tuple[int, str]] = {
     "not_published": (404, "model_not_found"), "not_on_surface": (404, "model_not_found"),
     "audience": (403, "permission_denied"), "encrypted": (403, "permission_denied"),

@@ -16,7 +16,8 @@ from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
 from engine.content import Bot, Registry
 from engine.meter import NO_METER, Meter
-from engine.run.summon import TOLD, Refused, Summoned, Summons, refusal, refusal_words, summon, would_refuse
+from engine.run.refusals import TOLD, Refused, refusal_words
+from engine.run.summon import Summoned, Summons, refusal, summon, would_refuse
 from engine.store import Tx
 
 log = logging.getLogger(__name__)

@@ -48,7 +48,8 @@ from appservice.matrix.said import Line, read_event
 from appservice.matrix.voice_claims import VOICE_WORDS, claimed_bytes, claimed_refusal, media_parts
 from engine.content import Bot, Registry
 from engine.errors import MatrixError, SpeechFailed
-from engine.run.summon import Refused, Summoned
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned
 from engine.speech import audio
 from engine.speech.endpoints import Speech
 from engine.store import Store, Tx

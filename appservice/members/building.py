@@ -29,7 +29,8 @@ from engine.members.charter import Charter, CharterRules, read_charter
 from engine.members.edition import accepted_card, judge
 from engine.members.feeds import Feeds
 from engine.members.runs import MemberScript, edition_summons, schedule_words
-from engine.run.summon import Refused, summon
+from engine.run.refusals import Refused
+from engine.run.summon import summon
 from engine.store import Store
 from engine.tools.base import RunRef, SideEffects, ToolFn
 

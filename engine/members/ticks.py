@@ -17,7 +17,8 @@ from engine.errors import CharterUnreadable, StoreError
 from engine.members.book import Book, Kept
 from engine.members.runs import MemberScript, edition_summons
 from engine.members.schedule import owed
-from engine.run.summon import Refused, summon
+from engine.run.refusals import Refused
+from engine.run.summon import summon
 from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)

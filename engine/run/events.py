@@ -20,7 +20,8 @@ from typing import Any
 
 from engine.content import Bot, EventTrigger, Registry, admits
 from engine.errors import Conflict
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from engine.store import Tx
 from engine.surface import SurfaceFacts
 

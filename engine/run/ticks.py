@@ -32,7 +32,8 @@ from engine.content import AudienceFacts, Registry, Schedule, ScheduleTrigger
 from engine.content.audience import admits
 from engine.content.schedule import last_between
 from engine.errors import StoreError
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from engine.store import Store, Tx
 from engine.surface import SurfaceFacts
 

@@ -8,7 +8,8 @@ import pytest
 
 from engine.content import AudienceFacts, Registry, compile_sources
 from engine.run.publish import publish
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db

@@ -12,7 +12,8 @@ import pytest
 from appservice.matrix.followups import Decline, Join
 from engine.content import AudienceFacts, Registry
 from engine.core.limits import Caps
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from tests.db.test_ingest import HELPER, ROOM, count, feed, message, pipeline, state
 from tests.store import TestStore
 

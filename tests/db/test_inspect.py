@@ -67,7 +67,8 @@ async def test_runs_shows_the_outcome_and_every_step(db: TestStore, dsn: str, pu
 
 async def test_a_refused_summons_is_recorded_and_shown(db: TestStore, dsn: str, published: Registry, tmp_path: Path) -> None:
     from engine.content.audience import AudienceFacts
-    from engine.run.summon import Refused, Summons, summon
+    from engine.run.refusals import Refused
+    from engine.run.summon import Summons, summon
 
     facts = AudienceFacts(user_id="@mallory:localhost", local_server="localhost")
     async with db.transaction("test") as tx:

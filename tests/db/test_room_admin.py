@@ -15,7 +15,8 @@ from appservice.matrix.followups import Followup, InvitePuppet, PuppetLeaves
 from appservice.matrix.surface import RoomFacts
 from engine.content import AudienceFacts, Registry
 from engine.content.audience import parse_audience
-from engine.run.summon import Refused, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summons, summon
 from engine.run.ticks import schedule_tick
 from tests.db.test_ingest import feed, pipeline
 from tests.store import TestStore

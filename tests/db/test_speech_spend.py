@@ -15,7 +15,8 @@ import pytest
 
 from engine.content import AudienceFacts, Registry
 from engine.core.limits import Caps
-from engine.run.summon import Refused, Summoned, Summons, would_refuse
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, would_refuse
 from tests.db.test_spend import WHO, ask, thrifty  # noqa: F401 (a fixture)
 from tests.store import TestStore
 

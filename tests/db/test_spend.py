@@ -29,7 +29,8 @@ from engine.providers.chain import Chain
 from engine.providers.openai import OpenAIAdapter
 from engine.providers.prices import parse_prices
 from engine.run.publish import publish
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from engine.run.worker import Worker, WorkerSettings
 from engine.surface import Answered, Ended
 from tests.db.runs import steps_of

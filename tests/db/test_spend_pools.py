@@ -10,7 +10,8 @@ import pytest
 
 from engine.content import AudienceFacts, Registry
 from engine.core.limits import Caps
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db

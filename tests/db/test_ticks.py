@@ -12,7 +12,8 @@ from appservice.matrix.surface import RoomFacts
 from engine.clock import FakeClock
 from engine.content import Registry, ScheduleTrigger, compile_sources
 from engine.run.publish import publish
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from engine.run.ticks import run_ticks, schedule_tick, trigger_key
 from engine.store import Tx
 from tests.store import TestStore

@@ -12,7 +12,8 @@ from appservice.matrix.surface import RoomFacts
 from engine.content import Registry, compile_sources
 from engine.run.events import wake
 from engine.run.publish import publish
-from engine.run.summon import Refused, Summoned
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db

@@ -1,5 +1,5 @@
 """Every refusal is said on every surface alike (issue 25 item 3): the desk tells a contact what Matrix and the
-door tell a person, in the same words (``engine.run.summon.refusal_words``, ``TOLD``) — a full waiting line too."""
+door tell a person, in the same words (``engine.run.refusals.refusal_words``, ``TOLD``) — a full waiting line too."""
 
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ from appservice.door.issue import ceilings_of, issue
 from appservice.door.surface import DoorSurface
 from engine.content import AudienceFacts, Registry
 from engine.core.limits import Ceilings
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from tests.door.conftest import KEYS, SERVER
 from tests.store import TestStore
 

@@ -19,7 +19,8 @@ from engine.members.runs import charter_opener
 from engine.members.seal import Keyring, new_key
 from engine.members.ticks import member_tick
 from engine.run.publish import publish
-from engine.run.summon import Refused, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summons, summon
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db

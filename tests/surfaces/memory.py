@@ -24,7 +24,8 @@ from typing import Any
 
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
-from engine.run.summon import Refused, Summoned, Summons, summon
+from engine.run.refusals import Refused
+from engine.run.summon import Summoned, Summons, summon
 from engine.store import Families, Store, Tx
 from engine.surface import Outcome, RunInfo
 

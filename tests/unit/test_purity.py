@@ -22,7 +22,7 @@ FORBIDDEN = frozenset({
 # the house's schedule read the content's shapes, so they live in engine/content/: core < content).
 PURE_BESIDE = ("providers/translate.py", "providers/worst.py", "tools/base.py", "tools/ref.py", "tools/schemas.py",
                "tools/fenced.py", "members/charter.py", "members/seal.py", "members/card.py", "content/commands.py",
-               "content/command_words.py", "content/schedule.py")
+               "content/command_words.py", "content/schedule.py", "run/refusals.py")
 PURE_NOW = ("core/loop.py", "core/messages.py", "core/prompt.py", "core/choices.py", "content/schedule.py",
             "core/limits.py", "core/turns.py", "core/chunk.py", *PURE_BESIDE)
 PURE = sorted((ENGINE / "core").rglob("*.py")) + [ENGINE / name for name in PURE_BESIDE]
