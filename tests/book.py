@@ -11,7 +11,9 @@ Two ways in:
   reads the last such mark in the run's opening. It needs no shared state, so a ``summon worker`` process the
   tests fork reads it too.
 
-The member bots' book (``appservice.stand_in``) answers editions and the builder after both, as the demo's does.
+A service the tests start reads the member bots' book (``appservice.stand_in``) after this one, as the demo does
+(``SERVICE_BOOK``, in ``tests.matrix``): this module imports nothing of ``appservice``, so a surface proven to
+know no Matrix (``tests/surfaces/seam.py``) can use it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from appservice.stand_in import member_bots_book
 from engine.clock import Clock
 from engine.core.messages import ModelRequest
 from engine.providers.base import Answerer
@@ -47,7 +48,7 @@ def _told(request: ModelRequest) -> Turns | None:
 
 
 class TestsBook:
-    """The tests' book: ``told`` marks, then what was ``say``-d, then the member bots' book."""
+    """The tests' book: ``told`` marks, then what was ``say``-d."""
 
     __test__ = False
 
@@ -68,7 +69,7 @@ class TestsBook:
         for words, turns in reversed(self._said):
             if words and opening.endswith(words):
                 return turns
-        return member_bots_book(request)
+        return None
 
 
 BOOK = TestsBook()

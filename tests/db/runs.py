@@ -8,7 +8,7 @@ from tests.book import told
 from tests.store import TestStore
 
 
-async def insert_run(db: TestStore, *, script: list[dict[str, Any]] | None, bot: str = "helper",
+async def insert_run(db: TestStore, *, script: list[dict[str, Any]] | None = None, bot: str = "helper",
                      limits: dict[str, Any] | None = None, room_id: str = "!room:localhost",
                      trigger: str | None = None, max_attempts: int = 3) -> int:
     """``script``: what the tests' stand-in answers the run by (written into what was asked: ``tests.book.told``)."""

@@ -41,7 +41,7 @@ async def test_live_with_a_key_buys(fake: FakeProvider, choose: Callable[[Mappin
     # The control for the tests below: this configuration does reach the server.
     fake.queue("openai", openai_text("bought"))
     answering = choose(keyed(fake, AGENTS_LIVE="1"))
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert answering.buying and answering.stand_in is None
     assert step.text == "bought" and step.provider == "openai"
     assert len(fake.received()) == 1
@@ -70,7 +70,7 @@ async def test_a_key_not_switched_on_stands_in_and_says_so(
 ) -> None:
     fake.queue("openai", openai_text("bought"))
     answering = choose(keyed(fake, **extra))
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert not answering.buying and answering.stand_in == "not_switched_on"
     assert step.text == NOT_SWITCHED_ON and step.provider == "mock"
     assert fake.received() == []
@@ -84,7 +84,7 @@ async def test_the_stand_in_chosen_answers_and_says_so_whatever_keys_exist(
 ) -> None:
     fake.queue("openai", openai_text("bought"))
     answering = choose(keyed(fake, SUMMON_AGENT_MOCK="1", **extra))
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert not answering.buying and answering.stand_in == "chosen"
     assert step.text == CHOSEN and "stand-in" in step.text and step.provider == "mock"
     assert (answering.status().usable, answering.status().mode) == (True, "stand-in: chosen")
@@ -106,7 +106,7 @@ async def test_no_key_at_all_stands_in_and_says_so(
 ) -> None:
     env = {**env, "SUMMON_PROVIDER_OPENAI_URL": fake.openai_url}
     answering = choose(env)
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert answering.stand_in == "no_key"
     assert step.text == NO_KEY and step.provider == "mock"
     assert fake.received() == []
@@ -128,6 +128,6 @@ async def test_a_keyless_provider_is_left_out_of_the_chain(
            "SUMMON_PROVIDER_ANTHROPIC_URL": fake2.anthropic_url,
            "SUMMON_PROVIDER_OPENAI_URL": fake.openai_url, "SUMMON_PROVIDER_OPENAI_KEY": "sk-live"}
     answering = choose(env)
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert step.text == "from the keyed one" and step.fallback is False
     assert fake2.received() == []

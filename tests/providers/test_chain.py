@@ -84,7 +84,7 @@ async def setup(fake: FakeProvider, fake2: FakeProvider) -> AsyncIterator[Setup]
 
 
 async def answer(s: Setup, request: ModelRequest | None = None) -> list[ModelStep]:
-    return await s.chain.answer(request or ask(), script=None, turn=0)
+    return await s.chain.answer(request or ask(), turn=0)
 
 
 async def test_the_first_provider_answers_and_nothing_else_is_called(setup: Setup) -> None:
@@ -307,7 +307,7 @@ async def test_a_provider_too_slow_to_wait_for_falls_back(fake: FakeProvider, fa
     try:
         fake.queue("openai", Canned(body=openai_text("late").body, delay=2.0))
         fake2.queue("anthropic", anthropic_text("Sunny."))
-        first, second = await chain.answer(ask(), script=None, turn=0)
+        first, second = await chain.answer(ask(), turn=0)
     finally:
         await chain.aclose()
     assert first.error == "the provider did not answer in time" and first.error_class == "provider"
@@ -341,14 +341,14 @@ async def test_one_answer_keeps_within_its_patience() -> None:
     b = Stub("b", clock, 14.5, ProviderFailure("down too", provider="b", status=500))
     c = Stub("c", clock, 1)
     chain = Chain([a, b, c], PriceTable({}), clock, patience=60)
-    steps = await chain.answer(ModelRequest("", (Message("user", "hi"),)), script=None, turn=0)
+    steps = await chain.answer(ModelRequest("", (Message("user", "hi"),)), turn=0)
     assert [(s.provider, s.gave_up) for s in steps] == [("a", False), ("b", True)]
     assert (a.timeouts, b.timeouts, c.timeouts) == ([60], [15], [])  # each told what is left; c never started
 
     clock = FakeClock()
     busy = Stub("a", clock, 59.2, RetryableFailure("busy", provider="a", status=503))
     chain = Chain([busy], PriceTable({}), clock, patience=60)
-    [step] = await chain.answer(ModelRequest("", (Message("user", "hi"),)), script=None, turn=0)
+    [step] = await chain.answer(ModelRequest("", (Message("user", "hi"),)), turn=0)
     assert step.gave_up and busy.timeouts == [60]  # no retry: its wait would not leave time for it
 
 
@@ -373,7 +373,7 @@ async def test_each_attempt_goes_out_with_the_max_tokens_its_own_price_allows(se
 
 
 async def s_answer_within(s: Setup, allowance: float) -> list[ModelStep]:
-    return await s.chain.answer(ask(), script=None, turn=0, allowance=allowance)
+    return await s.chain.answer(ask(), turn=0, allowance=allowance)
 
 
 async def test_after_an_attempt_with_no_answer_the_fallback_fits_what_is_left_once_that_one_is_counted(
