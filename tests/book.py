@@ -53,10 +53,11 @@ class TestsBook:
     __test__ = False
 
     def __init__(self) -> None:
-        self._said: list[tuple[str, Turns | None]] = []
+        self._said: list[tuple[str, bool, Turns | None]] = []
 
-    def say(self, words: str, turns: Turns | None) -> None:
-        self._said.append((words.strip(), None if turns is None else list(turns)))
+    def say(self, words: str, turns: Turns | None, *, anywhere: bool = False) -> None:
+        """``anywhere``: the opening need only have ``words`` (a command's line, before the command's own words)."""
+        self._said.append((words.strip(), anywhere, None if turns is None else list(turns)))
 
     def clear(self) -> None:
         self._said.clear()
@@ -66,8 +67,8 @@ class TestsBook:
         if marked is not None:
             return marked
         opening = asked(request).rstrip()
-        for words, turns in reversed(self._said):
-            if words and opening.endswith(words):
+        for words, anywhere, turns in reversed(self._said):
+            if words and (words in opening if anywhere else opening.endswith(words)):
                 return turns
         return None
 
