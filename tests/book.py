@@ -29,6 +29,10 @@ from engine.providers.mock import MockModel, StandIn, StandInModel, asked
 
 Turns = Sequence[Mapping[str, Any]]
 MARK, END = "⟦turns ", "⟧"
+# Where a test writes a line's turns in the content it sends (``tests.matrix.people.Person.send``), which takes
+# them off before the line is sent and says them to the book under the line's body: no line the service sees
+# carries them.
+SCRIPT_KEY = "org.summon.script"
 
 
 def told(words: str, turns: Turns | None) -> str:
