@@ -11,7 +11,7 @@ import pytest
 from engine.clock import FakeClock
 from engine.core.messages import Message, ModelRequest
 from engine.providers.config import Answering, choose_answerer
-from engine.providers.mock import CHOSEN, NO_KEY, NOT_SWITCHED_ON
+from engine.providers.mock import CHOSEN, NO_KEY, NOT_SWITCHED_ON, StandInModel
 from tests.providers.fake_provider import FakeProvider, openai_text
 
 REQUEST = ModelRequest(system="", messages=(Message("user", "hi"),), model="gpt-4o-mini")
@@ -53,8 +53,10 @@ async def test_a_script_is_never_bought_whatever_keys_exist(
     fake.queue("openai", openai_text("bought"))
     answering = choose(keyed(fake, AGENTS_LIVE="1"))
     assert answering.buying
-    [step] = await answering.answer(REQUEST, script=SCRIPT, turn=0)
-    [past_the_end] = await answering.answer(REQUEST, script=SCRIPT, turn=1)
+    # The stand-in chosen at the root, before a chain that buys: what its book scripts is never sent.
+    scripted = StandInModel(lambda _: SCRIPT, answering, FakeClock())
+    [step] = await scripted.answer(REQUEST, turn=0)
+    [past_the_end] = await scripted.answer(REQUEST, turn=1)
     assert step.text == "scripted answer" and step.provider == "mock"
     assert past_the_end.text == "" and past_the_end.provider == "mock"
     assert fake.received() == []

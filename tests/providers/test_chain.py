@@ -24,6 +24,7 @@ from engine.errors import ProviderFailure, RetryableFailure
 from engine.providers.anthropic import AnthropicAdapter
 from engine.providers.chain import NO_MODEL, Adapter, Chain, RetryPolicy, model_for
 from engine.providers.config import ProviderConfig
+from engine.providers.mock import StandInModel
 from engine.providers.openai import OpenAIAdapter
 from engine.providers.prices import Price, PriceTable
 from engine.providers.translate import Reply, anthropic_request, openai_request
@@ -294,7 +295,7 @@ def test_model_for() -> None:
 
 async def test_a_script_is_never_bought_even_by_the_chain_itself(setup: Setup) -> None:
     setup.openrouter.queue("openai", openai_text("bought"))
-    [step] = await setup.chain.answer(ask(), script=[{"text": "scripted"}], turn=0)
+    [step] = await StandInModel(lambda _: [{"text": "scripted"}], setup.chain, FakeClock()).answer(ask(), turn=0)
     assert step.text == "scripted" and step.provider == "mock"
     assert setup.openrouter.received() == [] and setup.anthropic.received() == []
 
