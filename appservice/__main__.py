@@ -11,12 +11,16 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from appservice.config import Config, load_config, provider_settings, registration
 from appservice.logs import configure, secrets_of
 from engine.errors import ConfigError, ContentError, StoreError, SummonError
+
+if TYPE_CHECKING:
+    from engine.providers.mock import StandInBook
 
 log = logging.getLogger("summon")
 
@@ -42,10 +46,12 @@ def _config(args: argparse.Namespace) -> Config:
     return config
 
 
-async def _serve(config: Config, *, http: bool) -> None:
+async def _serve(config: Config, *, http: bool, stand_in: StandInBook | None = None) -> None:
+    """``stand_in``: the stand-in model's book, handed in only by the tests' own process (never from the command
+    line)."""
     from appservice.app import Service
 
-    service = Service(config, http=http)
+    service = Service(config, http=http, stand_in=stand_in)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, service.stop_event.set)

@@ -41,7 +41,7 @@ from appservice.matrix.avatar_art import EMOJI_FONT
 from appservice.matrix.avatars import Avatars, Face
 from appservice.matrix.cancels import Cancels
 from appservice.matrix.command_state import CommandState
-from appservice.matrix.commands import Commands, Scripts
+from appservice.matrix.commands import Commands
 from appservice.matrix.context import ContextReader, ContextSettings, ThreadBackfill, ThreadFetch
 from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
@@ -71,7 +71,9 @@ from engine.memory.embedder import Embedder
 from engine.memory.ready import recallable
 from engine.memory.recall import Recall, RecallSettings
 from engine.meter import Meter
+from engine.providers.base import Answerer
 from engine.providers.config import choose_answerer
+from engine.providers.mock import StandInBook, StandInModel
 from engine.run.publish import buyable, publish
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
@@ -128,7 +130,7 @@ async def keep_puppet_prefix(store: Store, config: Config) -> None:
 
 def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
-    max_attempts: int = 3, scripts: Scripts | None = None, thread_fetch: ThreadFetch | None = None,
+    max_attempts: int = 3, thread_fetch: ThreadFetch | None = None,
     context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
     own_rooms: Callable[[Asking], OwnRooms] | None = None, meter: Meter | None = None,
     puppet_prefix: str = PUPPET_PREFIX,
@@ -144,8 +146,8 @@ def wire_dispatcher(
     lines = LineHandler(
         registry, ours, asking=asking, cancels=cancels, presses=presses,
         admin=RoomAdmin(registry, server_name=server_name, service_user=service_user),
-        commands=Commands(registry, asking, server_name=server_name, service_user=service_user, scripts=scripts),
-        scripts=scripts, elsewhere=elsewhere, own_rooms=own_rooms(asking) if own_rooms is not None else None,
+        commands=Commands(registry, asking, server_name=server_name, service_user=service_user),
+        elsewhere=elsewhere, own_rooms=own_rooms(asking) if own_rooms is not None else None,
     )
     return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites), lines=lines, presses=presses,
                       cancels=cancels, threads=ThreadBackfill(thread_fetch, registry, ours, context))
@@ -155,16 +157,16 @@ class Service:
     """``summon serve``: the appservice HTTP endpoint, the outbox sender, and N worker slots, in one
     asyncio process. With ``http=False`` it is ``summon worker``: worker slots and ticks only.
 
-    ``scripts`` reads a line's scripted model turns: given only by a trusted caller (the tests and the
-    demo), never by ``summon serve``, so a room event cannot script a run while serving for real."""
+    ``stand_in``: the stand-in model's book (``engine.providers.mock.StandInModel``), given only by a trusted caller
+    (the tests and the demo), never by ``summon serve``: a run it has turns for is answered by them."""
 
     def __init__(self, config: Config, *, http: bool = True, clock: Clock | None = None,
-                 scripts: Scripts | None = None, env: Mapping[str, str] | None = None) -> None:
+                 stand_in: StandInBook | None = None, env: Mapping[str, str] | None = None) -> None:
         self.config = config
         self.env = os.environ if env is None else env  # the speech endpoints' settings (SUMMON_STT_*, SUMMON_TTS_*)
         self.http = http
         self.clock = clock or SystemClock()
-        self.scripts = scripts
+        self.stand_in = stand_in
         self.stop_event = asyncio.Event()
         self.tasks = TaskGroup("service")
         self._registry: Registry | None = None
@@ -215,7 +217,7 @@ class Service:
         if c.desk is not None:
             # Every process that finishes runs delivers desk answers; only `serve` listens for the desk.
             self.desk = DeskService(c.desk, self.store, self.registry, self.clock, server_name=c.homeserver.server_name,
-                                    max_attempts=c.worker.max_attempts, scripted=self.scripts is not None)
+                                    max_attempts=c.worker.max_attempts)
             await self.desk.load()
             if c.desk.staff_room is not None:
                 self.staff_room = StaffRoom(self.desk.desk, self.registry, room_id=c.desk.staff_room,
@@ -228,9 +230,6 @@ class Service:
         if self.members is not None:
             surfaces[self.members.surface.name] = self.members.surface
         w = c.worker
-        if self.members is not None and self.scripts is not None and self.answerer.status().mode.startswith("stand-in"):
-            # The demo and the tests: the stand-in model writes member bots' editions by the script they ship.
-            self.members.use_stand_in()
         if self.answerer.limiter is not None:
             # Provider limits kept with every other worker: hear permits handed back anywhere.
             self.tasks.spawn(self.answerer.limiter.run(self.stop_event), name="provider-limits")
@@ -240,8 +239,11 @@ class Service:
         self.door_surface = DoorSurface(self.registry, server_name=c.homeserver.server_name,
                                         service_user=self.service_user, puppet_prefix=c.appservice.puppet_prefix)
         surfaces[self.door_surface.name] = self.door_surface
+        # The demo and the tests: the stand-in answers what its book has turns for, before whatever was chosen.
+        answerer: Answerer = (self.answerer if self.stand_in is None
+                              else StandInModel(self.stand_in, self.answerer, self.clock))
         self.worker = Worker(
-            self.store, self.registry, self.answerer, surfaces, self.clock,
+            self.store, self.registry, answerer, surfaces, self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
@@ -310,7 +312,7 @@ class Service:
         self.homeserver = Homeserver(self.api)
         if c.members is not None:
             self.members = MemberBots(c.members, self.store, self.registry, self.homeserver, self.clock,
-                                      self.quarantine, server_name=server, service_user=self.service_user, scripts=self.scripts,
+                                      self.quarantine, server_name=server, service_user=self.service_user,
                                       puppet_prefix=c.appservice.puppet_prefix)
         self.command_state = CommandState(self.store, self.homeserver)
         self.surface = MatrixSurface(self.store, self.homeserver, self.registry, self.tasks, self.clock,
@@ -318,7 +320,7 @@ class Service:
                                      puppet_prefix=c.appservice.puppet_prefix)
         self.dispatcher = wire_dispatcher(
             self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
-            max_attempts=c.worker.max_attempts, scripts=self.scripts, thread_fetch=self.homeserver.thread,
+            max_attempts=c.worker.max_attempts, thread_fetch=self.homeserver.thread,
             invites=c.appservice.invites, elsewhere=self.staff_room, meter=self.metrics,
             puppet_prefix=c.appservice.puppet_prefix,
             own_rooms=self.members.own_rooms if self.members is not None else None,
@@ -342,7 +344,7 @@ class Service:
         hearing = Hearing(self.store, self.homeserver, self.registry, ours, self.dispatcher.lines.asking, self.speech,
                           max_bytes=int(c.speech.max_mib * 1024 * 1024), max_seconds=c.speech.max_seconds,
                           at_once=c.speech.hearings_at_once, per_minute=c.speech.hearings_per_minute,
-                          floor_kbps=c.speech.floor_kbps, scripts=self.scripts)
+                          floor_kbps=c.speech.floor_kbps)
         self.dispatcher.lines.voice = hearing
         self.dispatcher.lines.memories = MemoryCommands(self.registry, ours, server_name=server,
                                                         service_user=self.service_user)

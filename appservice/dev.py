@@ -18,11 +18,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from mautrix.api import HTTPAPI, Method
 from mautrix.api import Path as MxPath
 from mautrix.client import ClientAPI
@@ -39,10 +37,11 @@ from mautrix.types import (
 from appservice.config import Config, Desk, Door, Listen, Members, load_config, provider_settings
 from appservice.logs import configure, secrets_of
 from appservice.matrix.outbox import TXN_MARKER
+from appservice.stand_in import demo_book, demo_entries, member_bots_book
 from engine.clock import SystemClock
 from engine.members.seal import new_key
 from engine.providers.config import stand_in_reason
-from engine.providers.mock import parse_script
+from engine.providers.mock import first_of
 
 log = logging.getLogger(__name__)
 
@@ -51,62 +50,6 @@ TOPIC = ("Mention a bot: @Helper hello · @Helper search the docs · @Helper whi
          "@Helper take it slow · !summarise")
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
-
-
-# A line's scripted model turns, in its content: honoured by the demo and the tests, which build the
-# service with ``scripts=scripted_turns``; ``summon serve`` never reads it.
-SCRIPT_KEY = "org.summon.script"
-
-
-def scripted_turns(event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The scripted model turns a line carries (a list of turns), or None."""
-    content = event.get("content")
-    script = content.get(SCRIPT_KEY) if isinstance(content, Mapping) else None
-    return script if isinstance(script, list) else None
-
-
-DEMO_SCRIPTS = Path(__file__).with_name("demo.yaml")
-
-
-def demo_scripts(path: Path = DEMO_SCRIPTS) -> list[dict[str, Any]]:
-    """The demo's shipped scripts, each checked as the stand-in would read it."""
-    entries = yaml.safe_load(path.read_text(encoding="utf-8"))
-    for entry in entries:
-        parse_script(entry["turns"])
-    return list(entries)
-
-
-def demo_turns(entries: list[dict[str, Any]], *, demo_user: str,
-               commands: Callable[[], Collection[str]]) -> Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]:
-    """The demo's scripts, by what a line says: its own script first, then the first shipped entry whose words
-    it has; None (the stand-in's own answer) for anything else — and for anybody but the demo user: a script
-    makes the stand-in call tools, and anyone else who can reach the dev homeserver is a stranger. A script
-    answers for the model, never for a command: an entry for ``!name`` applies only while ``commands()`` (those
-    published) has it, so a command that failed to publish is not masked by its script."""
-    def turns(event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-        if event.get("sender") != demo_user:
-            return None
-        own = scripted_turns(event)
-        if own is not None:
-            return own
-        content = event.get("content")
-        body = content.get("body") if isinstance(content, Mapping) else None
-        if not isinstance(body, str):
-            return None
-        said = body.lower()
-        for entry in entries:
-            words = [str(w).lower() for w in entry["when"]]
-            if any(_said(said, w, commands) for w in words):
-                return list(entry["turns"])
-        return None
-
-    return turns
-
-
-def _said(said: str, words: str, commands: Callable[[], Collection[str]]) -> bool:
-    if words.startswith("!"):
-        return said.lstrip().startswith(words) and words[1:].split()[0] in commands()
-    return words in said
 
 
 def run_dir() -> Path:
@@ -163,10 +106,13 @@ async def dev(*, verbose: bool = False) -> int:
     # invite when it comes up).
     client = await register_or_login(env["SUMMON_HS_URL"], DEMO_USER, DEMO_PASSWORD)
     config = await with_desk(config, client)
-    # The demo shows the machine: its shipped scripts make the stand-in call a tool, offer choices, take a
-    # slow step and answer a command; `summon serve` never reads them.
-    service: Service = Service(config, scripts=demo_turns(demo_scripts(), demo_user=client.mxid,
-                                                          commands=lambda: service.registry().commands))
+    # The demo shows the machine: its shipped book makes the stand-in call a tool, offer choices, take a slow
+    # step and answer a command, and, when the stand-in answers everything else too, write member bots'
+    # editions and drive the builder; `summon serve` never reads it.
+    book = demo_book(demo_entries(), demo_user=client.mxid, commands=lambda: service.registry().commands)
+    if stand_in_reason(provider_settings(os.environ)) == "chosen":
+        book = first_of(book, member_bots_book)
+    service: Service = Service(config, stand_in=book)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, service.stop_event.set)

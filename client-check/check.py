@@ -7,9 +7,9 @@ names); a typo (pointed at the command); a choices answer (its keycap reactions)
 carries the thread relation — Hydrogen has no thread view, so that is read from the event, and the timeline is
 photographed). Every step asserts on the rendered page and saves a screenshot under client-check/shots/.
 
-Lines a person types go through Hydrogen's composer. The choices and thread lines carry what no composer can
-write (a thread relation; the stand-in model's script for a choices answer), so they are sent through the
-client-server API as the same person, and what the page shows of their answers is what is checked."""
+Lines a person types go through Hydrogen's composer. The thread line carries what no composer can write (a
+thread relation), so it and the choices line (in words the demo's shipped script answers with choices) are sent
+through the client-server API as the same person, and what the page shows of their answers is what is checked."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from tests.browser import chromium  # noqa: E402  (the desk's browser test's Chr
 DIST = HERE / "dist"
 SHOTS = HERE / "shots"
 WAIT_MS = 30_000
-OFFER = "Which copy is it?\n\n- The paperback\n- The hardcover"
+OFFER = "How a mention becomes a run"  # the first choice the demo's shipped choices script offers
 KEYCAPS = ("1\N{VARIATION SELECTOR-16}\N{COMBINING ENCLOSING KEYCAP}",
            "2\N{VARIATION SELECTOR-16}\N{COMBINING ENCLOSING KEYCAP}")
 
@@ -176,14 +176,14 @@ async def check() -> None:
 
             t = time.monotonic()
             question = f"Helper, which copy do I have? ({nonce})"
-            await person.send({"msgtype": "m.text", "body": question,
-                               "org.summon.script": [{"text": OFFER}]})
+            # "which" is a word of the demo's shipped choices script (appservice/demo.yaml): the stand-in offers them.
+            await person.send({"msgtype": "m.text", "body": question})
             offered = tile(page, "Helper", question)
             await offered.wait_for()
             reactions = offered.locator(".Timeline_messageReactions")
             for keycap in KEYCAPS:
                 await reactions.locator("button", has_text=keycap).wait_for()
-            assert "The paperback" in await offered.inner_text()
+            assert OFFER in await offered.inner_text()
             await step("a choices answer shows its keycap reactions", t)
             await offered.scroll_into_view_if_needed()
             await shot(page, "choices")
@@ -193,8 +193,7 @@ async def check() -> None:
             threaded = await person.send({
                 "msgtype": "m.text", "body": f"Helper, in this thread? ({nonce})",
                 "m.relates_to": {"rel_type": "m.thread", "event_id": root, "is_falling_back": True,
-                                 "m.in_reply_to": {"event_id": root}},
-                "org.summon.script": [{"text": "Yes, in this thread."}]})
+                                 "m.in_reply_to": {"event_id": root}}})
             event = await person.answer_to(threaded)
             rel = event["content"]["m.relates_to"]
             assert rel["rel_type"] == "m.thread" and rel["event_id"] == root, rel

@@ -17,6 +17,7 @@ import pytest
 
 from engine.store import migrate
 from engine.tools.quarantine import Quarantine
+from tests.book import BOOK
 from tests.providers.fake_provider import FakeProvider
 from tests.store import TestStore
 
@@ -100,6 +101,14 @@ async def db(dsn: str) -> AsyncIterator[TestStore]:
     store = await TestStore.open(dsn, min_size=1, max_size=8)
     yield store
     await store.close()
+
+
+@pytest.fixture(autouse=True)
+def a_clean_book() -> Iterator[None]:
+    """What a test said the stand-in says is that test's alone."""
+    BOOK.clear()
+    yield
+    BOOK.clear()
 
 
 # No test may reach the network beyond loopback: resolving any other host fails, and fails the test.

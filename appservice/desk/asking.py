@@ -84,7 +84,6 @@ class DeskAsking:
         self.daily_spend: dict[int, float] = {}
 
     async def ask(self, tx: Tx, where: Where, bot: Bot, asking: list[Message], *, asked: bool,
-                  script: list[dict[str, Any]] | None = None,
                   command: dict[str, Any] | None = None) -> Summoned | Refused:
         """Ask ``bot`` about ``asking`` (what the contact wrote and nobody answered yet): join its live run
         here, else summon it. ``asked``: the contact asks it (the conversation's bot), else nobody does.
@@ -111,7 +110,7 @@ class DeskAsking:
             bot=bot.slug, surface=SURFACE, prompt="\n".join(m.content for m in asking),
             asked_by=where.contact_key if asked else None, subject=where.contact_key, facts=facts,
             room_id=where.key, trigger_event=f"{where.key}:{asking[-1].id}:{bot.slug}", context=context,
-            script=script, pool=inbox_pool(where.inbox), pool_daily=self.daily_spend.get(where.inbox.id),
+            pool=inbox_pool(where.inbox), pool_daily=self.daily_spend.get(where.inbox.id),
             counts_live=True,
         )
         try:

@@ -97,8 +97,7 @@ class DeskCommands:
                 field["default"] = span_text(span)
         return shaped
 
-    async def run(self, tx: Tx, where: Where, name: str, values: Mapping[str, str], *,
-                  script: list[dict[str, Any]] | None = None) -> Message:
+    async def run(self, tx: Tx, where: Where, name: str, values: Mapping[str, str]) -> Message:
         """The contact runs command ``name`` with ``values`` (its fields by name, as text): said in their name,
         its bot asked. Refused out loud when it cannot run; nothing is said or started then."""
         found = dict((c.name, (c, b)) for c, b in await self.runnable(tx, where.contact))
@@ -126,5 +125,5 @@ class DeskCommands:
         if command.bot is None:
             context["tool"] = command.tool  # run directly, with the fields as its arguments
         log.info("desk contact %s ran /%s", where.contact.id, name, extra={"room": where.key, "bot": bot.slug})
-        await self.desk.asking.ask(tx, where, bot, [message], asked=True, script=script, command=context)
+        await self.desk.asking.ask(tx, where, bot, [message], asked=True, command=context)
         return message

@@ -166,8 +166,7 @@ class Desk:
             await self._no_assistant(tx, where)
         return where
 
-    async def write(self, tx: Tx, where: Where, content: str, *, echo_id: str | None = None,
-                    script: list[dict[str, Any]] | None = None) -> Message:
+    async def write(self, tx: Tx, where: Where, content: str, *, echo_id: str | None = None) -> Message:
         """The contact wrote ``content``. The same ``echo_id`` again is the same message (nothing twice)."""
         text = content.strip()
         if not text:
@@ -186,7 +185,7 @@ class Desk:
         await tx.desk.touch(where.conversation.id)
         await self.changes.message(tx, where, message)
         where = await self.become(tx, where, rules.written(state_of(where.conversation)))
-        await self.wake(tx, where, [message], script=script)
+        await self.wake(tx, where, [message])
         return message
 
     async def pace(self, tx: Tx, where: Where) -> None:
@@ -197,8 +196,7 @@ class Desk:
                         extra={"room": where.key})
             raise RequestRefused(429, self.words("too_fast"))
 
-    async def wake(self, tx: Tx, where: Where, asking: list[Message], *,
-                   script: list[dict[str, Any]] | None = None) -> None:
+    async def wake(self, tx: Tx, where: Where, asking: list[Message]) -> None:
         """What the contact's words start: the conversation's bot, or an offer of one; and the hearers."""
         state = state_of(where.conversation)
         if not state.bots_may_start:
@@ -209,13 +207,13 @@ class Desk:
         roster = self.roster(where.inbox.id)
         handler = registry.get(state.handler_bot) if state.bots_answer and state.handler_bot else None
         if handler is not None:
-            asked = await self.asking.ask(tx, where, handler, asking, asked=True, script=script)
+            asked = await self.asking.ask(tx, where, handler, asking, asked=True)
             where = await self._unless_no_assistant(tx, where, asked)
         elif state.status == "open" and state.assignee is None:
             await self._offer(tx, where, roster)
         for bot in roster.hearers:
             if handler is None or bot.slug != handler.slug:
-                await self.asking.ask(tx, where, bot, asking, asked=False, script=script)
+                await self.asking.ask(tx, where, bot, asking, asked=False)
 
     async def _unless_no_assistant(self, tx: Tx, where: Where, asked: Summoned | Refused) -> Where:
         """The conversation's bot could not be summoned because no provider can answer: the conversation goes
@@ -254,8 +252,7 @@ class Desk:
 
     # --- presses ---------------------------------------------------------------------------------------
 
-    async def press(self, tx: Tx, where: Where, message_id: int, value: str, *,
-                    script: list[dict[str, Any]] | None = None) -> Message | None:
+    async def press(self, tx: Tx, where: Where, message_id: int, value: str) -> Message | None:
         """The contact pressed choice ``value`` of message ``message_id``: taken once (a second press, in
         another tab too, gets None: it is gone — and is recorded all the same); a bot's offer of itself makes
         it the conversation's bot, and a choice under an answer is said in the contact's name, as their
@@ -281,11 +278,11 @@ class Desk:
             where = await self.become(tx, where, rules.chosen(state_of(where.conversation), bot.slug))
             asking = await tx.desk.unanswered(where.conversation.id)
             if asking:
-                asked = await self.asking.ask(tx, where, bot, asking, asked=True, script=script)
+                asked = await self.asking.ask(tx, where, bot, asking, asked=True)
                 await self._unless_no_assistant(tx, where, asked)
             return taken
         label = str(item.get("title") or value)
-        await self.write(tx, where, label, script=script)
+        await self.write(tx, where, label)
         return taken
 
     # --- the way out, and the end -----------------------------------------------------------------------

@@ -35,14 +35,13 @@ PREFIX = "/public/api/v1/inboxes/{inbox}"
 CONTACT = PREFIX + "/contacts/{contact}"
 CONVERSATION = CONTACT + "/conversations/{conversation_id}"
 CORS = "cors_headers"  # set by the desk's CORS middleware for a site that embeds the widget
-SCRIPT_KEY = "org.summon.script"  # a trusted caller's scripted model turns (the tests and the demo only)
 DAY = 86_400.0
 _NUMBER = re.compile(r"[0-9]{1,18}")  # a bigint's worth of ASCII digits; anything longer is no id of ours
 
 
 class PublicAPI:
     def __init__(self, store: Store, desk: Desk, streams: stream.Streams, registry: Callable[[], Registry],
-                 clock: Clock, *, secret: str, token_days: float, scripted: bool = False,
+                 clock: Clock, *, secret: str, token_days: float,
                  arrivals: Arrivals, old_secrets: tuple[str, ...] = (), token_max_days: float = 90.0) -> None:
         self.store = store
         self.desk = desk
@@ -51,7 +50,6 @@ class PublicAPI:
         self.clock = clock
         self.secret = secret
         self.token_days = token_days
-        self.scripted = scripted
         self.commands = DeskCommands(desk, registry)
         self.arrivals = arrivals
         self.secrets = (secret, *old_secrets)  # the first signs; every one verifies
@@ -197,7 +195,7 @@ class PublicAPI:
             await tx.desk.conversation_made_from(where.conversation.id, origin)
             first = text_field(body, "content", limit=20_000)
             if first:
-                await self.desk.write(tx, where, first, echo_id=text_field(body, "echo_id"), script=self._script(body))
+                await self.desk.write(tx, where, first, echo_id=text_field(body, "echo_id"))
             where = await self.desk.where(tx, where.conversation.id)
             messages = await tx.desk.messages(where.conversation.id)
         return web.json_response(conversation_json(where.conversation, contact, messages))
@@ -226,8 +224,7 @@ class PublicAPI:
         assert content is not None
         async with self.store.transaction("desk_post_message") as tx:
             where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"))
-            message = await self.desk.write(tx, where, content, echo_id=text_field(body, "echo_id"),
-                                            script=self._script(body))
+            message = await self.desk.write(tx, where, content, echo_id=text_field(body, "echo_id"))
         return web.json_response(message_json(message, contact.id))
 
     async def press(self, request: web.Request) -> web.Response:
@@ -242,8 +239,7 @@ class PublicAPI:
             raise RequestRefused(422, 'submitted_values names the choice pressed: {"value": "…"}')
         async with self.store.transaction("desk_press") as tx:
             where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"))
-            message = await self.desk.press(tx, where, int_of(request, "message_id"), str(value),
-                                            script=self._script(body))
+            message = await self.desk.press(tx, where, int_of(request, "message_id"), str(value))
         if message is None:  # refused after the commit: the press that came too late is recorded too
             raise RequestRefused(409, self.desk.words("gone"))
         return web.json_response(message_json(message, contact.id))
@@ -285,10 +281,6 @@ class PublicAPI:
                                   contact_id=contact.id, since=token.since, until=token.expires,
                                   headers=request.get(CORS))
 
-    def _script(self, body: dict[str, Any]) -> list[dict[str, Any]] | None:
-        script = body.get(SCRIPT_KEY) if self.scripted else None
-        return script if isinstance(script, list) else None
-
     # --- commands ---------------------------------------------------------------------------------------
 
     async def list_commands(self, request: web.Request) -> web.Response:
@@ -308,8 +300,7 @@ class PublicAPI:
         values = {str(k): _as_text(v) for k, v in given.items()}
         async with self.store.transaction("desk_run_command") as tx:
             where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"))
-            message = await self.commands.run(tx, where, request.match_info["name"].lower(), values,
-                                              script=self._script(body))
+            message = await self.commands.run(tx, where, request.match_info["name"].lower(), values)
         return web.json_response(message_json(message, contact.id))
 
 

@@ -47,7 +47,7 @@ PRUNE_EVERY_SECONDS = 3600.0
 def refuse_uncapped(config: DeskConfig, daily_spend: float | None) -> None:
     """A public inbox — one a bot works, answering anyone who makes a contact — must have a cap on what it
     spends, its own (``daily_spend``) or the deployment's: each new contact is a new spender, under no
-    ceiling yet, so without one a script asking once per contact spends without bound. No default is guessed
+    ceiling yet, so without one a program asking once per contact spends without bound. No default is guessed
     for someone else's money: ``summon serve`` refuses to start, in one line naming the inbox."""
     if daily_spend is not None:
         return
@@ -59,13 +59,11 @@ def refuse_uncapped(config: DeskConfig, daily_spend: float | None) -> None:
 
 class DeskService:
     def __init__(self, config: DeskConfig, store: Store, registry: Callable[[], Registry], clock: Clock, *,
-                 server_name: str, max_attempts: int = 3, scripted: bool = False) -> None:
-        """``scripted``: honour a message's scripted model turns (a trusted caller's: the tests, the demo)."""
+                 server_name: str, max_attempts: int = 3) -> None:
         self.config = config
         self.store = store
         self._registry = registry
         self.clock = clock
-        self.scripted = scripted
         self.changes = Changes()
         self.asking = DeskAsking(registry, self.changes, server_name=server_name, max_attempts=max_attempts)
         self.desk = Desk(registry, self.changes, self.asking, server_name=server_name,
@@ -97,7 +95,7 @@ class DeskService:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY, middlewares=[self._cors, refusals])
         PublicAPI(self.store, self.desk, self.streams, self._registry, self.clock, secret=self.config.secret,
-                  token_days=self.config.token_days, scripted=self.scripted,
+                  token_days=self.config.token_days,
                   arrivals=Arrivals(self.config, self.desk.words), old_secrets=self.config.old_secrets,
                   token_max_days=self.config.token_max_days).routes(app)
         StaffAPI(self.store, self.desk, self.streams, account_id=self.config.account_id).routes(app)

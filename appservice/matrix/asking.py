@@ -38,14 +38,12 @@ class Asking:
 
     async def ask(
         self, tx: Tx, line: Line, bot: Bot, *, prompt: str | None = None, trigger_event: str | None = None,
-        extra_context: Mapping[str, Any] | None = None, script: list[dict[str, Any]] | None = None,
-        tell: bool = True,
+        extra_context: Mapping[str, Any] | None = None, tell: bool = True,
     ) -> Summoned | Refused:
         """Summon ``bot`` for ``line``'s sender, where the line was said, with every refusal; a ceiling
         refusal is told to them. ``prompt`` replaces the line's words (a press sends the offer's own
         words); ``trigger_event`` replaces the line as the run's one trigger (a reaction, a vote);
-        ``extra_context`` rides on the run's context (a command's name and arguments); ``script`` is a
-        trusted caller's scripted model turns (tests and the demo only)."""
+        ``extra_context`` rides on the run's context (a command's name and arguments)."""
         registry = self._registry()
         room = await tx.rooms.get(line.room_id)
         assert room is not None
@@ -67,7 +65,7 @@ class Asking:
         result = await summon(tx, registry, Summons(
             bot=bot.slug, surface=SURFACE, prompt=line.text if prompt is None else prompt,
             asked_by=line.sender, facts=facts, room_id=line.room_id, thread_root=line.thread_root,
-            trigger_event=trigger_event or line.event_id, context=context, script=script,
+            trigger_event=trigger_event or line.event_id, context=context,
             encrypted=room.encrypted, later=later,
         ), max_attempts=self.max_attempts)
         if not isinstance(result, Summoned):

@@ -47,20 +47,16 @@ from engine.store.rooms import Room
 
 log = logging.getLogger(__name__)
 
-# A trusted caller's reader of a line's scripted model turns (tests and the demo; never serving for real).
-Scripts = Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]
 HELP = "help"
 CANCEL, BOTS = "cancel", "bots"  # the service's own, besides !help (cancels, admin)
 
 
 class Commands:
-    def __init__(self, registry: Callable[[], Registry], asking: Asking, *, server_name: str, service_user: str,
-                 scripts: Scripts | None = None) -> None:
+    def __init__(self, registry: Callable[[], Registry], asking: Asking, *, server_name: str, service_user: str) -> None:
         self._registry = registry
         self.asking = asking
         self.server_name = server_name
         self.service_user = service_user
-        self.scripts = scripts
 
     async def heard(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool:
         """True when ``line`` was a command (run, or answered with why not)."""
@@ -100,8 +96,7 @@ class Commands:
         context: dict[str, Any] = {"name": command.name, "args": args_json(args)}
         if command.bot is None:
             context["tool"] = command.tool  # run directly, with the fields as its arguments
-        script = self.scripts(event) if self.scripts is not None else None
-        await self.asking.ask(tx, line, bot, extra_context={"command": context}, script=script)
+        await self.asking.ask(tx, line, bot, extra_context={"command": context})
         return True
 
     async def typo(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool:

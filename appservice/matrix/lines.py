@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from appservice.matrix.admin import RoomAdmin
 from appservice.matrix.asking import Asking
 from appservice.matrix.cancels import Cancels
-from appservice.matrix.commands import Commands, Scripts
+from appservice.matrix.commands import Commands
 from appservice.matrix.followups import Followup
 from appservice.matrix.mentions import named_bots
 from appservice.matrix.ours import Ours
@@ -56,7 +56,7 @@ class OwnRooms(Protocol):
 
 class LineHandler:
     def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
-                 admin: RoomAdmin, presses: Presses, commands: Commands, scripts: Scripts | None = None,
+                 admin: RoomAdmin, presses: Presses, commands: Commands,
                  elsewhere: RoomWork | None = None, voice: VoiceNotes | None = None,
                  own_rooms: OwnRooms | None = None) -> None:
         self._registry = registry
@@ -66,8 +66,6 @@ class LineHandler:
         self.admin = admin
         self.presses = presses
         self.commands = commands
-        # A trusted caller's reader of a line's scripted model turns (tests and the demo); None serving for real.
-        self.scripts = scripts
         self.elsewhere = elsewhere
         self.voice = voice
         self.memories: OwnMemories | None = None
@@ -137,7 +135,7 @@ class LineHandler:
         bots = [by_user[user_id] for user_id in named if user_id in by_user]
         for bot in bots:
             if bot.hears_mentions:
-                await self.asking.ask(tx, line, bot, script=self.scripts(event) if self.scripts is not None else None)
+                await self.asking.ask(tx, line, bot)
                 return
             log.info("line %s names %s, which does not hear mentions (hears: in %s)", line.event_id, bot.slug,
                      bot.source_path, extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})

@@ -79,8 +79,7 @@ def _mimetype(note: StoredNote) -> str:
 class Hearing:
     def __init__(self, store: Store, homeserver: Homeserver, registry: Callable[[], Registry], ours: Ours,
                  asking: Asking, speech: Speech, *, max_bytes: int, max_seconds: float, at_once: int = 4,
-                 per_minute: int = 6, floor_kbps: float = audio.FLOOR_BYTES_PER_SECOND * 8 / 1000,
-                 scripts: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None] | None = None) -> None:
+                 per_minute: int = 6, floor_kbps: float = audio.FLOOR_BYTES_PER_SECOND * 8 / 1000) -> None:
         self.store = store
         self.homeserver = homeserver
         self._registry = registry
@@ -91,7 +90,6 @@ class Hearing:
         self.max_seconds = max_seconds
         self.per_minute = per_minute
         self.floor_bytes_per_second = floor_kbps * 1000 / 8
-        self.scripts = scripts
         self._at_once = asyncio.Semaphore(at_once)  # this process's hearings: each holds a note while it is heard
 
     # --- in the appservice transaction -------------------------------------------------------------------
@@ -301,10 +299,9 @@ class Hearing:
 
     async def _ask(self, line: Line, bot: Bot, note: StoredNote, text: str) -> None:
         said = replace(line, text=text)
-        script = self.scripts(note.event()) if self.scripts is not None else None
         async with self.store.transaction("voice_note_asked") as tx:
             await tx.rooms.lock(line.room_id)
-            result = await self.asking.ask(tx, said, bot, script=script, tell=False)
+            result = await self.asking.ask(tx, said, bot, tell=False)
             if isinstance(result, Summoned) or result.reason == "duplicate":  # asked before (a retried commit)
                 await tx.voice.asked(line.event_id, run_id=result.run_id if isinstance(result, Summoned) else None)
                 return

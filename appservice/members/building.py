@@ -28,7 +28,7 @@ from engine.members.book import Book, Kept
 from engine.members.charter import Charter, CharterRules, read_charter
 from engine.members.edition import accepted_card, judge
 from engine.members.feeds import Feeds
-from engine.members.runs import MemberScript, edition_summons, schedule_words
+from engine.members.runs import edition_summons, schedule_words
 from engine.run.refusals import Refused
 from engine.run.summon import summon
 from engine.store import Store
@@ -67,8 +67,7 @@ class DryRun:
 
 class Builder:
     def __init__(self, store: Store, book: Book, feeds: Feeds, registry: Callable[[], Registry],
-                 homeserver: Homeserver, clock: Clock, settings: BuildSettings, *,
-                 script: MemberScript | None = None) -> None:
+                 homeserver: Homeserver, clock: Clock, settings: BuildSettings) -> None:
         self.store = store
         self.book = book
         self.feeds = feeds
@@ -76,7 +75,6 @@ class Builder:
         self.homeserver = homeserver
         self.clock = clock
         self.settings = settings
-        self.script = script
         # The persona names keep_faces asked for, by room: the name, when (this process's monotonic clock), and the
         # puppet's membership row as it stood then (its updated_at: any membership event stored since moves it).
         self._named: dict[str, tuple[str, float, datetime | None]] = {}
@@ -146,7 +144,7 @@ class Builder:
         async with self.store.transaction("member_dry_run") as tx:
             outcome = await summon(tx, registry, edition_summons(
                 pending_id, charter, host=self.settings.host, local_server=registry.server_name, occurrence=None,
-                dry_run=pending, script=self.script(charter) if self.script is not None else None))
+                dry_run=pending))
         if isinstance(outcome, Refused):
             return DryRun(pending_id, False, f"could not be run ({outcome.reason})", "", [])
         patience = min(self.settings.dry_run_seconds, self._left(until))

@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from appservice.matrix.asking import Asking
-from appservice.matrix.commands import Scripts
 from appservice.matrix.mentions import named_bots
 from appservice.matrix.ours import Ours
 from appservice.matrix.said import Line
@@ -26,9 +25,7 @@ log = logging.getLogger(__name__)
 
 class MemberRooms:
     def __init__(self, asking: Asking, book: Book, registry: Callable[[], Registry], ours: Ours, *, host: str,
-                 server_name: str, service_user: str, scripts: Scripts | None = None,
-                 demo: Callable[[str, str | None], list[dict[str, Any]] | None] | None = None) -> None:
-        """``demo``: the stand-in model's script for a line that carries none (``make dev`` only)."""
+                 server_name: str, service_user: str) -> None:
         self.asking = asking
         self.book = book
         self._registry = registry
@@ -36,8 +33,6 @@ class MemberRooms:
         self.host = host
         self.server_name = server_name
         self.service_user = service_user
-        self.scripts = scripts
-        self.demo = demo
 
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool:
         bot = self._registry().get(self.host)
@@ -54,15 +49,10 @@ class MemberRooms:
         if not facts.private:
             return False
         extra: dict[str, Any] | None = None
-        bot_id: str | None = None
         for kept in await self.book.owned_by(tx, line.sender):
             if kept.charter.room_id == line.room_id:
                 # The charter stays sealed: the run carries its id, and it is opened when the request is built.
                 extra = {"standing": standing(kept.id, edition=False), "member_room": kept.id}
-                bot_id = kept.id
                 break
-        script = self.scripts(event) if self.scripts is not None else None
-        if script is None and self.demo is not None:
-            script = self.demo(line.text, bot_id)
-        await self.asking.ask(tx, line, bot, extra_context=extra, script=script)
+        await self.asking.ask(tx, line, bot, extra_context=extra)
         return True

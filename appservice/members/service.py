@@ -6,16 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from appservice.config import Members
 from appservice.matrix.asking import Asking
-from appservice.matrix.commands import Scripts
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.members.building import Builder, BuildSettings
 from appservice.members.rooms import MemberRooms
-from appservice.members.script import stand_in_builder, stand_in_edition
 from appservice.members.surface import MembersSurface
 from engine.clock import Clock
 from engine.content import Registry
@@ -23,7 +20,7 @@ from engine.errors import StoreError
 from engine.members.book import Book
 from engine.members.charter import CharterRules
 from engine.members.feeds import Feeds
-from engine.members.runs import OPENER, SURFACE, MemberScript, charter_opener
+from engine.members.runs import OPENER, SURFACE, charter_opener
 from engine.members.seal import Keyring
 from engine.members.ticks import member_tick
 from engine.members.tools import make_card, make_charter_fetch, on_surface
@@ -38,8 +35,8 @@ log = logging.getLogger(__name__)
 
 class MemberBots:
     def __init__(self, config: Members, store: Store, registry: Callable[[], Registry], homeserver: Homeserver,
-                 clock: Clock, quarantine: Quarantine, *, server_name: str, service_user: str, scripts: Scripts | None = None,
-                 edition_script: MemberScript | None = None, puppet_prefix: str = PUPPET_PREFIX) -> None:
+                 clock: Clock, quarantine: Quarantine, *, server_name: str, service_user: str,
+                 puppet_prefix: str = PUPPET_PREFIX) -> None:
         self.config = config
         self.puppet_prefix = puppet_prefix
         self.store = store
@@ -47,9 +44,6 @@ class MemberBots:
         self.clock = clock
         self.server_name = server_name
         self.service_user = service_user
-        self.scripts = scripts
-        self.edition_script = edition_script
-        self.demo_builder: Callable[[str, str | None], list[dict[str, Any]]] | None = None
         self.rules = CharterRules(floor_seconds=config.min_every_seconds,
                                   loopback_for_tests=config.loopback_feeds_for_tests)
         self.book = Book(Keyring.parse(config.keys), self.rules)
@@ -58,14 +52,7 @@ class MemberBots:
         self.surface = MembersSurface(self.book, registry, server_name=server_name, host=config.builder)
         self.builder = Builder(store, self.book, self.feeds, registry, homeserver, clock, BuildSettings(
             host=config.builder, server_name=server_name, rules=self.rules, admins=frozenset(config.admins),
-            max_per_person=config.max_per_person, dry_run_seconds=config.dry_run_seconds), script=edition_script)
-
-    def use_stand_in(self) -> None:
-        """The stand-in model's scripts (the demo and the tests only): for editions and dry runs, and for a
-        line said to the builder that carries no script of its own."""
-        self.edition_script = stand_in_edition
-        self.builder.script = stand_in_edition
-        self.demo_builder = stand_in_builder
+            max_per_person=config.max_per_person, dry_run_seconds=config.dry_run_seconds))
 
     def openers(self) -> dict[str, Opener]:
         """What member bots keep sealed off their runs' rows: the charter, opened when a request is built."""
@@ -83,13 +70,11 @@ class MemberBots:
         ours = Ours(self._registry, server_name=self.server_name, service_user=self.service_user,
                     puppet_prefix=self.puppet_prefix)
         return MemberRooms(asking, self.book, self._registry, ours, host=self.config.builder,
-                           server_name=self.server_name, service_user=self.service_user, scripts=self.scripts,
-                           demo=lambda text, bot_id: self.demo_builder(text, bot_id) if self.demo_builder else None)
+                           server_name=self.server_name, service_user=self.service_user)
 
     async def tick(self) -> list[int]:
         return await member_tick(self.store, self.book, self._registry(), host=self.config.builder,
-                                 refused=self.surface.refused,
-                                 script=self.edition_script)
+                                 refused=self.surface.refused)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick every ``tick_seconds`` until ``stop`` (``summon serve`` only); each tick also gives the builder

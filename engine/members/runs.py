@@ -5,7 +5,7 @@ builder), with the charter as its standing context and only the charter's id on 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -21,9 +21,6 @@ log = logging.getLogger(__name__)
 
 SURFACE = "members"
 ASK = "Write this edition now."
-# A trusted caller's scripted model turns for a member bot's runs (the tests and the demo's stand-in model);
-# None serving for real.
-MemberScript = Callable[[Charter], list[dict[str, Any]] | None]
 
 
 def schedule_words(charter: Charter) -> str:
@@ -89,7 +86,7 @@ def charter_opener(store: Store, book: Book) -> Opener:
 
 
 def edition_summons(kept_id: str, charter: Charter, *, host: str, local_server: str, occurrence: datetime | None,
-                    dry_run: dict[str, Any] | None = None, script: list[dict[str, Any]] | None = None) -> Summons:
+                    dry_run: dict[str, Any] | None = None) -> Summons:
     """The summons for one edition (``occurrence``), or for the dry run (``dry_run``: the pending charter,
     sealed, for its tools to read — the charter is not stored until the dry run works)."""
     context: dict[str, Any] = {"kind": "member", "charter": kept_id, "lines": [],
@@ -100,5 +97,5 @@ def edition_summons(kept_id: str, charter: Charter, *, host: str, local_server: 
     return Summons(
         bot=host, surface=SURFACE, prompt=ASK, asked_by=None, subject=charter.owner,
         facts=AudienceFacts(user_id=None, local_server=local_server), room_id=charter.room_id,
-        trigger_event=trigger, context=context, script=script, bounded=True,
+        trigger_event=trigger, context=context, bounded=True,
     )

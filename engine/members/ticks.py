@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from engine.content import Registry
 from engine.errors import CharterUnreadable, StoreError
 from engine.members.book import Book, Kept
-from engine.members.runs import MemberScript, edition_summons
+from engine.members.runs import edition_summons
 from engine.members.schedule import owed
 from engine.run.refusals import Refused
 from engine.run.summon import summon
@@ -34,7 +34,7 @@ OnRefused = Callable[[Tx, Kept, str, str], Awaitable[None]]
 
 
 async def member_tick(store: Store, book: Book, registry: Registry, *, host: str,
-                      script: MemberScript | None = None, refused: OnRefused | None = None) -> list[int]:
+                      refused: OnRefused | None = None) -> list[int]:
     """Fire every member bot's owed edition at the database's now; the runs started. An edition the summons
     refuses (no provider can answer, the day's cap) is skipped and handed to ``refused`` — said once to its owner
     as a failed edition, never lost without a word."""
@@ -43,7 +43,7 @@ async def member_tick(store: Store, book: Book, registry: Registry, *, host: str
     started: list[int] = []
     for charter_id in await store.members.ids():
         try:
-            run_id = await _fire(store, book, registry, charter_id, host, script, refused)
+            run_id = await _fire(store, book, registry, charter_id, host, refused)
         except StoreError:
             log.exception("member bot %s: its tick failed; will try again", charter_id, extra={"charter": charter_id})
             continue
@@ -53,7 +53,7 @@ async def member_tick(store: Store, book: Book, registry: Registry, *, host: str
 
 
 async def _fire(store: Store, book: Book, registry: Registry, charter_id: str, host: str,
-                script: MemberScript | None, refused: OnRefused | None) -> int | None:
+                refused: OnRefused | None) -> int | None:
     async with store.transaction("member_tick") as tx:
         clock = await tx.schedules.clock_for_update(host, clock_key(charter_id))
         if clock is None:
@@ -76,8 +76,7 @@ async def _fire(store: Store, book: Book, registry: Registry, charter_id: str, h
                       extra={"charter": charter_id})
             return None
         outcome = await summon(tx, registry, edition_summons(
-            charter_id, kept.charter, host=host, local_server=registry.server_name, occurrence=occurrence,
-            script=script(kept.charter) if script is not None else None))
+            charter_id, kept.charter, host=host, local_server=registry.server_name, occurrence=occurrence))
         if isinstance(outcome, Refused) and refused is not None:
             await refused(tx, kept, occurrence.isoformat(), outcome.reason)
     if isinstance(outcome, Refused):

@@ -1,5 +1,5 @@
 """What every provider shares: the seam between the loop and whatever answers (a real provider chain or the
-scripted mock), a provider's configuration, and the one adapter both wire shapes are built on.
+stand-in), a provider's configuration, and the one adapter both wire shapes are built on.
 
 ``SdkAdapter.complete`` is the whole life of one call — the request translated, the SDK asked with every
 retry off (the chain owns retries, so every attempt is a step), the SDK's exceptions mapped once into the
@@ -31,20 +31,18 @@ class Answerer(Protocol):
     """Answers one model call for a run. Returns every attempt as a step, in order: the last one either
     answered (``error is None``) or is the one after which the chain gave up (``gave_up``).
 
-    ``script`` is a run's scripted turns: only a trusted caller (the tests, the demo) ever puts one on a
-    run, and a run that carries one is answered by the scripted mock, never bought."""
+    What answers is chosen once, at the root: a provider chain, or the stand-in (``engine.providers.mock``),
+    which the tests and the demo hand a book of what to say. Nothing a run carries chooses it."""
 
     async def answer(
-        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-        allowance: float | None = None, run_id: int | None = None,
+        self, request: ModelRequest, *, turn: int, allowance: float | None = None, run_id: int | None = None,
     ) -> list[ModelStep]:
-        """``allowance``: what is left of the run's budget (USD); no attempt may cost more at worst (each is
+        """``turn``: how many model calls the run has made before this one. ``allowance``: what is left of the run's budget (USD); no attempt may cost more at worst (each is
         sent with ``max_tokens`` lowered to fit). None: no limit. ``run_id``: the run the call is for (a call
         waiting for a provider's permit says whose it is)."""
         ...
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-                 allowance: float | None = None) -> float | None:
+    def estimate(self, request: ModelRequest, *, turn: int, allowance: float | None = None) -> float | None:
         """The most this call may cost (USD) within ``allowance``, drawn before it is made: recorded with the
         call's start, it is what the call is counted at if its answer is never recorded. None: the call cannot
         fit what is left (its input alone costs more) and must not be made."""

@@ -13,8 +13,6 @@ no price — nothing bounds what it costs — unless the call has no limit at al
 answer (timed out, cut off) may have been billed regardless: the attempts after it fit what is left once its
 worst case is counted, so even then the call's attempts together cannot cost more than the allowance.
 
-A request that carries a script is never bought: it goes to the scripted mock, whatever keys exist.
-
 With a ``Limiter`` (``engine/providers/limits.py``), every attempt first takes a permit to its provider, so
 every worker together keeps the provider's limits; waiting for one counts against the answer's patience, and a
 call that could wait no longer moves on to the next provider (or gives up, saying why).
@@ -25,15 +23,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
 from engine.errors import ProviderError, RequestFault, RetryableFailure
-from engine.providers.base import Answerer
 from engine.providers.classify import Fault
 from engine.providers.limits import Limiter, NoPermit, Permit
-from engine.providers.mock import MockModel
 from engine.providers.prices import PriceTable
 from engine.providers.translate import Reply, anthropic_request, openai_request
 from engine.providers.worst import clamp, input_bound, worst_case
@@ -111,7 +107,6 @@ class Chain:
         clock: Clock,
         *,
         retry: RetryPolicy | None = None,
-        scripted: Answerer | None = None,
         patience: float = PATIENCE,
         limiter: Limiter | None = None,
     ) -> None:
@@ -120,7 +115,6 @@ class Chain:
         self.clock = clock
         self.retry = retry or RetryPolicy()
         self.patience = patience
-        self.scripted: Answerer = scripted or MockModel(clock)
         self.limiter = limiter
         self._unpriced_warned: set[tuple[str, str]] = set()
 
@@ -158,11 +152,8 @@ class Chain:
         return out
 
     async def answer(
-        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-        allowance: float | None = None, run_id: int | None = None,
+        self, request: ModelRequest, *, turn: int, allowance: float | None = None, run_id: int | None = None,
     ) -> list[ModelStep]:
-        if script is not None:
-            return await self.scripted.answer(request, script=script, turn=turn, allowance=allowance, run_id=run_id)
         if not any(model_for(request.model, a.name, a.default_model) for a in self.adapters):
             log.error("no provider has a model for this bot (model: %r; providers: %s)",
                       request.model, ", ".join(a.name for a in self.adapters))
@@ -264,13 +255,10 @@ class Chain:
         return ModelStep(provider=adapter.name, model=model, fallback=n > 0, error=words, error_class="provider",
                          gave_up=gave_up)
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-                 allowance: float | None = None) -> float | None:
+    def estimate(self, request: ModelRequest, *, turn: int, allowance: float | None = None) -> float | None:
         """The most this call may cost, drawn from ``allowance`` before it is made: the dearest worst case among
         the providers it may be sent to, each clamped to fit (``plan``). None: no provider's call fits — its
         input alone costs more than is left — and it is not made."""
-        if script is not None:
-            return self.scripted.estimate(request, script=script, turn=turn, allowance=allowance)
         tried = self.plan(request, allowance)
         if not tried:
             return None if allowance is not None and self._any_priced(request) else 0.0

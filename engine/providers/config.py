@@ -5,8 +5,8 @@ anything is bought.
 Buying is opt-in (SPEC §2), and no provider means no bots: with no key at all, or with a key but buying
 not switched on, nothing can answer, and the heartbeat says so (``usable`` false, with why), so no bot is
 offered anywhere. Only an operator's explicit choice of the stand-in (``SUMMON_AGENT_MOCK=1``: the demo,
-the tests) makes the mock answer — and it says it is standing in. A run that carries a script is never
-bought, whatever keys exist. The rule lives here, not in a variable somebody remembers to set.
+the tests) makes the mock answer — and it says it is standing in. The rule lives here, not in a variable
+somebody remembers to set.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
@@ -77,8 +76,7 @@ def adapter_for(config: ProviderConfig, clock: Clock) -> Adapter:
 
 
 class Answering:
-    """The worker's ``Answerer``: the provider chain when buying is on, the mock otherwise; a request
-    with a script always goes to the mock."""
+    """The worker's ``Answerer``: the provider chain when buying is on, the mock otherwise."""
 
     def __init__(self, mock: MockModel, chain: Chain | None = None) -> None:
         self.mock = mock
@@ -98,18 +96,16 @@ class Answering:
         return None if self.chain is not None else self.mock.reason
 
     async def answer(
-        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-        allowance: float | None = None, run_id: int | None = None,
+        self, request: ModelRequest, *, turn: int, allowance: float | None = None, run_id: int | None = None,
     ) -> list[ModelStep]:
-        if script is not None or self.chain is None:
-            return await self.mock.answer(request, script=script, turn=turn, allowance=allowance, run_id=run_id)
-        return await self.chain.answer(request, script=None, turn=turn, allowance=allowance, run_id=run_id)
+        if self.chain is None:
+            return await self.mock.answer(request, turn=turn, allowance=allowance, run_id=run_id)
+        return await self.chain.answer(request, turn=turn, allowance=allowance, run_id=run_id)
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-                 allowance: float | None = None) -> float | None:
-        if script is not None or self.chain is None:
-            return self.mock.estimate(request, script=script, turn=turn, allowance=allowance)
-        return self.chain.estimate(request, script=None, turn=turn, allowance=allowance)
+    def estimate(self, request: ModelRequest, *, turn: int, allowance: float | None = None) -> float | None:
+        if self.chain is None:
+            return self.mock.estimate(request, turn=turn, allowance=allowance)
+        return self.chain.estimate(request, turn=turn, allowance=allowance)
 
     def unpriced(self, bots: Iterable[Priced]) -> list[str]:
         """With buying on, one line per bot and model it may be bought from that has no price (``Chain.unpriced``):
@@ -157,8 +153,8 @@ def choose_answerer(
     mock = MockModel(clock, reason="not_switched_on")
     limiter = (Limiter(store, clock, worker_id or f"answerer-{uuid.uuid4().hex[:8]}",
                        {p.name: replace(p.limits, call_seconds=p.timeout) for p in keyed}) if store is not None else None)
-    chain = Chain([adapter_for(p, clock) for p in keyed], table, clock, retry=retry, scripted=mock,
-                  patience=patience, limiter=limiter)
+    chain = Chain([adapter_for(p, clock) for p in keyed], table, clock, retry=retry, patience=patience,
+                  limiter=limiter)
     log.info("model calls are bought from %s, in that order", ", ".join(p.name for p in keyed))
     for p in keyed:
         if p.limits.limited:

@@ -1,20 +1,27 @@
-"""The scripted model: replays the turns a run carries, and stands in when nothing may be bought.
+"""The stand-in model: its own answer, said when nothing may be bought, and the scripted answerer.
+
+``StandInModel`` is an ``Answerer`` chosen at the root (as pydantic-ai's ``FunctionModel`` is), only by the tests
+and the demo (``summon dev``), never by ``summon serve``: it is handed a script book, which reads each model
+call's request (what was asked, the tools offered) and gives the turns that run is answered by, or None — and
+then the answerer it stands in front of answers. A scripted run is never bought, whatever keys exist. Nothing a
+run carries chooses a script: a room event, a desk message or a run row cannot make the stand-in call a tool.
 
 A script is a list of turns, each ``{"text": …}``, ``{"tool_calls": [{"id", "name", "arguments"}]}``,
 ``{"error": "…", "error_class": "provider"|"request"}`` and optionally ``"delay": seconds`` (and ``"echo":
-true``: the text says what the last tool result said). Turn *n*
-answers the run's *n*-th model call; past the end of the script the model has nothing to add. A run
-that carries a script is never bought, whatever keys exist.
+true``: the text says what the last tool result said). Turn *n* answers the run's *n*-th model call; past the
+end of the script the model has nothing to add.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep, ToolCall
+from engine.providers.base import Answerer
 
 # What the mock says when it stands in for a provider because none is configured. (The words a run
 # ends with are strings; this is the mock's own answer, and says plainly what it is.)
@@ -61,10 +68,34 @@ class ScriptedTurn(BaseModel):
 
 
 def parse_script(raw: Any) -> list[ScriptedTurn]:
-    """Validate a script before a run carries it (a bad one is refused when asked, not mid-run)."""
+    """Validate a script (a book checks its own when it is built: the demo's shipped ones as ``summon dev`` starts)."""
     if not isinstance(raw, list):
         raise ValueError("a script is a list of turns")
     return [ScriptedTurn.model_validate(t) for t in raw]
+
+
+# What a book gives for one model call: the turns its run is answered by, or None (not scripted). It reads only
+# the request — the same for every call of one run (``asked``) — so a run answered again by another worker after
+# a crash is answered by the same script.
+StandInBook = Callable[[ModelRequest], Sequence[Mapping[str, Any]] | None]
+
+
+def asked(request: ModelRequest) -> str:
+    """The words a run was opened with (its first user turn: the context and what was asked), which every model
+    call of the run begins with."""
+    return next((m.text for m in request.messages if m.role == "user"), "")
+
+
+def first_of(*books: StandInBook) -> StandInBook:
+    """One book reading several in order: the first that has turns for a call gives them."""
+    def turns(request: ModelRequest) -> Sequence[Mapping[str, Any]] | None:
+        for book in books:
+            found = book(request)
+            if found is not None:
+                return found
+        return None
+
+    return turns
 
 
 class MockModel:
@@ -75,22 +106,46 @@ class MockModel:
         self.reason = reason
         self._standing_in = STANDING_IN_FOR[reason] if standing_in is None else standing_in
 
-    def estimate(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-                 allowance: float | None = None) -> float | None:
-        """What the scripted turn says it costs; the stand-in's own answer is free. A script is a trusted
-        test's or the demo's, never bought: it costs what it says, whatever ``allowance`` is left."""
-        if script is None:
-            return 0.0
-        turns = parse_script(script)
+    def estimate(self, request: ModelRequest, *, turn: int, allowance: float | None = None) -> float | None:
+        """The stand-in's own answer is free."""
+        return 0.0
+
+    async def answer(
+        self, request: ModelRequest, *, turn: int, allowance: float | None = None, run_id: int | None = None,
+    ) -> list[ModelStep]:
+        return [ModelStep(text=self._standing_in, provider=self.name, model="mock")]
+
+
+class StandInModel:
+    """The ``Answerer`` the tests and the demo choose at the root: a call its ``book`` has turns for is answered
+    by them, never bought; any other by ``otherwise`` (the answerer the process chose: the stand-in's own
+    answer, or a provider chain)."""
+
+    name = "mock"
+
+    def __init__(self, book: StandInBook, otherwise: Answerer, clock: Clock) -> None:
+        self.book = book
+        self.otherwise = otherwise
+        self._clock = clock
+
+    def _turns(self, request: ModelRequest) -> list[ScriptedTurn] | None:
+        found = self.book(request)
+        return None if found is None else parse_script(list(found))
+
+    def estimate(self, request: ModelRequest, *, turn: int, allowance: float | None = None) -> float | None:
+        """What the scripted turn says it costs. A script is a trusted test's or the demo's, never bought: it
+        costs what it says, whatever ``allowance`` is left."""
+        turns = self._turns(request)
+        if turns is None:
+            return self.otherwise.estimate(request, turn=turn, allowance=allowance)
         return turns[turn].cost_usd if turn < len(turns) else 0.0
 
     async def answer(
-        self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-        allowance: float | None = None, run_id: int | None = None,
+        self, request: ModelRequest, *, turn: int, allowance: float | None = None, run_id: int | None = None,
     ) -> list[ModelStep]:
-        if script is None:
-            return [ModelStep(text=self._standing_in, provider=self.name, model="mock")]
-        turns = parse_script(script)
+        turns = self._turns(request)
+        if turns is None:
+            return await self.otherwise.answer(request, turn=turn, allowance=allowance, run_id=run_id)
         if turn >= len(turns):
             return [ModelStep(text="", provider=self.name, model="mock")]
         t = turns[turn]

@@ -205,7 +205,7 @@ class Hold:
                 if not cancelled:
                     request, turn = self._request(context, steps, self._offer(ref, steps, facts))
                     allowance = left(self.view, steps)
-                    estimate = self.answerer.estimate(request, script=self.row.script, turn=turn, allowance=allowance)
+                    estimate = self.answerer.estimate(request, turn=turn, allowance=allowance)
                     if estimate is None:
                         # Even the call's input costs more than is left: nothing is bought.
                         log.info("run %s: the next model call's input alone would cost more than the %.6f USD left; "
@@ -304,8 +304,7 @@ class Hold:
                           allowance: float) -> tuple[bool, ModelStep]:
         """Call the model, every attempt within ``allowance`` USD; record every failed attempt before the last,
         and return the last unrecorded (with the cancel flag read while recording the others)."""
-        *earlier, last = await self.answerer.answer(request, script=self.row.script, turn=turn, allowance=allowance,
-                                                    run_id=self.run.id)
+        *earlier, last = await self.answerer.answer(request, turn=turn, allowance=allowance, run_id=self.run.id)
         cancelled = False
         for attempt in earlier:
             cancelled = await self.record(steps, attempt) or cancelled

@@ -46,7 +46,6 @@ class Summons:
     trigger_event: str | None = None
     subject: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
-    script: list[dict[str, Any]] | None = None
     encrypted: bool = False
     # The asking line, when a live run of the same person, bot and thread may take it instead of a new
     # run (a second mention while the first is still being worked on).
@@ -110,7 +109,7 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
     run_id = await tx.runs.insert(
         bot=bot.slug, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
         trigger_event=s.trigger_event, asked_by=s.asked_by, subject=s.subject, prompt=s.prompt,
-        context=s.context, script=s.script,
+        context=s.context,
         limits={"steps": limits.steps, "spend": limits.spend, "minutes": limits.minutes}, max_attempts=max_attempts, turn=live,
         live_for=_live_key(s) if s.asked_by is None else None,
     )

@@ -25,7 +25,6 @@ class Run:
     subject: str | None
     prompt: str
     context: dict[str, Any]
-    script: list[dict[str, Any]] | None
     limits: dict[str, Any]
     status: str
     ending: str | None
@@ -170,13 +169,13 @@ class Runs(Family):
 
     async def insert(self, *, bot: str, surface: str, room_id: str | None, thread_root: str | None,
                      trigger_event: str | None, asked_by: str | None, subject: str | None, prompt: str,
-                     context: dict[str, Any], script: list[dict[str, Any]] | None, limits: dict[str, Any],
+                     context: dict[str, Any], limits: dict[str, Any],
                      max_attempts: int, turn: int = 0, live_for: str | None = None) -> int | None:
         """The run's id; None when its trigger already summoned one (a replayed line). ``turn``: how many runs
         its asker already has waiting or running (the claim takes lower turns first); ``live_for``: asked by
         nobody, whose live runs it counts in (the person it reserves under)."""
         run_id = await self._value("insert_run", bot, surface, room_id, thread_root, trigger_event, asked_by,
-                                   subject, prompt, context, script, limits, max_attempts, turn, live_for)
+                                   subject, prompt, context, limits, max_attempts, turn, live_for)
         return None if run_id is None else int(run_id)
 
     async def live_of(self, asked_by: str) -> int:

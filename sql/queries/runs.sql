@@ -1,11 +1,11 @@
 -- Runs and their steps: summoned, claimed, held by a lease, fenced, finished, swept (engine/store/runs.py).
 
 -- name: insert_run
--- A run for a summons, in its asker's turn $13 (or, asked by nobody, that of $14, whose live runs it counts in);
+-- A run for a summons, in its asker's turn $12 (or, asked by nobody, that of $13, whose live runs it counts in);
 -- one line summons at most one run (a replayed line gets no row back).
 INSERT INTO agent_runs (bot, surface, room_id, thread_root, trigger_event, asked_by, subject, prompt,
-                        context, script, limits, max_attempts, turn, live_for)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                        context, limits, max_attempts, turn, live_for)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (trigger_event) DO NOTHING
 RETURNING id;
 

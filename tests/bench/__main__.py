@@ -49,11 +49,11 @@ from nio import (
 
 from appservice.app import Service
 from appservice.config import Desk, load_config
-from appservice.dev import SCRIPT_KEY, scripted_turns
 from tests.bench import desk as desk_bench
 from tests.bench.desk import DeskRound
 from tests.bench.echo_as import EchoAS
 from tests.bench.results import Ratio, write
+from tests.book import BOOK
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / ".dev" / "bench-run"
@@ -176,8 +176,8 @@ class Person:
         return resp
 
     async def round(self, room: str, puppet: str, i: int) -> Round:
-        content = {"msgtype": "m.text", "body": f"Helper: ping {i}", "m.mentions": {"user_ids": [puppet]},
-                   SCRIPT_KEY: [{"text": f"pong {i}"}]}
+        content = {"msgtype": "m.text", "body": f"Helper: ping {i}", "m.mentions": {"user_ids": [puppet]}}
+        BOOK.say(content["body"], [{"text": f"pong {i}"}])
         sent_at = time.monotonic()
         resp = await self.client.room_send(room, "m.room.message", content)
         send_returned = time.monotonic()
@@ -294,7 +294,7 @@ async def phase_summon(stack: dict[str, str], args: argparse.Namespace,
                               "daily_spend": 1000.0}},
         "messages_per_minute": 100_000,
     })})
-    service = Service(config, scripts=scripted_turns)
+    service = Service(config, stand_in=BOOK)
     after_start = instrument(service, marks)
     try:
         await service.start()

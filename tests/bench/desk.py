@@ -17,6 +17,8 @@ from typing import Any
 
 import aiohttp
 
+from tests.book import BOOK
+
 ROUND_TIMEOUT = 30.0
 SLUG = "support"
 
@@ -77,8 +79,8 @@ async def measure(address: str, inbox: str, rounds: int, warmup: int, pause: flo
                 out: list[DeskRound] = []
                 for i in range(warmup + rounds):
                     sent_at = time.monotonic()
-                    async with http.post(messages, headers=headers, json={
-                            "content": f"ping {i}", "org.summon.script": [{"text": f"pong {i}"}]}) as resp:
+                    BOOK.say(f"ping {i}", [{"text": f"pong {i}"}])
+                    async with http.post(messages, headers=headers, json={"content": f"ping {i}"}) as resp:
                         if resp.status != 200:
                             raise DeskBenchError(f"round {i}: {resp.status} {await resp.text()}")
                     posted_at = time.monotonic()
@@ -93,8 +95,8 @@ async def measure(address: str, inbox: str, rounds: int, warmup: int, pause: flo
 
 async def _choose(http: aiohttp.ClientSession, messages: str, headers: dict[str, str], stream: Stream) -> None:
     """Write once so the offer comes, and choose the bot: it has the conversation from then on."""
-    async with http.post(messages, headers=headers, json={"content": "hello",
-                                                         "org.summon.script": [{"text": "hi"}]}) as resp:
+    BOOK.say("hello", [{"text": "hi"}])  # and the bot chosen is asked it again
+    async with http.post(messages, headers=headers, json={"content": "hello"}) as resp:
         if resp.status != 200:
             raise DeskBenchError(f"the first message: {resp.status} {await resp.text()}")
     async with http.get(messages, headers=headers) as resp:
@@ -102,7 +104,7 @@ async def _choose(http: aiohttp.ClientSession, messages: str, headers: dict[str,
     if offer is None:
         raise DeskBenchError(f"no bot was offered (is {SLUG} an offer: ask bot on the desk?)")
     async with http.patch(f"{messages}/{offer['id']}", headers=headers, json={
-            "submitted_values": [{"value": f"bot:{SLUG}"}], "org.summon.script": [{"text": "hi"}]}) as resp:
+            "submitted_values": [{"value": f"bot:{SLUG}"}]}) as resp:
         if resp.status != 200:
             raise DeskBenchError(f"choosing {SLUG}: {resp.status} {await resp.text()}")
     await _answer(stream, "hi")

@@ -28,11 +28,11 @@ import aiohttp
 
 from appservice.app import Service
 from appservice.config import Door, Listen, load_config
-from appservice.dev import scripted_turns
 from tests.bench import __main__ as matrix_bench
 from tests.bench import results
 from tests.bench.__main__ import BenchError, Person, environment, percentile
 from tests.bench.results import Ratio
+from tests.book import BOOK
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / ".dev" / "bench-door-run"
@@ -78,7 +78,7 @@ async def bench(stack: dict[str, str], args: argparse.Namespace) -> None:
     config = config.model_copy(update={"door": Door(
         keys={"bench": "bench-door-key-" + "b" * 32}, signing_key="bench",
         listen=Listen.model_construct(host="127.0.0.1", port=0))})
-    service = Service(config, scripts=scripted_turns)
+    service = Service(config, stand_in=BOOK)
     person = Person(stack["SUMMON_HS_URL"])
     try:
         await service.start()

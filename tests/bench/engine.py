@@ -27,7 +27,6 @@ from engine.content import Registry, compile_sources
 from engine.content.audience import AudienceFacts
 from engine.content.files import read_content
 from engine.core.messages import Step
-from engine.providers.mock import MockModel
 from engine.run.hold import Hold
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
@@ -38,6 +37,7 @@ from engine.store.runs import Claim
 from engine.surface import RunInfo
 from engine.tools.base import RunRef
 from tests.bench.results import Ratio, write
+from tests.book import stand_in, told
 from tests.store import TestStore
 from tests.support import STAND_IN
 
@@ -116,7 +116,7 @@ async def queue_runs(db: TestStore) -> None:
     for _ in range(RUNS):
         run_id = await db.runs.insert(bot="helper", surface="rooms", room_id="!bench:localhost", thread_root=None,
                                       trigger_event=None, asked_by="@b:localhost", subject="@b:localhost",
-                                      prompt="go", context={}, script=SCRIPT,
+                                      prompt=told("go", SCRIPT), context={},
                                       limits={"steps": 8, "spend": 1, "minutes": 5}, max_attempts=3)
         assert run_id is not None
     await db.pool.execute("VACUUM ANALYZE agent_runs")
@@ -196,7 +196,7 @@ async def round_(dsn: str, registry: Registry, workers: int) -> dict[str, float]
         clock = SystemClock()
         pool = []
         for n in range(workers):
-            w = Timed(db, lambda: registry, MockModel(clock), {"rooms": Silent()}, clock, WorkerSettings(),
+            w = Timed(db, lambda: registry, stand_in(clock), {"rooms": Silent()}, clock, WorkerSettings(),
                       harness={"noop": noop}, worker_id=f"bench-{n}", status=STAND_IN)
             w.claims, w.commits = [], []
             pool.append(w)

@@ -27,9 +27,9 @@ from nio import AsyncClient, RegisterResponse, RoomMessagesResponse, RoomSendRes
 import tests.bench.__main__ as bench
 from appservice.app import Service
 from appservice.config import load_config
-from appservice.dev import SCRIPT_KEY, scripted_turns
 from tests.bench.echo_as import EchoAS
 from tests.bench.results import Ratio, write
+from tests.book import BOOK
 
 ROOMS, PER_ROOM, LATENCY = 50, 4, 0.5
 TARGET = 1.2
@@ -62,8 +62,8 @@ async def storm(people: list[AsyncClient], rooms: list[str], puppet: str, name: 
 
     async def mention(room: int, n: int) -> None:
         content: dict[str, Any] = {"msgtype": "m.text", "body": f"Helper: load {n}",
-                                   "m.mentions": {"user_ids": [puppet]},
-                                   SCRIPT_KEY: [{"text": f"done {n}", "delay": str(LATENCY)}]}  # no floats in events
+                                   "m.mentions": {"user_ids": [puppet]}}
+        BOOK.say(content["body"], [{"text": f"done {n}", "delay": LATENCY}])
         at = time.time()
         resp = await people[room * PER_ROOM + n].room_send(rooms[room], "m.room.message", content)
         assert isinstance(resp, RoomSendResponse), resp
@@ -133,7 +133,7 @@ async def main() -> int:
             "worker": config.worker.model_copy(update={"slots": 64}),
             "database": config.database.model_copy(update={"pool_max": 30}),
         })
-        service = Service(config, scripts=scripted_turns)
+        service = Service(config, stand_in=BOOK)
         await service.start()
         svc = service
         # The echo phase's rooms are summon's too now (the puppet is in them): count only new joins.

@@ -27,9 +27,9 @@ from nio import AsyncClient, RegisterResponse, RoomMessagesResponse, RoomSendRes
 import tests.bench.__main__ as bench
 from appservice.app import Service
 from appservice.config import load_config
-from appservice.dev import SCRIPT_KEY, scripted_turns
 from tests.bench.echo_as import EchoAS
 from tests.bench.load import PER_ROOM, ROOMS, p95, rooms_with  # the storm load.py makes; RUN/PORTS set below
+from tests.book import BOOK
 from tests.store import TestStore
 
 LATENCY = 2
@@ -63,8 +63,8 @@ async def storm(people: list[AsyncClient], rooms: list[str], puppet: str, name: 
 
     async def mention(room: int, n: int) -> None:
         content: dict[str, Any] = {"msgtype": "m.text", "body": f"Helper: many {n}",
-                                   "m.mentions": {"user_ids": [puppet]},
-                                   SCRIPT_KEY: [{"text": f"done {n}", "delay": LATENCY}]}  # no floats in events
+                                   "m.mentions": {"user_ids": [puppet]}}
+        BOOK.say(content["body"], [{"text": f"done {n}", "delay": LATENCY}])
         at = time.time()
         resp = await people[room * PER_ROOM + n].room_send(rooms[room], "m.room.message", content)
         assert isinstance(resp, RoomSendResponse), resp
@@ -171,7 +171,7 @@ async def main() -> int:
         finally:
             await echo.stop()
 
-        service = Service(config, scripts=scripted_turns)
+        service = Service(config, stand_in=BOOK)
         await service.start()
         svc = service
         before = len(await svc.store.rooms.joined_by(puppet))  # none of the echo's rooms is summon's

@@ -25,11 +25,11 @@ from typing import Any
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
 from engine.content.files import read_content
-from engine.providers.mock import MockModel
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
 from engine.store import Store, migrate
 from tests.bench.engine import Silent
+from tests.book import stand_in
 from tests.store import TestStore
 from tests.support import STAND_IN
 
@@ -56,7 +56,7 @@ async def round_(dsn: str, registry: Registry, slots: int, latency: float) -> No
             " VALUES ('helper', 'rooms', '!bench:localhost', '@b:localhost', 'go', $1, $2, $3, 3)",
             [({}, script, {"steps": 8, "spend": 1, "minutes": 5})] * runs)
         clock = SystemClock()
-        worker = Worker(db, lambda: registry, MockModel(clock, reason="chosen"), {"rooms": Silent()}, clock,
+        worker = Worker(db, lambda: registry, stand_in(clock, reason="chosen"), {"rooms": Silent()}, clock,
                         WorkerSettings(slots=slots, poll_seconds=0.5), worker_id=f"bench-slots-{slots}", status=STAND_IN)
         stop = asyncio.Event()
         busiest = 0

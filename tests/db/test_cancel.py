@@ -12,12 +12,12 @@ from engine.clock import SystemClock
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.core.messages import ModelStep, Step
-from engine.providers.mock import MockModel
 from engine.run.hold import Hold
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
 from engine.surface import Ended
 from engine.tools.personal import make_raise_ticket
+from tests.book import BOOK, stand_in
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_ingest import HELPER, ROOM, feed, message, pipeline, state
 from tests.db.test_worker import RecordingSurface
@@ -71,11 +71,12 @@ async def test_a_stop_reaction_on_the_asking_line_cancels_that_run(ingest: Dispa
 
 
 async def test_a_cancelled_queued_run_ends_cancelled_when_claimed(ingest: Dispatcher, db: TestStore, published: Registry) -> None:
-    await feed(ingest, db, "t0", [message("Helper?", mentions=[HELPER], **{"org.summon.script": [{"text": "too late"}]})])
+    BOOK.say("Helper?", [{"text": "too late"}])
+    await feed(ingest, db, "t0", [message("Helper?", mentions=[HELPER])])
     await feed(ingest, db, "t1", [message("!cancel")])
     surface = RecordingSurface()
     clock = SystemClock()
-    await Worker(db, lambda: published, MockModel(clock), {"rooms": surface}, clock, WorkerSettings(),
+    await Worker(db, lambda: published, stand_in(clock), {"rooms": surface}, clock, WorkerSettings(),
                  worker_id="w", status=STAND_IN).work_once()
     row = await db.pool.fetchrow("SELECT id, status, ending, answer FROM agent_runs")
     assert (row["status"], row["ending"], row["answer"]) == ("cancelled", "cancelled", None)
@@ -115,7 +116,7 @@ async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, tmp_
     tools = {"raise_ticket": make_raise_ticket(db, lambda: registry.strings)}
     # Not cancelled, the same run raises its ticket: the tool is real and reachable.
     uncancelled = await insert_run(db, script=script, bot="clerk")
-    await Worker(db, lambda: registry, MockModel(clock), {"rooms": RecordingSurface()}, clock, WorkerSettings(),
+    await Worker(db, lambda: registry, stand_in(clock), {"rooms": RecordingSurface()}, clock, WorkerSettings(),
                  tools=tools, worker_id="w0", status=STAND_IN).work_once()
     assert await db.pool.fetchval("SELECT count(*) FROM tickets") == 1
     assert (await db.pool.fetchrow("SELECT answer FROM agent_runs WHERE id = $1", uncancelled))["answer"] == \
@@ -123,7 +124,7 @@ async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, tmp_
     # Cancelled after the model asked for it and before it ran: no second ticket.
     run_id = await insert_run(db, script=script, bot="clerk")
     surface = RecordingSurface()
-    worker = CancelAfterModelStep(db, lambda: registry, MockModel(clock), {"rooms": surface}, clock,
+    worker = CancelAfterModelStep(db, lambda: registry, stand_in(clock), {"rooms": surface}, clock,
                                   WorkerSettings(), tools=tools, worker_id="w", status=STAND_IN)
     await worker.work_once()
     assert await db.pool.fetchval("SELECT count(*) FROM tickets") == 1  # the effect does not exist

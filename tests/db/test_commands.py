@@ -57,7 +57,7 @@ async def feed(ingest: Dispatcher, db: TestStore, events: list[dict[str, Any]]) 
 
 
 async def runs(db: TestStore) -> list[asyncpg.Record]:
-    return list(await db.pool.fetch("SELECT bot, asked_by, prompt, context, script, trigger_event FROM agent_runs ORDER BY id"))
+    return list(await db.pool.fetch("SELECT bot, asked_by, prompt, context, trigger_event FROM agent_runs ORDER BY id"))
 
 
 async def replies(db: TestStore) -> list[asyncpg.Record]:
@@ -66,14 +66,14 @@ async def replies(db: TestStore) -> list[asyncpg.Record]:
 
 @pytest.fixture
 async def ingest(db: TestStore, published: Registry) -> Dispatcher:
-    made = pipeline(db, published)  # scripts honoured: the wiring gives the commands handler the reader too
+    made = pipeline(db, published)
     await feed(made, db, ROOM_STATE)
     return made
 
 
 async def test_a_command_asks_its_bot_with_the_resolved_prompt_and_keeps_its_arguments(
         ingest: Dispatcher, db: TestStore, published: Registry) -> None:
-    said = message("!summarise since=2d", **{"org.summon.script": [{"text": "catch-up"}]})
+    said = message("!summarise since=2d")
     await feed(ingest, db, [message("we talked about the budget"), said])
     [run] = await runs(db)
     assert (run["bot"], run["asked_by"], run["trigger_event"]) == ("helper", BOB, said["event_id"])
@@ -83,7 +83,6 @@ async def test_a_command_asks_its_bot_with_the_resolved_prompt_and_keeps_its_arg
     assert asks.startswith("Read what was said in this room over the last 2 days and write a short catch-up")
     assert run["context"]["command"] == {"name": "summarise", "args": {"since": "2d", "length": "short"}}
     assert run["context"]["kind"] == "timeline"  # the conversation rides along as for a mention
-    assert run["script"] == [{"text": "catch-up"}]
     assert await replies(db) == []
 
 

@@ -16,6 +16,7 @@ from appservice.matrix.dispatch import Dispatcher
 from engine.content import Registry
 from engine.core.prompt import opening, said_since
 from engine.errors import MatrixError
+from tests.book import BOOK
 from tests.db.test_ingest import pipeline
 from tests.store import TestStore
 
@@ -35,7 +36,7 @@ def say(body: str, sender: str = ALICE, *, ask: bool = False, thread: str | None
     content: dict[str, Any] = {"msgtype": msgtype, "body": body}
     if ask:
         content["m.mentions"] = {"user_ids": [HELPER]}
-        content["org.summon.script"] = [{"text": "ok"}]
+        BOOK.say(body, [{"text": "ok"}])
     if thread:
         content["m.relates_to"] = {"rel_type": "m.thread", "event_id": thread}
     return {"event_id": event_id or f"$m{next(_n)}", "room_id": ROOM, "sender": sender, "type": "m.room.message",

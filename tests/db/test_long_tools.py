@@ -35,8 +35,8 @@ class Retrier(MockModel):
     """A model that does what the issue saw one do: it asks for ``make_it``; told the call was interrupted, it
     asks again; told what it made, it says so."""
 
-    async def answer(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-                     allowance: float | None = None, run_id: int | None = None) -> list[ModelStep]:
+    async def answer(self, request: ModelRequest, *, turn: int, allowance: float | None = None,
+                     run_id: int | None = None) -> list[ModelStep]:
         results = [m for m in request.messages if m.role == "tool"]
         if not results or results[-1].text == INTERRUPTED:
             call = ToolCall(f"c{len(results) + 1}", "make_it", {})
@@ -67,7 +67,7 @@ async def test_a_tool_that_takes_longer_than_the_lease_is_done_once(db: TestStor
     # Two workers, each sweeping every 0.2 s: on main, either took the run once the 1 s lease ran out.
     workers = [worker(db, published, name, {"make_it": make_it}, surface=surface, lease_seconds=1,
                       sweep_seconds=0.2) for name in ("a", "b")]
-    run_id = await insert_run(db, script=None)
+    run_id = await insert_run(db)
     stop = asyncio.Event()
     loops = [asyncio.ensure_future(w.run(stop)) for w in workers]
     try:
@@ -98,7 +98,7 @@ async def test_a_side_effecting_call_whose_run_was_taken_is_not_done_again_by_th
         return f"made #{len(made)}"
 
     tools = {"make_it": SideEffects(make_it)}
-    run_id = await insert_run(db, script=None)
+    run_id = await insert_run(db)
     assert await worker(db, published, "a", tools).work_once()  # its result's step is refused: LeaseLost
     assert [s["kind"] for s in await steps_of(db, run_id)] == KINDS[:3]
     assert (await run_row(db, run_id))["status"] == "queued"
@@ -125,7 +125,7 @@ async def test_the_runner_keys_a_side_effecting_call_by_run_and_call_id(db: Test
         looked.append("x")
         return f"looked {len(looked)} times"
 
-    run_id = await insert_run(db, script=None)
+    run_id = await insert_run(db)
     claim = await db.runs.claim("w", 30)
     assert claim is not None and claim.run.id == run_id
     toolbox = ToolRunner(lambda: published, {}, db, harness={"make_it": SideEffects(make_it), "look": look})
@@ -167,7 +167,7 @@ async def test_a_tool_whose_run_was_taken_is_stopped_at_the_next_renewal(db: Tes
         outcome.append("finished")
         return "made"
 
-    run_id = await insert_run(db, script=None)
+    run_id = await insert_run(db)
     held = asyncio.ensure_future(worker(db, published, "a", {"make_it": SideEffects(make_it)},
                                         lease_seconds=0.9).work_once())
     await asyncio.wait_for(started.wait(), 10)

@@ -18,6 +18,7 @@ from engine.content.files import compile_content
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
 from engine.store import Families
+from tests.book import BOOK
 from tests.db.test_said_in_private import room
 from tests.db.test_tools import RecordingModel
 from tests.db.test_worker import RecordingSurface
@@ -67,11 +68,12 @@ async def run_in(db: TestStore, *, room_id: str, asked_by: str | None, subject: 
                  surface: str = "rooms", thread_root: str | None = None, context: dict[str, Any] | None = None,
                  answer: str | None = None) -> int:
     """A run of the rememberer; with ``answer``, one already answered (what the person asked before)."""
+    BOOK.say(prompt, [{"text": "noted"}])
     run_id = await db.runs.insert(
         bot="rememberer", surface=surface, room_id=room_id, thread_root=thread_root, trigger_event=None,
         asked_by=asked_by, subject=subject, prompt=prompt,
         context=context if context is not None else {"kind": "timeline", "header": "What was said:", "lines": []},
-        script=[{"text": "noted"}], limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
+        limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
     )
     assert run_id is not None
     if answer is not None:

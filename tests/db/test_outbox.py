@@ -187,7 +187,7 @@ async def held_run(db: TestStore, room: str) -> RunInfo:
     run_id = await db.runs.insert(
         bot="helper", surface="rooms", room_id=room, thread_root=None, trigger_event=f"$ask-{room}",
         asked_by="@alice:localhost", subject="@alice:localhost", prompt="hi", context={"kind": "timeline", "lines": []},
-        script=None, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
+        limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
     assert run_id is not None
     return RunInfo(id=run_id, bot="helper", surface="rooms", room_id=room, thread_root=None,
                    trigger_event=f"$ask-{room}", asked_by="@alice:localhost")
@@ -272,7 +272,7 @@ async def test_answers_to_many_people_in_one_room_go_out_together_each_runs_in_o
     messages, and a room's messages that belong to no run, keep their order."""
     fake, url = homeserver
     fake.delay = 0.3
-    runs = [await insert_run(db, script=None, room_id="!r:localhost") for _ in range(8)]
+    runs = [await insert_run(db, room_id="!r:localhost") for _ in range(8)]
     for run_id in runs:
         await enqueue(db, f"t-{run_id}-a", run_id)
         await enqueue(db, f"t-{run_id}-b", run_id)
@@ -296,8 +296,8 @@ async def test_a_runs_message_waits_while_an_earlier_one_of_its_run_backs_off(
     """The loop keeps a run's order through a retry: while the run's first message backs off after a failed
     send, its second (due) is not sent past it; another run's message in the room goes out meanwhile."""
     fake, url = homeserver
-    backing = await insert_run(db, script=None, room_id="!r:localhost")
-    other = await insert_run(db, script=None, room_id="!r:localhost")
+    backing = await insert_run(db, room_id="!r:localhost")
+    other = await insert_run(db, room_id="!r:localhost")
     await enqueue(db, "t-first", backing)
     await enqueue(db, "t-second", backing)
     await enqueue(db, "t-elsewhere", other)
@@ -321,7 +321,7 @@ async def test_an_answer_refused_for_good_says_so_on_its_run_and_the_room_is_tol
 
     fake, url = homeserver
     fake.answers = [(403, {"errcode": "M_FORBIDDEN", "error": "User @bot_helper:localhost not in room"})]
-    run_id = await insert_run(db, script=None)
+    run_id = await insert_run(db)
     await db.pool.execute("UPDATE agent_runs SET status = 'done', answer = 'the answer' WHERE id = $1", run_id)
     metrics = Metrics()
     async with aiohttp.ClientSession() as session:

@@ -14,6 +14,7 @@ from engine.core.messages import CHARS_PER_TOKEN, ModelStartedStep
 from engine.core.prompt import CONTEXT_TOKENS
 from engine.run.summon import Summoned, Summons, summon
 from engine.tools.base import RunRef
+from tests.book import BOOK
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_tools import RecordingModel, worker
 from tests.db.test_worker import RecordingSurface, make_worker
@@ -27,11 +28,11 @@ async def test_a_call_paid_before_a_crash_is_counted_at_its_estimate_and_settled
     db: TestStore, published: Registry,
 ) -> None:
     who = "@alice:localhost"
+    BOOK.say("hello", [{"text": "Hello.", "cost_usd": 0.05}])
     async with db.transaction("test_summon") as tx:
         summoned = await summon(tx, published, Summons(
             bot="helper", surface="rooms", prompt="hello", asked_by=who, room_id="!room:localhost",
-            facts=AudienceFacts(user_id=who, local_server="localhost", is_member=True), trigger_event="$ask",
-            script=[{"text": "Hello.", "cost_usd": 0.05}]))
+            facts=AudienceFacts(user_id=who, local_server="localhost", is_member=True), trigger_event="$ask"))
     assert isinstance(summoned, Summoned)
     # Worker A claims the run, records the call as started, makes it (and pays) — and dies before the answer
     # is recorded.

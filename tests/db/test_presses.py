@@ -69,8 +69,7 @@ async def answered(db: TestStore, surface: MatrixSurface, text: str, *, thread: 
     trigger = f"$ask{next(_ids)}"
     run_id = await db.runs.insert(
         bot="helper", surface="rooms", room_id=ROOM, thread_root=thread, trigger_event=trigger, asked_by=asker,
-        subject=asker, prompt="which?", context={"kind": "timeline", "lines": []}, script=None,
-        limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
+        subject=asker, prompt="which?", context={"kind": "timeline", "lines": []}, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
     assert run_id is not None
     await db.pool.execute("UPDATE agent_runs SET status = 'done', answer = $2 WHERE id = $1", run_id, text)
     run = RunInfo(id=run_id, bot="helper", surface="rooms", room_id=ROOM, thread_root=thread, trigger_event=trigger,

@@ -56,7 +56,7 @@ async def test_three_workers_together_never_have_more_calls_in_flight_than_the_l
     fake.otherwise["openai"] = replace(openai_text("ok"), delay=0.4)
     processes = Processes(tmp_path, env=buying(fake, max_in_flight=3))
     try:
-        ids = [await insert_run(db, script=None) for _ in range(30)]
+        ids = [await insert_run(db) for _ in range(30)]
         # Ten slots each: a worker claims as many runs as it has free slots at once, so 30 runs need all three.
         config = processes.worker_config(dsn, slots=10, poll_seconds=0.2)
         for _ in range(3):
@@ -77,7 +77,7 @@ async def test_three_workers_together_keep_requests_per_minute(
     fake.otherwise["openai"] = openai_text("ok")
     processes = Processes(tmp_path, env=buying(fake, rpm=40, window=3))
     try:
-        ids = [await insert_run(db, script=None) for _ in range(8)]
+        ids = [await insert_run(db) for _ in range(8)]
         # Three slots each: the first worker up cannot take all eight at once, so the others ask too.
         config = processes.worker_config(dsn, slots=3, poll_seconds=0.2)
         for _ in range(3):
@@ -100,14 +100,14 @@ async def test_a_worker_killed_holding_a_permit_holds_it_only_until_its_lease_ru
     fake.otherwise["openai"] = openai_text("ok")
     processes = Processes(tmp_path, env=buying(fake, max_in_flight=1, timeout=3))
     try:
-        first = await insert_run(db, script=None)
+        first = await insert_run(db)
         config = processes.worker_config(dsn, slots=4, poll_seconds=0.2, lease_seconds=30)
         a = processes.worker(config)
         await wait_for(lambda: _true(len(fake.arrivals) == 1), timeout=30, what="the first call")
         taken = await db.pool.fetchrow("SELECT granted_at, expires_at FROM provider_permits WHERE run_id = $1", first)
         assert taken is not None and (taken["expires_at"] - taken["granted_at"]).total_seconds() == pytest.approx(8, abs=0.5)
         a.kill()  # mid-call, holding the only permit
-        second = await insert_run(db, script=None)
+        second = await insert_run(db)
         processes.worker(config)
         await wait_for(lambda: all_done(db, [second]), timeout=60, what="the second run answered")
     finally:
@@ -180,7 +180,7 @@ async def test_tokens_per_minute_hold_a_call_until_the_window_makes_room(db: Tes
     # returned when it asks (at 65 a call, three fitted in the window while none had, and the test raced them).
     request = ModelRequest(system="", messages=(Message("user", "hi"),), max_tokens=90)
     try:
-        steps = await asyncio.gather(*(answering.answer(request, script=None, turn=0) for _ in range(3)))
+        steps = await asyncio.gather(*(answering.answer(request, turn=0) for _ in range(3)))
     finally:
         stop.set()
         await running
@@ -212,7 +212,7 @@ async def test_a_429_with_retry_after_pauses_every_worker_until_then(
     fake.otherwise["openai"] = replace(openai_text("ok"), delay=0.3)
     processes = Processes(tmp_path, env=buying(fake, max_in_flight=1))
     try:
-        ids = [await insert_run(db, script=None) for _ in range(6)]
+        ids = [await insert_run(db) for _ in range(6)]
         config = processes.worker_config(dsn, slots=8, poll_seconds=0.2)
         for _ in range(3):
             processes.worker(config)
@@ -245,8 +245,8 @@ async def test_while_a_provider_is_paused_every_worker_asks_the_next_one(
     fake2.otherwise["openai"] = openai_text("from second")
     request = ModelRequest(system="", messages=(Message("user", "hi"),))
     try:
-        first = await a.answer(request, script=None, turn=0)
-        later = [await x.answer(request, script=None, turn=0) for x in (b, a, b)]
+        first = await a.answer(request, turn=0)
+        later = [await x.answer(request, turn=0) for x in (b, a, b)]
     finally:
         await a.aclose()
         await b.aclose()
@@ -266,8 +266,7 @@ async def test_a_pause_longer_than_the_answer_may_wait_gives_up_in_words(db: Tes
     answering = choose_answerer(provider_settings(env), SystemClock(), store=db, worker_id="w-pause", patience=5.0)
     await db.providers.pause("fake", 120, "Rate limit reached")
     try:
-        [step] = await answering.answer(ModelRequest(system="", messages=(Message("user", "hi"),)), script=None,
-                                        turn=0)
+        [step] = await answering.answer(ModelRequest(system="", messages=(Message("user", "hi"),)), turn=0)
     finally:
         await answering.aclose()
     assert step.gave_up and step.provider == "fake" and "rate limited" in (step.error or "")

@@ -27,6 +27,7 @@ from engine.tools.openapi import OpenAPITools
 from engine.tools.personal import make_about_me
 from engine.tools.runner import UNKNOWN_TOOL, ToolRunner
 from engine.tools.site import SiteTools
+from tests.book import BOOK
 from tests.db.runs import steps_of
 from tests.db.test_tools import RecordingModel, call
 from tests.db.test_worker import RecordingSurface
@@ -121,9 +122,10 @@ async def clerk(db: TestStore, tmp_path: Path) -> Registry:
 
 async def a_run(db: TestStore, *, room_id: str, asked_by: str | None, subject: str | None,
                 script: list[dict[str, Any]] | None = None) -> int:
+    BOOK.say("what have I bought?", script)
     run_id = await db.runs.insert(
         bot="clerk", surface="rooms", room_id=room_id, thread_root=None, trigger_event=None, asked_by=asked_by,
-        subject=subject, prompt="what have I bought?", context={"kind": "timeline", "lines": []}, script=script,
+        subject=subject, prompt="what have I bought?", context={"kind": "timeline", "lines": []},
         limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
     )
     assert run_id is not None
@@ -246,7 +248,7 @@ async def test_a_desk_run_about_nobody_sends_nothing(db: TestStore, shop: Shop, 
     await publish(db, registry)
     run_id = int(await db.runs.insert(  # type: ignore[arg-type]
         bot="clerk", surface="desk", room_id=None, thread_root=None, trigger_event=None, asked_by=BOB, subject=None,
-        prompt="x", context={}, script=None, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3))
+        prompt="x", context={}, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3))
     async with OpenAPITools(timeout=2.0) as api:
         site = SiteTools(api, CodeTools(tmp_path), db=db)
         with pytest.raises(ToolError, match="there is nobody to look this up for"):

@@ -11,9 +11,9 @@ import pytest
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.core.limits import DEFAULT_SLOTS
-from engine.providers.mock import MockModel
 from engine.run.worker import CLAIM_BATCH, Worker, WorkerSettings
 from engine.store.runs import Claim
+from tests.book import stand_in
 from tests.db.runs import insert_run
 from tests.db.test_worker import RecordingSurface
 from tests.store import TestStore
@@ -38,7 +38,7 @@ class CountingWorker(Worker):
 
 def worker(db: TestStore, registry: Registry, **settings: Any) -> CountingWorker:
     clock = SystemClock()
-    return CountingWorker(db, lambda: registry, MockModel(clock, reason="chosen"), {"rooms": RecordingSurface()},
+    return CountingWorker(db, lambda: registry, stand_in(clock, reason="chosen"), {"rooms": RecordingSurface()},
                           clock, WorkerSettings(**{**QUIET, **settings}), worker_id="w-slots", status=STAND_IN)
 
 

@@ -14,11 +14,12 @@ from engine.clock import SystemClock
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.core.messages import ModelRequest, ModelStep
-from engine.providers.mock import MockModel
+from engine.providers.mock import MockModel, StandInModel
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
 from engine.tools.base import BUILTIN_SPECS, RunRef
 from engine.tools.runner import UNKNOWN_TOOL
+from tests.book import BOOK, told
 from tests.db.runs import insert_run, steps_of
 from tests.db.test_worker import RecordingSurface
 from tests.store import TestStore
@@ -47,17 +48,18 @@ MODS BODY.
 """
 
 
-class RecordingModel(MockModel):
-    """The scripted model, remembering every request it was sent."""
+class RecordingModel(StandInModel):
+    """The stand-in with the tests' book, remembering every request it was sent."""
 
     def __init__(self) -> None:
-        super().__init__(SystemClock())
+        clock = SystemClock()
+        super().__init__(BOOK, MockModel(clock), clock)
         self.requests: list[ModelRequest] = []
 
-    async def answer(self, request: ModelRequest, *, script: list[dict[str, Any]] | None, turn: int,
-                     allowance: float | None = None, run_id: int | None = None) -> list[ModelStep]:
+    async def answer(self, request: ModelRequest, *, turn: int, allowance: float | None = None,
+                     run_id: int | None = None) -> list[ModelStep]:
         self.requests.append(request)
-        return await super().answer(request, script=script, turn=turn, allowance=allowance, run_id=run_id)
+        return await super().answer(request, turn=turn, allowance=allowance, run_id=run_id)
 
 
 @pytest.fixture
@@ -73,7 +75,7 @@ async def clerk(db: TestStore, tmp_path: Path) -> Registry:
     return registry
 
 
-def worker(db: TestStore, registry: Registry, model: MockModel, tools: dict[str, Any]) -> Worker:
+def worker(db: TestStore, registry: Registry, model: StandInModel, tools: dict[str, Any]) -> Worker:
     clock = SystemClock()
     builtins = {name: fn for name, fn in tools.items() if name in BUILTIN_SPECS}
     harness = {name: fn for name, fn in tools.items() if name not in BUILTIN_SPECS}
@@ -151,7 +153,7 @@ async def test_a_run_nobody_asked_for_gets_nothing_with_an_audience(db: TestStor
     model = RecordingModel()
     run_id = await db.runs.insert(
         bot="clerk", surface="rooms", room_id=room, thread_root=None, trigger_event=None, asked_by=None,
-        subject=None, prompt="good morning", context={"kind": "event"}, script=[{"text": "morning"}],
+        subject=None, prompt=told("good morning", [{"text": "morning"}]), context={"kind": "event"},
         limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
     )
     await worker(db, clerk, model, {}).work_once()
@@ -206,7 +208,7 @@ async def test_the_worker_resolves_a_commands_prompt_from_the_name_and_the_argum
     run_id = await db.runs.insert(
         bot="helper", surface="rooms", room_id="!room:localhost", thread_root=None, trigger_event=None,
         asked_by="@alice:localhost", subject=None, prompt=f"!{name} since=2d", context=context,
-        script=[{"text": "catch-up"}], limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
+        limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
     await worker(db, published, model, {}).work_once()
     assert run_id is not None and len(model.requests) == 1
     opening = model.requests[0].messages[0].text

@@ -86,8 +86,8 @@ async def test_a_run_waiting_for_a_providers_permit_says_so(db: TestStore, publi
 
 
 async def test_what_waits_by_bot_and_by_provider_for_summon_status(db: TestStore, published: Registry) -> None:
-    ids = [await insert_run(db, script=None) for _ in range(4)]
-    await insert_run(db, script=None, bot="echo")
+    ids = [await insert_run(db) for _ in range(4)]
+    await insert_run(db, bot="echo")
     claim = await db.runs.claim("w", 30)
     assert claim is not None and claim.run.id == ids[0]
     await db.providers.ask("p", "w", ids[0], 10, lease_seconds=30, granted=False, look_within=20)

@@ -59,7 +59,7 @@ async def new_run(db: Store, *, surface: str, asked_by: str | None, subject: str
     run_id = await db.runs.insert(
         bot="helper", surface=surface, room_id="!room:localhost" if surface == "rooms" else None,
         thread_root=None, trigger_event=None, asked_by=asked_by, subject=subject, prompt="hello", context={},
-        script=None, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
+        limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
     )
     assert run_id is not None
     return RunRef(id=int(run_id), bot="helper", surface=surface)

@@ -20,11 +20,12 @@ from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core.messages import ModelStep
 from engine.errors import LeaseLost
-from engine.providers.mock import MockModel
+from engine.providers.mock import MockModel, StandInModel
 from engine.run.worker import Worker, WorkerSettings
 from engine.store import Families, Tx
 from engine.surface import Answered, Ended, Opened, Outcome, RunInfo
 from engine.tools.base import BUILTIN_SPECS
+from tests.book import BOOK, stand_in, told
 from tests.db.runs import insert_run, steps_of
 from tests.store import TestStore
 from tests.support import STAND_IN, eventually
@@ -65,7 +66,7 @@ def make_worker(db: TestStore, registry: Registry, surface: RecordingSurface, *,
     clock = SystemClock()
     builtins = {name: fn for name, fn in (tools or {}).items() if name in BUILTIN_SPECS}
     harness = {name: fn for name, fn in (tools or {}).items() if name not in BUILTIN_SPECS}
-    return Worker(db, lambda: registry, MockModel(clock), {"rooms": surface}, clock,
+    return Worker(db, lambda: registry, stand_in(clock), {"rooms": surface}, clock,
                   WorkerSettings(**{"lease_seconds": 30, "poll_seconds": 0.2, **settings}),
                   tools=builtins, harness=harness, worker_id=worker_id, status=STAND_IN)
 
@@ -230,12 +231,15 @@ async def test_notify_wakes_a_waiting_worker_without_a_poll(db: TestStore, publi
         await asyncio.wait_for(task, 10)
 
 
+SLOW_SECOND: list[dict[str, Any]] = [
+    {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {}}]},
+    {"text": "finished by the second worker", "delay": 30, "cost_usd": 0.01},
+]
+
+
 async def test_a_worker_killed_mid_run_is_finished_by_another(db: TestStore, dsn: str, published: Registry,
                                                               tmp_path: Path) -> None:
-    run_id = await insert_run(db, script=[
-        {"tool_calls": [{"id": "c1", "name": "lookup", "arguments": {}}]},
-        {"text": "finished by the second worker", "delay": 30, "cost_usd": 0.01},
-    ])
+    run_id = await insert_run(db, script=SLOW_SECOND)
     config = {
         "homeserver": {"url": "http://127.0.0.1:9", "server_name": "localhost"},
         "appservice": {"address": "http://127.0.0.1:9", "as_token": "a" * 20, "hs_token": "h" * 20},
@@ -246,7 +250,7 @@ async def test_a_worker_killed_mid_run_is_finished_by_another(db: TestStore, dsn
     path = tmp_path / "summon.yaml"
     path.write_text(yaml.safe_dump(config))
     log = (tmp_path / "worker.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "appservice", "-c", str(path), "worker"],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.book_worker", str(path)],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         # The first worker records the model turn and the tool, starts the next model call (recorded with
@@ -264,8 +268,9 @@ async def test_a_worker_killed_mid_run_is_finished_by_another(db: TestStore, dsn
     assert (await run_row(db, run_id))["status"] == "running"
 
     # A second worker sweeps the expired lease, claims the run and finishes it; the scripted delay is short now.
-    await db.pool.execute(
-        "UPDATE agent_runs SET script = jsonb_set(script, '{1,delay}', '0') WHERE id = $1", run_id)
+    said = told("hello", [SLOW_SECOND[0], {**SLOW_SECOND[1], "delay": 0}])
+    await db.pool.execute("UPDATE agent_runs SET prompt = $2, context = jsonb_set(context, '{lines,0,said}', to_jsonb($2::text)) "
+                          "WHERE id = $1", run_id, said)
     second = make_worker(db, published, RecordingSurface(), worker_id="second")
     await eventually(lambda: _swept(second), timeout=10)
     assert await second.work_once()
@@ -294,7 +299,7 @@ async def test_a_worker_says_on_its_heartbeat_whether_it_can_answer(db: TestStor
     from engine.providers.base import ProviderStatus
 
     clock = SystemClock()
-    w = Worker(db, lambda: published, MockModel(clock), {}, clock, WorkerSettings(heartbeat_seconds=0.1),
+    w = Worker(db, lambda: published, stand_in(clock), {}, clock, WorkerSettings(heartbeat_seconds=0.1),
                worker_id="beating", status=ProviderStatus(True, "live", ("openrouter", "anthropic")))
     stop = asyncio.Event()
     task = asyncio.create_task(w.run(stop))
@@ -354,11 +359,12 @@ async def test_an_answer_is_said_when_words_join_but_the_run_may_not_ask_again(
     assert surface.delivered == [(run_id, Answered("The Air."))]
 
 
-class RecordingModel(MockModel):
+class RecordingModel(StandInModel):
     """The stand-in, keeping every request it was sent."""
 
     def __init__(self) -> None:
-        super().__init__(SystemClock())
+        clock = SystemClock()
+        super().__init__(BOOK, MockModel(clock), clock)
         self.requests: list[Any] = []
 
     async def answer(self, request: Any, **kwargs: Any) -> Any:
@@ -375,12 +381,13 @@ async def test_a_sealed_standing_note_is_opened_for_the_request_and_never_stored
         return Opened("THE NOTE KEPT SEALED OFF THE ROW")
 
     model = RecordingModel()
+    BOOK.say("hello", [{"text": "ok"}])
     run_id = await db.runs.insert(
         bot="helper", surface="rooms", room_id="!room:localhost", thread_root=None, trigger_event=None,
         asked_by="@alice:localhost", subject="@alice:localhost", prompt="hello",
         context={"kind": "timeline", "lines": [{"name": "alice", "said": "hello"}],
                  "standing": {"by": "sealed", "id": "x1"}},
-        script=[{"text": "ok"}], limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
+        limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
     assert run_id is not None
     worker = Worker(db, lambda: published, model, {"rooms": RecordingSurface()}, SystemClock(),
                     WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="w1",
@@ -398,4 +405,4 @@ def test_a_worker_says_whether_a_provider_is_usable_or_is_not_built() -> None:
     # one call site away from failing open.
     clock = SystemClock()
     with pytest.raises(TypeError, match="status"):
-        Worker(None, lambda: None, MockModel(clock), {}, clock, WorkerSettings())  # type: ignore[arg-type, call-arg]
+        Worker(None, lambda: None, stand_in(clock), {}, clock, WorkerSettings())  # type: ignore[arg-type, call-arg]

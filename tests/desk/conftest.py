@@ -23,10 +23,10 @@ from appservice.desk.tokens import identity_token
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
 from engine.content.files import read_kit
-from engine.providers.mock import MockModel
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
 from engine.tasks import TaskGroup
+from tests.book import BOOK, stand_in
 from tests.store import TestStore
 from tests.support import STAND_IN
 
@@ -191,8 +191,7 @@ class DeskRig:
     async def say(self, who: Contact, conversation: int, content: str, *, script: list[dict[str, Any]] | None = None,
                   expect: int = 200, **extra: Any) -> Any:
         body = {"content": content, **extra}
-        if script is not None:
-            body["org.summon.script"] = script
+        BOOK.say(content, script)
         return await self.call("POST", f"{self.base(who)}/conversations/{conversation}/messages", token=who.token,
                                body=body, expect=expect)
 
@@ -240,10 +239,10 @@ async def desk(db: TestStore, desk_registry: Registry, request: pytest.FixtureRe
     clock = SystemClock()
     await publish(db, desk_registry)
     await db.workers.beat("desk-test", usable=True, mode="stand-in: chosen", providers=[])
-    service = DeskService(config, db, lambda: desk_registry, clock, server_name="localhost", scripted=True)
+    service = DeskService(config, db, lambda: desk_registry, clock, server_name="localhost")
     await service.load()
     service.retry_after = (0.05, 0.1)  # three attempts, quickly
-    worker = Worker(db, lambda: desk_registry, MockModel(clock), {"desk": service.surface}, clock,
+    worker = Worker(db, lambda: desk_registry, stand_in(clock), {"desk": service.surface}, clock,
                     WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="desk-test", status=STAND_IN)
     stop = asyncio.Event()
     tasks = TaskGroup("desk-test")

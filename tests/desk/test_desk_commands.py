@@ -13,6 +13,7 @@ import pytest
 from engine.content import Registry, compile_sources
 from engine.content.commands import command_prompt
 from engine.content.files import read_kit
+from tests.book import BOOK
 from tests.desk.conftest import BOTS, STAFF_KEY, Contact, DeskRig
 
 pytestmark = pytest.mark.db
@@ -45,8 +46,8 @@ async def listed(desk: DeskRig, who: Contact) -> list[dict[str, Any]]:
 async def run(desk: DeskRig, who: Contact, conversation: int, name: str, args: dict[str, Any], *,
               script: list[dict[str, Any]] | None = None, expect: int = 200) -> Any:
     body: dict[str, Any] = {"args": args}
-    if script is not None:
-        body["org.summon.script"] = script
+    # The run ends with the command's own words; the contact's line (``/name …``) is in it before them.
+    BOOK.say(f"/{name}", script, anywhere=True)
     return await desk.call("POST", f"{desk.base(who)}/conversations/{conversation}/commands/{name}", token=who.token,
                            body=body, expect=expect)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.book import BOOK
 from tests.desk.conftest import STAFF_KEY, DeskRig
 
 pytestmark = pytest.mark.db
@@ -72,9 +73,9 @@ async def test_offer_ask_offers_once_and_the_chosen_bot_has_it(desk: DeskRig) ->
     assert offer["content_type"] == "input_select"
     assert offer["content_attributes"]["items"] == [{"title": "Ask Guide", "value": "bot:guide"}]
     assert await runs_in(desk, conversation) == []
+    BOOK.say("Anyone?", [{"text": "Yes, under Plans."}])  # the chosen bot is asked what waits unanswered
     pressed = await desk.call("PATCH", f"{desk.base(ann)}/conversations/{conversation}/messages/{offer['id']}",
-                              token=ann.token, body={"submitted_values": [{"value": "bot:guide"}],
-                                                     "org.summon.script": [{"text": "Yes, under Plans."}]})
+                              token=ann.token, body={"submitted_values": [{"value": "bot:guide"}]})
     assert pressed["content_attributes"]["submitted_values"] == [{"title": "Ask Guide", "value": "bot:guide"}]
     assert (await state(desk, conversation))["status"] == "pending"
     await desk.work()
@@ -186,8 +187,8 @@ async def test_choices_are_buttons_taken_once_and_said_as_the_contacts_words(des
     assert [i["title"] for i in answer["content_attributes"]["items"]] == ["The paperback", "The hardcover"]
     assert answer["content_attributes"]["links"] == [{"title": "Delivery policy", "url": "https://example.org/d"}]
     path = f"{desk.base(ann)}/conversations/{conversation}/messages/{answer['id']}"
-    await desk.call("PATCH", path, token=ann.token, body={"submitted_values": [{"value": "2"}],
-                                                          "org.summon.script": [{"text": "Hardcover it is."}]})
+    BOOK.say("The hardcover", [{"text": "Hardcover it is."}])  # a choice is said as the contact's next words
+    await desk.call("PATCH", path, token=ann.token, body={"submitted_values": [{"value": "2"}]})
     await desk.call("PATCH", path, token=ann.token, body={"submitted_values": [{"value": "1"}]}, expect=409)
     presses = await desk.db.pool.fetch("SELECT value, taken FROM desk_presses ORDER BY id")
     assert [(p["value"], p["taken"]) for p in presses] == [("2", True), ("1", False)]

@@ -13,6 +13,7 @@ import pytest
 
 from engine.content import Registry, compile_sources
 from engine.content.files import read_kit
+from tests.book import BOOK
 from tests.conftest import TEST_RUN
 from tests.desk.conftest import BOTS, STAFF_KEY, DeskRig
 
@@ -22,18 +23,25 @@ PHONE = {"width": 390, "height": 780}
 
 
 class Scripts:
-    """Scripted model turns slipped into the widget's own requests (the page knows nothing of scripts)."""
+    """Scripted model turns for what the widget sends next, put in the stand-in's book as the page sends it (the
+    page and its requests know nothing of scripts): a message by its words, a press by the choice it names, a
+    command by its name."""
 
     def __init__(self) -> None:
         self.queued: list[list[dict[str, Any]]] = []
+        self.choices: dict[str, str] = {}  # a choice's value: its title, said as the contact's words
 
     async def route(self, route: Any) -> None:
         request = route.request
         if request.method in ("POST", "PATCH") and self.queued and request.post_data:
             body = json.loads(request.post_data)
-            body["org.summon.script"] = self.queued.pop(0)
-            await route.continue_(post_data=json.dumps(body))
-            return
+            submitted = body.get("submitted_values")
+            value = submitted[0].get("value") if isinstance(submitted, list) and submitted else None
+            if "/commands/" in request.url:  # a command's run ends with its own words, after the contact's line
+                BOOK.say("/" + request.url.rsplit("/", 1)[-1], self.queued.pop(0), anywhere=True)
+            else:
+                said = body.get("content") or self.choices.get(str(value), str(value))
+                BOOK.say(str(said), self.queued.pop(0))
         await route.continue_()
 
 
@@ -72,6 +80,7 @@ async def test_ask_choose_did_that_help_talk_to_a_person_and_a_staff_reply(desk:
     await page.wait_for_selector("#summon-check:not([hidden])")
     assert await page.inner_text("#summon-check-words") == "Did that help?"
     scripts.queued.append([{"text": "The hardcover ships today."}])
+    scripts.choices["2"] = "The hardcover"
     await answer.get_by_role("button", name="The hardcover").click()
     await page.locator("li.msg.incoming").filter(has_text="The hardcover").wait_for()
     await page.locator("li.msg.outgoing.bot").filter(has_text="The hardcover ships today.").wait_for()

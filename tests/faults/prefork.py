@@ -2,8 +2,8 @@
 under a second instead of the 3-6 s a cold interpreter spends importing the provider SDKs.
 
 Run as ``python -m tests.faults.prefork``. It imports summon, prints ``ready``, then for every line
-``<config> <log>`` on stdin forks a child that runs exactly what ``summon -c <config> worker`` runs
-(``appservice.__main__.main``), in its own session, output to ``<log>``, and prints the child's PID.
+``<config> <log>`` on stdin forks a child that runs what ``summon -c <config> worker`` runs, with the tests'
+stand-in book (``tests.book_worker``), in its own session, output to ``<log>``, and prints the child's PID.
 The children are ordinary processes: they are SIGKILLed by PID. When stdin closes, every child still
 running is SIGKILLed and the server exits.
 """
@@ -14,8 +14,8 @@ import os
 import signal
 import sys
 
-import appservice.__main__ as summon_main
 import appservice.app  # noqa: F401 - imported here so a fork starts warm
+from tests import book_worker
 
 children: set[int] = set()
 
@@ -47,7 +47,7 @@ def spawn(config: str, log: str) -> int:
         sys.stdin = open(0)
         sys.stdout = open(1, "w", buffering=1)
         sys.stderr = open(2, "w", buffering=1)
-        code = summon_main.main(["-c", config, "worker"])
+        code = book_worker.run(config)
     except BaseException:
         import traceback
 

@@ -21,11 +21,11 @@ import pytest
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.errors import StoreUnavailable
-from engine.providers.mock import MockModel
 from engine.run.worker import Worker, WorkerSettings
 from engine.store import Store
 from engine.store.runs import Run
 from engine.surface import Answered
+from tests.book import stand_in
 from tests.db.runs import insert_run
 from tests.db.test_worker import RecordingSurface
 from tests.faults.support import Postgres, wait_for
@@ -69,7 +69,7 @@ async def started_worker(dsn: str, registry: Registry, **settings: Any) -> tuple
     db = await Store.connect(dsn, min_size=2, max_size=8)
     clock = SystemClock()
     surface = RecordingSurface()
-    worker = Worker(db, lambda: registry, MockModel(clock), {"rooms": surface}, clock,
+    worker = Worker(db, lambda: registry, stand_in(clock), {"rooms": surface}, clock,
                     WorkerSettings(**settings), worker_id="survivor", status=STAND_IN)
     return worker, surface, db
 

@@ -16,8 +16,10 @@ from nio import AsyncClient, RegisterResponse, RoomCreateResponse
 from appservice.app import Service
 from appservice.config import Desk as DeskConfig
 from appservice.config import Door, Listen, Members, load_config
-from appservice.dev import scripted_turns
+from appservice.stand_in import member_bots_book
+from engine.providers.mock import first_of
 from engine.store.base import init_connection
+from tests.book import BOOK
 from tests.matrix.people import Person
 from tests.speech.fake_speech import FakeSpeech
 
@@ -103,7 +105,8 @@ async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
     # Speech is bought only with AGENTS_LIVE=1: switched on for the speech endpoints alone (the model stays mocked).
     speech_env = {**os.environ, "SUMMON_STT_URL": fake_speech.url, "SUMMON_STT_KEY": "stt-key",
                   "SUMMON_TTS_URL": fake_speech.url, "SUMMON_TTS_KEY": "tts-key", "AGENTS_LIVE": "1"}
-    svc = Service(config, scripts=scripted_turns, env=speech_env)
+    # The stand-in answers by the tests' book, then by the member bots' (editions, the builder), as the demo's.
+    svc = Service(config, stand_in=first_of(BOOK, member_bots_book), env=speech_env)
     await svc.start()
     yield svc
     await svc.stop()

@@ -16,7 +16,7 @@ from nio import (
 )
 
 from appservice.app import Service
-from appservice.dev import SCRIPT_KEY
+from tests.book import BOOK, SCRIPT_KEY
 from tests.support import eventually
 
 
@@ -63,6 +63,14 @@ class Person:
         return result
 
     async def send(self, room_id: str, content: dict[str, Any], event_type: str = "m.room.message") -> str:
+        """Send ``content``; its ``SCRIPT_KEY`` (the tests' own, never sent) says to the stand-in's book what a run
+        asked by this line says (none: the stand-in's own answer, whatever an earlier line with these words had)."""
+        content = dict(content)
+        turns = content.pop(SCRIPT_KEY, None)
+        body = content.get("body")
+        if event_type == "m.room.message" and isinstance(body, str) and content.get("msgtype") != "m.audio":
+            # A command's run ends with the command's own words: its line is in the run before them.
+            BOOK.say(body, turns, anywhere=body.startswith("!"))
         resp = await self.client.room_send(room_id, event_type, content)
         assert isinstance(resp, RoomSendResponse), resp
         return str(resp.event_id)

@@ -21,13 +21,6 @@ pytestmark = pytest.mark.matrix
 People = Callable[[str], Awaitable[Person]]
 
 
-@pytest.fixture(autouse=True)
-def scripts_reach_commands(service: Service) -> None:
-    # The dispatcher's wiring hands the service's script reader to Commands; set it here if it did not.
-    if service.dispatcher.lines.commands.scripts is None:
-        service.dispatcher.lines.commands.scripts = service.scripts
-
-
 async def test_a_command_asks_its_bot_and_the_answer_arrives(people: People, service: Service,
                                                               sql: asyncpg.Pool) -> None:
     alice = await people("alice")

@@ -10,7 +10,7 @@ import pytest
 from nio import ProfileGetDisplayNameResponse
 
 from appservice.app import Service
-from appservice.dev import SCRIPT_KEY
+from tests.book import SCRIPT_KEY
 from tests.matrix.people import Person
 from tests.support import eventually
 

@@ -208,9 +208,9 @@ async def test_the_charters_words_are_in_no_table_after_a_birth_and_an_edition(
     await owe_now(sql, kept.id, 1.5)
     await eventually(lambda: _count(frank, room, 2), timeout=30)
     # The task and the charter's note (its sites, its fetch list) are sealed: no row of any table holds them — but
-    # the test's own scripted model turns, which ride on the person's event and the run row (the stand-in's
-    # script). (What an edition posts — its card may list what it read — is its room's, like any message.)
-    scripted = {"room_events.content", "agent_runs.script"}
+    # the person's own line that asked for the bot. (What an edition posts — its card may list what it read — is
+    # its room's, like any message.)
+    scripted = {"room_events.content"}
     for words in (task, "Its task:", "Its sources, as named", "What it may fetch"):
         assert set(await columns_holding(sql, words)) - scripted == set(), words
     # What the edition's run was handed: the charter's id, not its words.

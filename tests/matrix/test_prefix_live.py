@@ -15,7 +15,9 @@ from nio import RoomCreateResponse
 
 from appservice.app import Service
 from appservice.config import parse_config
-from appservice.dev import SCRIPT_KEY, scripted_turns
+from appservice.stand_in import member_bots_book
+from engine.providers.mock import first_of
+from tests.book import BOOK, SCRIPT_KEY
 from tests.matrix.people import Person
 from tests.matrix.prefixed import PREFIX, prefixed_raw
 
@@ -34,7 +36,7 @@ async def prefixed(stack: dict[str, str], template_dsn: str, content_dir: Path) 
     raw = prefixed_raw(stack, template_dsn.rsplit("/", 1)[0] + "/matrix_prefixed")
     raw["content"] = {"dir": str(content_dir)}
     raw["worker"] = {"poll_seconds": 1.0}
-    service = Service(parse_config(raw, {}), scripts=scripted_turns)
+    service = Service(parse_config(raw, {}), stand_in=first_of(BOOK, member_bots_book))
     await service.start()
     yield service
     await service.stop()

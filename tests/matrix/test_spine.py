@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from appservice.app import Service
-from appservice.dev import SCRIPT_KEY
+from tests.book import SCRIPT_KEY
 from tests.matrix.people import Person
 from tests.support import eventually
 

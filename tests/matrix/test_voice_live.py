@@ -25,8 +25,8 @@ import pytest
 from nio import UploadResponse
 
 from appservice.app import Service
-from appservice.dev import SCRIPT_KEY
 from appservice.matrix.followups import Transcribe
+from tests.book import BOOK
 from tests.conftest import TEST_RUN
 from tests.matrix.people import Person
 from tests.speech.fake_speech import FakeSpeech, opus_ogg, tone_wav
@@ -52,8 +52,8 @@ async def voice_note(person: Person, room: str, data: bytes, *, mimetype: str = 
         "org.matrix.msc1767.audio": {"duration": duration_ms, "waveform": [0, 512, 1024, 512]},
         "org.matrix.msc3245.voice": {},
     }
-    if script is not None:
-        content[SCRIPT_KEY] = script
+    # A voice note's run is asked its transcript, said in its sender's name (their localpart, unless named).
+    BOOK.say(f"{person.client.user_id.lstrip('@').split(':')[0]}: ", script, anywhere=True)
     return await person.send(room, content)
 
 

@@ -9,13 +9,15 @@ import pytest
 
 from appservice.config import parse_config
 from appservice.dev import with_members
-from appservice.members.script import stand_in_builder, stand_in_edition
+from appservice.stand_in import member_bots_book, stand_in_builder
 from engine.clock import FakeClock
 from engine.content import Registry
 from engine.content.files import compile_content
-from engine.core.messages import Message, ModelRequest
+from engine.core.messages import Message, ModelRequest, ToolSpec
+from engine.core.prompt import opening
 from engine.members.charter import read_charter
-from engine.providers.mock import MockModel
+from engine.members.runs import ASK, charter_note
+from engine.providers.mock import MockModel, StandInModel
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +44,8 @@ def test_in_a_bots_room_a_change_names_the_bot_and_only_what_changes() -> None:
 async def test_the_stand_in_says_what_the_tool_said() -> None:
     request = ModelRequest(system="", messages=(
         Message(role="user", text="make me a bot"), Message(role="tool", text="Made 📰 News (bot_id mb_1).", call_id="d1")))
-    [step] = await MockModel(FakeClock()).answer(request, script=stand_in_builder("x", None), turn=1)
+    clock = FakeClock()
+    [step] = await StandInModel(lambda _: stand_in_builder("x", None), MockModel(clock), clock).answer(request, turn=1)
     assert step.text == "(The stand-in model, by the demo's script:) Made 📰 News (bot_id mb_1)."
 
 
@@ -50,9 +53,29 @@ def test_an_edition_script_reads_every_source_then_composes_its_card() -> None:
     charter = read_charter({"name": "N", "glyph": "📰", "schedule": {"every": "1 hour"}, "prompt": "p",
                             "sources": ["rte.ie"], "allow": ["https://www.rte.ie/feeds/"], "owner": "@a:x",
                             "author": "@a:x"})
-    turns = stand_in_edition(charter)
+    # What the edition's run is asked, as the worker opens it: the charter's note, then the ask.
+    note = charter_note("mb_1", charter, edition=True)
+    request = ModelRequest(system="", messages=opening({"kind": "member", "lines": [], "note": note}, ASK),
+                           tools=(ToolSpec("fetch"), ToolSpec("card")))
+    turns = member_bots_book(request)
+    assert turns is not None
     assert [c["name"] for c in turns[0]["tool_calls"]] == ["fetch"]
-    assert turns[1]["tool_calls"][0]["arguments"]["card"]["heading"] == "📰 N"
+    assert [c["arguments"]["url"] for c in turns[0]["tool_calls"]] == list(charter.fetches)
+    assert turns[1]["tool_calls"][0]["arguments"]["card"] == {"heading": "📰 N", "blocks": [
+        {"type": "text", "text": "The stand-in model read these for this edition."}, {"type": "list", "items": ["rte.ie"]}]}
+
+
+def test_a_line_said_to_the_builder_drives_its_tools_with_the_bot_it_was_said_about() -> None:
+    charter = read_charter({"name": "N", "glyph": "📰", "schedule": {"every": "1 hour"}, "prompt": "p",
+                            "owner": "@a:x", "author": "@a:x"})
+    note = charter_note("mb_x", charter, edition=False)
+    lines = [{"name": "ann", "said": "rename it Evening Post"}]
+    request = ModelRequest(system="", messages=opening({"kind": "timeline", "lines": lines, "note": note},
+                                                       "rename it Evening Post"), tools=(ToolSpec("create_bot"),))
+    turns = member_bots_book(request)
+    assert turns is not None and turns[0]["tool_calls"][0]["arguments"] == {"name": "Evening Post", "bot_id": "mb_x"}
+    # Nobody else's run is the builder's: a run offered no builder tool is not scripted.
+    assert member_bots_book(ModelRequest(system="", messages=(Message("user", "ann: rename it X"),))) is None
 
 
 def test_make_dev_turns_member_bots_on_over_the_content_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

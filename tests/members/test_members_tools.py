@@ -37,8 +37,7 @@ async def charter_run(db: TestStore, **over: Any) -> tuple[Book, RunRef]:
                                        host="builder")
     run_id = await db.runs.insert(bot="builder", surface="members", room_id="!r:localhost", thread_root=None,
                                   trigger_event=None, asked_by=None, subject=ALICE, prompt="edition",
-                                  context={"kind": "member", "charter": charter_id}, script=None,
-                                  limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=1)
+                                  context={"kind": "member", "charter": charter_id}, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=1)
     assert run_id is not None
     return book, RunRef(run_id, "builder", "members", "!r:localhost", None)
 

@@ -12,7 +12,7 @@ from appservice.config import provider_settings
 from engine.clock import FakeClock
 from engine.core.messages import Message, ModelRequest
 from engine.providers.config import Answering, choose_answerer
-from engine.providers.mock import CHOSEN, NO_KEY, NOT_SWITCHED_ON
+from engine.providers.mock import CHOSEN, NO_KEY, NOT_SWITCHED_ON, StandInModel
 from tests.providers.fake_provider import FakeProvider, openai_text
 
 REQUEST = ModelRequest(system="", messages=(Message("user", "hi"),), model="gpt-4o-mini")
@@ -42,7 +42,7 @@ async def test_live_with_a_key_buys(fake: FakeProvider, choose: Callable[[Mappin
     # The control for the tests below: this configuration does reach the server.
     fake.queue("openai", openai_text("bought"))
     answering = choose(keyed(fake, AGENTS_LIVE="1"))
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert answering.buying and answering.stand_in is None
     assert step.text == "bought" and step.provider == "openai"
     assert len(fake.received()) == 1
@@ -54,8 +54,10 @@ async def test_a_script_is_never_bought_whatever_keys_exist(
     fake.queue("openai", openai_text("bought"))
     answering = choose(keyed(fake, AGENTS_LIVE="1"))
     assert answering.buying
-    [step] = await answering.answer(REQUEST, script=SCRIPT, turn=0)
-    [past_the_end] = await answering.answer(REQUEST, script=SCRIPT, turn=1)
+    # The stand-in chosen at the root, before a chain that buys: what its book scripts is never sent.
+    scripted = StandInModel(lambda _: SCRIPT, answering, FakeClock())
+    [step] = await scripted.answer(REQUEST, turn=0)
+    [past_the_end] = await scripted.answer(REQUEST, turn=1)
     assert step.text == "scripted answer" and step.provider == "mock"
     assert past_the_end.text == "" and past_the_end.provider == "mock"
     assert fake.received() == []
@@ -71,7 +73,7 @@ async def test_a_key_not_switched_on_stands_in_and_says_so(
 ) -> None:
     fake.queue("openai", openai_text("bought"))
     answering = choose(keyed(fake, **extra))
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert not answering.buying and answering.stand_in == "not_switched_on"
     assert step.text == NOT_SWITCHED_ON and step.provider == "mock"
     assert fake.received() == []
@@ -85,7 +87,7 @@ async def test_the_stand_in_chosen_answers_and_says_so_whatever_keys_exist(
 ) -> None:
     fake.queue("openai", openai_text("bought"))
     answering = choose(keyed(fake, SUMMON_AGENT_MOCK="1", **extra))
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert not answering.buying and answering.stand_in == "chosen"
     assert step.text == CHOSEN and "stand-in" in step.text and step.provider == "mock"
     assert (answering.status().usable, answering.status().mode) == (True, "stand-in: chosen")
@@ -107,7 +109,7 @@ async def test_no_key_at_all_stands_in_and_says_so(
 ) -> None:
     env = {**env, "SUMMON_PROVIDER_OPENAI_URL": fake.openai_url}
     answering = choose(env)
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert answering.stand_in == "no_key"
     assert step.text == NO_KEY and step.provider == "mock"
     assert fake.received() == []
@@ -129,6 +131,6 @@ async def test_a_keyless_provider_is_left_out_of_the_chain(
            "SUMMON_PROVIDER_ANTHROPIC_URL": fake2.anthropic_url,
            "SUMMON_PROVIDER_OPENAI_URL": fake.openai_url, "SUMMON_PROVIDER_OPENAI_KEY": "sk-live"}
     answering = choose(env)
-    [step] = await answering.answer(REQUEST, script=None, turn=0)
+    [step] = await answering.answer(REQUEST, turn=0)
     assert step.text == "from the keyed one" and step.fallback is False
     assert fake2.received() == []

@@ -24,6 +24,7 @@ from engine.errors import ProviderFailure, RetryableFailure
 from engine.providers.anthropic import AnthropicAdapter
 from engine.providers.chain import NO_MODEL, Adapter, Chain, RetryPolicy, model_for
 from engine.providers.config import ProviderConfig
+from engine.providers.mock import StandInModel
 from engine.providers.openai import OpenAIAdapter
 from engine.providers.prices import Price, PriceTable
 from engine.providers.translate import Reply, anthropic_request, openai_request
@@ -84,7 +85,7 @@ async def setup(fake: FakeProvider, fake2: FakeProvider) -> AsyncIterator[Setup]
 
 
 async def answer(s: Setup, request: ModelRequest | None = None) -> list[ModelStep]:
-    return await s.chain.answer(request or ask(), script=None, turn=0)
+    return await s.chain.answer(request or ask(), turn=0)
 
 
 async def test_the_first_provider_answers_and_nothing_else_is_called(setup: Setup) -> None:
@@ -294,7 +295,7 @@ def test_model_for() -> None:
 
 async def test_a_script_is_never_bought_even_by_the_chain_itself(setup: Setup) -> None:
     setup.openrouter.queue("openai", openai_text("bought"))
-    [step] = await setup.chain.answer(ask(), script=[{"text": "scripted"}], turn=0)
+    [step] = await StandInModel(lambda _: [{"text": "scripted"}], setup.chain, FakeClock()).answer(ask(), turn=0)
     assert step.text == "scripted" and step.provider == "mock"
     assert setup.openrouter.received() == [] and setup.anthropic.received() == []
 
@@ -307,7 +308,7 @@ async def test_a_provider_too_slow_to_wait_for_falls_back(fake: FakeProvider, fa
     try:
         fake.queue("openai", Canned(body=openai_text("late").body, delay=2.0))
         fake2.queue("anthropic", anthropic_text("Sunny."))
-        first, second = await chain.answer(ask(), script=None, turn=0)
+        first, second = await chain.answer(ask(), turn=0)
     finally:
         await chain.aclose()
     assert first.error == "the provider did not answer in time" and first.error_class == "provider"
@@ -341,14 +342,14 @@ async def test_one_answer_keeps_within_its_patience() -> None:
     b = Stub("b", clock, 14.5, ProviderFailure("down too", provider="b", status=500))
     c = Stub("c", clock, 1)
     chain = Chain([a, b, c], PriceTable({}), clock, patience=60)
-    steps = await chain.answer(ModelRequest("", (Message("user", "hi"),)), script=None, turn=0)
+    steps = await chain.answer(ModelRequest("", (Message("user", "hi"),)), turn=0)
     assert [(s.provider, s.gave_up) for s in steps] == [("a", False), ("b", True)]
     assert (a.timeouts, b.timeouts, c.timeouts) == ([60], [15], [])  # each told what is left; c never started
 
     clock = FakeClock()
     busy = Stub("a", clock, 59.2, RetryableFailure("busy", provider="a", status=503))
     chain = Chain([busy], PriceTable({}), clock, patience=60)
-    [step] = await chain.answer(ModelRequest("", (Message("user", "hi"),)), script=None, turn=0)
+    [step] = await chain.answer(ModelRequest("", (Message("user", "hi"),)), turn=0)
     assert step.gave_up and busy.timeouts == [60]  # no retry: its wait would not leave time for it
 
 
@@ -373,7 +374,7 @@ async def test_each_attempt_goes_out_with_the_max_tokens_its_own_price_allows(se
 
 
 async def s_answer_within(s: Setup, allowance: float) -> list[ModelStep]:
-    return await s.chain.answer(ask(), script=None, turn=0, allowance=allowance)
+    return await s.chain.answer(ask(), turn=0, allowance=allowance)
 
 
 async def test_after_an_attempt_with_no_answer_the_fallback_fits_what_is_left_once_that_one_is_counted(

@@ -28,6 +28,7 @@ from engine.run.refusals import Refused
 from engine.run.summon import Summoned, Summons, summon
 from engine.store import Families, Store, Tx
 from engine.surface import Outcome, RunInfo
+from tests.book import BOOK
 
 
 class MemorySurface:
@@ -66,13 +67,14 @@ class MemorySurface:
 
     async def ask(self, store: Store, registry: Registry, *, bot: str, who: str | None, said: str,
                   where: str, script: list[dict[str, Any]] | None = None) -> Summoned | Refused:
-        """Someone said something to ``bot``: the one door in, every refusal made there. ``script`` is a
-        trusted caller's scripted model turns (the tests')."""
+        """Someone said something to ``bot``: the one door in, every refusal made there. ``script``: what the
+        tests' stand-in answers it by (put in its book)."""
+        BOOK.say(said, script)
         async with store.transaction("memory_ask") as tx:
             facts = await self.facts(tx, None, who)
             return await summon(tx, registry, Summons(
                 bot=bot, surface=self.name, prompt=said, asked_by=who, facts=facts, trigger_event=where,
-                context={"kind": "memory", "lines": [{"name": who or "nobody", "said": said}]}, script=script,
+                context={"kind": "memory", "lines": [{"name": who or "nobody", "said": said}]},
             ))
 
     async def answer_for(self, run_id: int, timeout: float = 15.0) -> Outcome:

@@ -13,13 +13,13 @@ import sys
 
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
-from engine.providers.mock import MockModel
 from engine.run.publish import publish
 from engine.run.summon import Summoned
 from engine.run.worker import Worker, WorkerSettings
 from engine.store import Store
 from engine.surface import Answered
 from engine.tools.base import RunRef
+from tests.book import stand_in
 from tests.support import STAND_IN
 from tests.surfaces.memory import MemorySurface
 
@@ -45,7 +45,7 @@ async def main(dsn: str) -> dict[str, object]:
     clock = SystemClock()
     store = await Store.connect(dsn, min_size=1, max_size=4, clock=clock)
     surface = MemorySurface("desk")
-    worker = Worker(store, lambda: registry, MockModel(clock), {surface.name: surface}, clock,
+    worker = Worker(store, lambda: registry, stand_in(clock), {surface.name: surface}, clock,
                     WorkerSettings(slots=1, poll_seconds=0.2), harness={"lookup": lookup}, worker_id="seam", status=STAND_IN)
     stop = asyncio.Event()
     try:

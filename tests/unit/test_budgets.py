@@ -12,7 +12,7 @@ from engine.clock import FakeClock
 from engine.core.messages import CHARS_PER_TOKEN, Message, ModelRequest, ToolSpec
 from engine.core.prompt import CONTEXT_TOKENS, capped, said_since
 from engine.providers.chain import Chain
-from engine.providers.mock import MockModel
+from engine.providers.mock import MockModel, StandInModel
 from engine.providers.prices import parse_prices
 from engine.providers.translate import Reply, openai_request
 from engine.providers.worst import input_bound
@@ -85,7 +85,7 @@ def test_a_calls_estimate_is_its_size_at_the_dearest_price_it_may_be_bought_at()
     # The request's input bounded from above (engine/providers/worst.py; tests/unit/test_worst.py), not guessed.
     tokens = input_bound(openai_request("gpt-test", REQUEST))
     assert tokens >= len(REQUEST.system) + len(REQUEST.messages[0].text)
-    assert chain.estimate(REQUEST, script=None, turn=0) == pytest.approx(tokens * 0.00001 + 1000 * 0.00003)
-    # A run that carries a script is never bought: its turn says what it costs.
-    assert chain.estimate(REQUEST, script=[{"text": "x", "cost_usd": 0.5}], turn=0) == 0.5
-    assert MockModel(FakeClock()).estimate(REQUEST, script=None, turn=0) == 0.0
+    assert chain.estimate(REQUEST, turn=0) == pytest.approx(tokens * 0.00001 + 1000 * 0.00003)
+    # A scripted run is never bought, whatever chain the stand-in stands in front of: its turn says what it costs.
+    assert StandInModel(lambda _: [{"text": "x", "cost_usd": 0.5}], chain, FakeClock()).estimate(REQUEST, turn=0) == 0.5
+    assert MockModel(FakeClock()).estimate(REQUEST, turn=0) == 0.0

@@ -1,4 +1,4 @@
-"""The scripted model: stands in with its own words, replays a script turn by turn, never sleeps."""
+"""The stand-in model: stands in with its own words, replays its book's script turn by turn, never sleeps."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from engine.clock import FakeClock
 from engine.core.messages import Message, ModelRequest, ModelStep, ToolCall
-from engine.providers.mock import STANDING_IN, MockModel, parse_script
+from engine.providers.mock import STANDING_IN, MockModel, StandInModel, asked, first_of, parse_script
 
 REQUEST = ModelRequest(system="Be brief.", messages=(Message(role="user", text="Weather?"),))
 
@@ -25,7 +25,8 @@ SCRIPT: list[dict[str, Any]] = [
 
 
 async def answer(script: list[dict[str, Any]] | None, turn: int, clock: FakeClock | None = None) -> list[ModelStep]:
-    return await MockModel(clock or FakeClock()).answer(REQUEST, script=script, turn=turn)
+    clock = clock or FakeClock()
+    return await StandInModel(lambda _: script, MockModel(clock), clock).answer(REQUEST, turn=turn)
 
 
 async def test_without_a_script_it_stands_in() -> None:
@@ -35,7 +36,7 @@ async def test_without_a_script_it_stands_in() -> None:
 
 
 async def test_its_standing_in_words_can_be_given() -> None:
-    steps = await MockModel(FakeClock(), standing_in="Stand-in.").answer(REQUEST, script=None, turn=3)
+    steps = await MockModel(FakeClock(), standing_in="Stand-in.").answer(REQUEST, turn=3)
     assert [s.text for s in steps] == ["Stand-in."]
 
 
@@ -143,3 +144,38 @@ def test_parse_script_refuses_an_unknown_error_class() -> None:
 async def test_a_bad_script_is_refused_when_answered() -> None:
     with pytest.raises(ValidationError):
         await answer([{"txt": "typo"}], 0)
+
+
+class Otherwise:
+    """What the stand-in stands in front of (a provider chain, say): it answers what the book has no turns for."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def estimate(self, request: ModelRequest, *, turn: int, allowance: float | None = None) -> float | None:
+        return 0.5
+
+    async def answer(self, request: ModelRequest, *, turn: int, allowance: float | None = None,
+                     run_id: int | None = None) -> list[ModelStep]:
+        self.asked.append(asked(request))
+        return [ModelStep(text="bought", provider="p", model="m")]
+
+
+async def test_the_book_chooses_by_what_was_asked_and_anything_else_goes_on() -> None:
+    chain = Otherwise()
+    book = first_of(lambda r: [{"text": "scripted", "cost_usd": 0.02}] if asked(r) == "Weather?" else None,
+                    lambda r: None)
+    model = StandInModel(book, chain, FakeClock())
+    assert [s.text for s in await model.answer(REQUEST, turn=0)] == ["scripted"]
+    assert model.estimate(REQUEST, turn=0, allowance=0.01) == 0.02  # a script costs what it says, never bought
+    other = ModelRequest(system="", messages=(Message(role="user", text="Other?"),))
+    assert [s.text for s in await model.answer(other, turn=0)] == ["bought"]
+    assert model.estimate(other, turn=0) == 0.5
+    assert chain.asked == ["Other?"]
+
+
+def test_what_was_asked_is_the_first_user_turn_every_call_of_a_run_begins_with() -> None:
+    later = ModelRequest(system="s", messages=(Message(role="user", text="opening"), Message(role="assistant", text="a"),
+                                               Message(role="user", text="said since")))
+    assert asked(later) == "opening"
+    assert asked(ModelRequest(system="s", messages=())) == ""

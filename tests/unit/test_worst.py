@@ -185,7 +185,7 @@ def test_each_fallback_is_priced_for_itself() -> None:
     assert dear.request.max_tokens == int((0.01 - tokens * 3.75e-6) / 1.5e-5)
     assert dear.worst_usd <= 0.01 < worst_case(PRICES.prices[("dear", "large")], tokens, dear.request.max_tokens + 1)
     # What is drawn before the call: the dearest of them.
-    assert chain.estimate(ASK, script=None, turn=0, allowance=0.01) == pytest.approx(max(cheap.worst_usd,
+    assert chain.estimate(ASK, turn=0, allowance=0.01) == pytest.approx(max(cheap.worst_usd,
                                                                                         dear.worst_usd))
 
 
@@ -194,7 +194,7 @@ def test_a_fallback_whose_input_alone_does_not_fit_is_not_asked() -> None:
     big = ModelRequest(system="", messages=(Message("user", "x" * 4000),), model=ASK.model)
     [only] = chain.plan(big, 0.01)  # 4,000+ tokens × 3.75e-6 is more than 0.01 on the dear one
     assert only.adapter.name == "cheap"
-    assert chain.estimate(big, script=None, turn=0, allowance=0.0001) is None  # nothing fits: out of money
+    assert chain.estimate(big, turn=0, allowance=0.0001) is None  # nothing fits: out of money
 
 
 def test_an_unpriced_model_is_not_asked_under_a_limit_and_a_free_one_is() -> None:
