@@ -16,6 +16,8 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Collection, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,7 +48,7 @@ from appservice.matrix.context import ContextReader, ContextSettings, ThreadBack
 from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.lines import LineHandler, OwnRooms, RoomWork
+from appservice.matrix.lines import LineHandler, OwnMemories, OwnRooms, RoomWork, VoiceNotes
 from appservice.matrix.memories import MemoryCommands
 from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
@@ -128,19 +130,90 @@ async def keep_puppet_prefix(store: Store, config: Config) -> None:
             "new prefix needs a new database)")
 
 
+def new_asking(registry: Callable[[], Registry], *, server_name: str, max_attempts: int = 3,
+               meter: Meter | None = None, context: ContextSettings | None = None) -> Asking:
+    """How a bot is asked in Matrix (every refusal, then the run), shared by lines, presses and voice notes."""
+    return Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts, meter=meter)
+
+
+@dataclass(frozen=True)
+class MatrixParts:
+    """The Matrix surface, built whole (``build_matrix``): each part complete when it is made."""
+
+    homeserver: Homeserver
+    command_state: CommandState
+    surface: MatrixSurface
+    dispatcher: Dispatcher
+    rooms: Rooms
+    avatars: Avatars
+    outbox: Outbox
+    speech: Speech
+
+
+def build_matrix(config: Config, *, store: Store, registry: Callable[[], Registry], homeserver: Homeserver,
+                 session: aiohttp.ClientSession, tasks: TaskGroup, clock: Clock, metrics: Metrics, service_user: str,
+                 env: Mapping[str, str], elsewhere: RoomWork | None,
+                 own_rooms: Callable[[Asking], OwnRooms] | None) -> MatrixParts:
+    """The Matrix surface, in the order its parts need each other: the speech endpoints (one per process, so a
+    fallen endpoint stays fallen), the outbox (which says answers aloud through them), the surface (which hands
+    the outbox what a run queued), the one ``Asking``, voice notes heard through it, the dispatcher, the rooms."""
+    c = config
+    server = c.homeserver.server_name
+    command_state = CommandState(store, homeserver)
+    # Voice notes heard and answers said (SPEC §12).
+    speech = Speech(speech_from_env(env), clock, timeout_seconds=c.speech.timeout_seconds,
+                    fallen_seconds=c.speech.fallen_seconds)
+    outbox = Outbox(store, MatrixSender(session, c.homeserver.url, c.appservice.as_token), clock,
+                    undelivered=Undelivered(registry, service_user=service_user, metrics=metrics),
+                    speaking=Speaking(store, homeserver, speech))
+    surface = MatrixSurface(store, homeserver, registry, tasks, clock, server_name=server, service_user=service_user,
+                            commands=command_state, puppet_prefix=c.appservice.puppet_prefix,
+                            hand_over=outbox.send_now, speaks=speech.settings.speaks)
+    ours = Ours(registry, server_name=server, service_user=service_user, puppet_prefix=c.appservice.puppet_prefix)
+    asking = new_asking(registry, server_name=server, max_attempts=c.worker.max_attempts, meter=metrics)
+    hearing = Hearing(store, homeserver, registry, ours, asking, speech,
+                      max_bytes=int(c.speech.max_mib * 1024 * 1024), max_seconds=c.speech.max_seconds,
+                      at_once=c.speech.hearings_at_once, per_minute=c.speech.hearings_per_minute,
+                      floor_kbps=c.speech.floor_kbps)
+    dispatcher = wire_dispatcher(
+        store, registry, server_name=server, service_user=service_user, facts=surface,
+        max_attempts=c.worker.max_attempts, thread_fetch=homeserver.thread,
+        invites=c.appservice.invites, elsewhere=elsewhere, meter=metrics, puppet_prefix=c.appservice.puppet_prefix,
+        own_rooms=own_rooms, asking=asking, voice=hearing,
+        memories=MemoryCommands(registry, ours, server_name=server, service_user=service_user),
+    )
+
+    async def done(followup: Followup) -> None:
+        if isinstance(followup, Join) and followup.user_id != service_user:
+            # A puppet that joined (at once, or on a retry) shows its commands there (MSC4332), where it may.
+            await command_state.publish_in_room(registry(), followup.room_id, followup.user_id)
+
+    rooms = Rooms(store, homeserver, dispatcher, ours, registry, clock, on_done=done, voice=hearing)
+    # The emoji font where scripts/emoji-font put it, unless SUMMON_EMOJI_FONT names another (as for the script).
+    avatars = Avatars(store, homeserver, registry, Path(c.content.dir),
+                      service=Face(service_user, c.appservice.display_name, None, c.appservice.avatar),
+                      emoji_font=Path(os.environ.get("SUMMON_EMOJI_FONT") or EMOJI_FONT))
+    return MatrixParts(homeserver=homeserver, command_state=command_state, surface=surface, dispatcher=dispatcher,
+                       rooms=rooms, avatars=avatars, outbox=outbox, speech=speech)
+
+
 def wire_dispatcher(
     store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
     max_attempts: int = 3, thread_fetch: ThreadFetch | None = None,
     context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
     own_rooms: Callable[[Asking], OwnRooms] | None = None, meter: Meter | None = None,
-    puppet_prefix: str = PUPPET_PREFIX,
+    puppet_prefix: str = PUPPET_PREFIX, asking: Asking | None = None, voice: VoiceNotes | None = None,
+    memories: OwnMemories | None = None,
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
     its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
-    ``elsewhere``: a room another surface works from, the desk's staff room)."""
+    ``elsewhere``: a room another surface works from, the desk's staff room; ``asking``: the one way a bot is
+    asked, when the caller shares it (voice notes ask through it too); ``voice``: who hears voice notes;
+    ``memories``: the person's own memory commands)."""
     ours = Ours(registry, server_name=server_name, service_user=service_user, puppet_prefix=puppet_prefix)
-    asking = Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts,
-                    meter=meter)
+    if asking is None:
+        asking = new_asking(registry, server_name=server_name, max_attempts=max_attempts, meter=meter,
+                            context=context)
     cancels = Cancels(ours, server_name=server_name)
     presses = Presses(registry, ours, asking)
     lines = LineHandler(
@@ -148,6 +221,7 @@ def wire_dispatcher(
         admin=RoomAdmin(registry, server_name=server_name, service_user=service_user),
         commands=Commands(registry, asking, server_name=server_name, service_user=service_user),
         elsewhere=elsewhere, own_rooms=own_rooms(asking) if own_rooms is not None else None,
+        voice=voice, memories=memories,
     )
     return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites), lines=lines, presses=presses,
                       cancels=cancels, threads=ThreadBackfill(thread_fetch, registry, ours, context))
@@ -169,9 +243,9 @@ class Service:
         self.stand_in = stand_in
         self.stop_event = asyncio.Event()
         self.tasks = TaskGroup("service")
+        # Everything started is closed through this one stack, last started first (``stop``).
+        self._exits = AsyncExitStack()
         self._registry: Registry | None = None
-        self._runner: web.AppRunner | None = None
-        self._session: aiohttp.ClientSession | None = None
         self.door: DoorListener | None = None
         self.members: MemberBots | None = None
         self.desk: DeskService | None = None
@@ -179,7 +253,6 @@ class Service:
         self.metrics = Metrics(slots=config.worker.slots)
         # Bots refused because a model they may be sent to has no price (buying on): their puppets say so.
         self.unpriced: dict[str, Bot] = {}
-        self._metrics_runner: web.AppRunner | None = None
         # Where fetched pages and feeds are parsed: children of their own, started on first use.
         self.quarantine = Quarantine()
 
@@ -188,12 +261,22 @@ class Service:
         return self._registry
 
     async def start(self) -> None:
+        """Start everything; should any part fail to start, what had started is closed again (``stop``)."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         c = self.config
         if self.http and c.desk is not None:
             refuse_uncapped(c.desk, c.limits.daily_spend)
         await migrate_database(c.database)
         self.store = await open_store(c.database, clock=self.clock)
-        await self._keep_puppet_prefix()
+        self._exits.push_async_callback(self.store.close)
+        self._exits.push_async_callback(self.quarantine.close)
+        await keep_puppet_prefix(self.store, self.config)
         # What answers model calls, chosen first: with buying on, a bot whose model has no price is refused (no
         # spend limit could hold against it) — that bot, never the service. A chain of providers must answer
         # well inside the lease; its limits are kept with every other worker.
@@ -201,6 +284,7 @@ class Service:
         self.answerer = choose_answerer(provider_settings(os.environ), self.clock,
                                         patience=min(60.0, c.worker.lease_seconds * 2 / 3),
                                         store=self.store, worker_id=worker_id)
+        self._exits.push_async_callback(self.answerer.aclose)
         registry, _ = await recallable(self.store, compile_content(c, await self.store.rooms.encrypted()))
         self._registry, self.unpriced, _ = buyable(registry, self.answerer.unpriced)
         await publish(self.store, self._registry)
@@ -208,6 +292,7 @@ class Service:
             # The deployment's caps, read by every summons (only a process that takes summonses writes them).
             await self.store.people.set_caps(c.limits.caps())
         self._session = aiohttp.ClientSession()
+        self._exits.push_async_callback(self._session.close)
         self.service_user = f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"
         self.api = AppServiceAPI(
             base_url=c.homeserver.url, bot_mxid=UserID(self.service_user), token=c.appservice.as_token,
@@ -219,11 +304,24 @@ class Service:
             self.desk = DeskService(c.desk, self.store, self.registry, self.clock, server_name=c.homeserver.server_name,
                                     max_attempts=c.worker.max_attempts)
             await self.desk.load()
+            self._exits.push_async_callback(self.desk.release)  # after its tasks have ended: the webhooks' session
             if c.desk.staff_room is not None:
                 self.staff_room = StaffRoom(self.desk.desk, self.registry, room_id=c.desk.staff_room,
                                             service_user=self.service_user)
                 self.desk.changes.watch(self.staff_room)
-        self._wire_matrix()
+        self.homeserver = Homeserver(self.api)
+        if c.members is not None:
+            self.members = MemberBots(c.members, self.store, self.registry, self.homeserver, self.clock,
+                                      self.quarantine, server_name=c.homeserver.server_name,
+                                      service_user=self.service_user,
+                                      puppet_prefix=c.appservice.puppet_prefix)
+        matrix = build_matrix(c, store=self.store, registry=self.registry, homeserver=self.homeserver,
+                              session=self._session, tasks=self.tasks, clock=self.clock, metrics=self.metrics,
+                              service_user=self.service_user, env=self.env,
+                              elsewhere=self.staff_room,
+                              own_rooms=self.members.own_rooms if self.members is not None else None)
+        self.command_state, self.surface, self.dispatcher = matrix.command_state, matrix.surface, matrix.dispatcher
+        self.rooms, self.avatars, self.outbox, self.speech = matrix.rooms, matrix.avatars, matrix.outbox, matrix.speech
         surfaces: dict[str, Surface] = {self.surface.name: self.surface}
         if self.desk is not None:
             surfaces[self.desk.surface.name] = self.desk.surface
@@ -235,6 +333,12 @@ class Service:
             self.tasks.spawn(self.answerer.limiter.run(self.stop_event), name="provider-limits")
         self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
                                     CodeTools(Path(c.content.dir), sandbox=code_sandbox(c, os.environ)), db=self.store)
+        self._exits.push_async_callback(self.site_tools.aclose)
+        # The tasks end (given a grace to finish on their own) before what they use closes, and after what feeds
+        # them has stopped (the listeners pushed below close first).
+        self._exits.push_async_callback(self.tasks.close, grace=10.0)
+        if self.desk is not None:
+            self._exits.push_async_callback(self.desk.close)
         # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
         self.door_surface = DoorSurface(self.registry, server_name=c.homeserver.server_name,
                                         service_user=self.service_user, puppet_prefix=c.appservice.puppet_prefix)
@@ -254,8 +358,8 @@ class Service:
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         if c.metrics.listen is not None:
-            self._metrics_runner, _ = await self.metrics.listen(self.store, c.metrics.listen.host,
-                                                                c.metrics.listen.port)
+            metrics_runner, _ = await self.metrics.listen(self.store, c.metrics.listen.host, c.metrics.listen.port)
+            self._exits.push_async_callback(metrics_runner.cleanup)
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
                                encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
@@ -264,6 +368,7 @@ class Service:
         if not self.http:
             return
         self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
+        self._exits.callback(self.outbox.wake)
         await self.rooms.register_puppets()
         await self.rooms.register_service(c.appservice.display_name)
         await self.avatars.set_all()
@@ -277,15 +382,17 @@ class Service:
         EventHooks(self.store, self.registry, c.hooks.keys, self.clock, self.surface).routes(app)
         # A short graceful shutdown: the homeserver keeps connections alive, and a transaction it did not
         # see acknowledged is simply sent again (we store nothing twice).
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, c.appservice.listen.host, c.appservice.listen.port).start()
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await runner.setup()
+        self._exits.push_async_callback(runner.cleanup)
+        await web.TCPSite(runner, c.appservice.listen.host, c.appservice.listen.port).start()
         log.info("appservice listening on %s:%s", c.appservice.listen.host, c.appservice.listen.port)
         if c.door is not None and c.door.listen is not None:
             self.door = DoorListener(
                 c.door, store=self.store, registry=self.registry, clock=self.clock, surface=self.door_surface,
                 tasks=self.tasks, server_name=c.homeserver.server_name, service_user=self.service_user,
                 homeserver=self.homeserver, whoami=self.homeserver.whoami, max_attempts=c.worker.max_attempts)
+            self._exits.push_async_callback(self.door.stop)
             await self.door.start(self.stop_event)
         self.tasks.spawn(self.ping(), name="ping")
         self.tasks.spawn(self.presence(), name="presence")
@@ -297,63 +404,6 @@ class Service:
             await self.desk.serve(self.tasks, self.stop_event)
             if self.staff_room is not None:
                 self.tasks.spawn(self._desk_puppets(), name="desk-staff-room")
-
-    async def _keep_puppet_prefix(self) -> None:
-        try:
-            await keep_puppet_prefix(self.store, self.config)
-        except ConfigError:
-            await self.store.close()
-            raise
-
-    def _wire_matrix(self) -> None:
-        """The Matrix surface, each part handed its collaborators."""
-        c = self.config
-        server = c.homeserver.server_name
-        self.homeserver = Homeserver(self.api)
-        if c.members is not None:
-            self.members = MemberBots(c.members, self.store, self.registry, self.homeserver, self.clock,
-                                      self.quarantine, server_name=server, service_user=self.service_user,
-                                      puppet_prefix=c.appservice.puppet_prefix)
-        self.command_state = CommandState(self.store, self.homeserver)
-        self.surface = MatrixSurface(self.store, self.homeserver, self.registry, self.tasks, self.clock,
-                                     server_name=server, service_user=self.service_user, commands=self.command_state,
-                                     puppet_prefix=c.appservice.puppet_prefix)
-        self.dispatcher = wire_dispatcher(
-            self.store, self.registry, server_name=server, service_user=self.service_user, facts=self.surface,
-            max_attempts=c.worker.max_attempts, thread_fetch=self.homeserver.thread,
-            invites=c.appservice.invites, elsewhere=self.staff_room, meter=self.metrics,
-            puppet_prefix=c.appservice.puppet_prefix,
-            own_rooms=self.members.own_rooms if self.members is not None else None,
-        )
-        ours = Ours(self.registry, server_name=server, service_user=self.service_user,
-                    puppet_prefix=c.appservice.puppet_prefix)
-        self.rooms = Rooms(self.store, self.homeserver, self.dispatcher, ours, self.registry, self.clock,
-                           on_done=self._room_action_done)
-        # The emoji font where scripts/emoji-font put it, unless SUMMON_EMOJI_FONT names another (as for the script).
-        self.avatars = Avatars(self.store, self.homeserver, self.registry, Path(c.content.dir),
-                               service=Face(self.service_user, c.appservice.display_name, None, c.appservice.avatar),
-                               emoji_font=Path(os.environ.get("SUMMON_EMOJI_FONT") or EMOJI_FONT))
-        self.outbox = Outbox(self.store, MatrixSender(self._http(), c.homeserver.url, c.appservice.as_token),
-                             self.clock, undelivered=Undelivered(self.registry, service_user=self.service_user,
-                                                                 metrics=self.metrics))
-        self.surface.hand_over = self.outbox.send_now
-        # Voice notes heard and answers said (SPEC §12): one Speech per process, so a fallen endpoint stays fallen.
-        self.speech = Speech(speech_from_env(self.env), self.clock, timeout_seconds=c.speech.timeout_seconds,
-                             fallen_seconds=c.speech.fallen_seconds)
-        self.surface.speaks = self.speech.settings.speaks
-        hearing = Hearing(self.store, self.homeserver, self.registry, ours, self.dispatcher.lines.asking, self.speech,
-                          max_bytes=int(c.speech.max_mib * 1024 * 1024), max_seconds=c.speech.max_seconds,
-                          at_once=c.speech.hearings_at_once, per_minute=c.speech.hearings_per_minute,
-                          floor_kbps=c.speech.floor_kbps)
-        self.dispatcher.lines.voice = hearing
-        self.dispatcher.lines.memories = MemoryCommands(self.registry, ours, server_name=server,
-                                                        service_user=self.service_user)
-        self.rooms.voice = hearing
-        self.outbox.speaking = Speaking(self.store, self.homeserver, self.speech)
-
-    def _http(self) -> aiohttp.ClientSession:
-        assert self._session is not None
-        return self._session
 
     async def presence(self) -> None:
         """Puppets say whether anything can answer them: with no provider, no bots (SPEC §2)."""
@@ -424,11 +474,6 @@ class Service:
             self.tasks.spawn(self.rooms.carry_out_remembered(action_id, f), name=f"room-{type(f).__name__}")
         return True
 
-    async def _room_action_done(self, followup: Followup) -> None:
-        if isinstance(followup, Join) and followup.user_id != self.service_user:
-            # A puppet that joined (at once, or on a retry) shows its commands there (MSC4332), where it may.
-            await self.command_state.publish_in_room(self.registry(), followup.room_id, followup.user_id)
-
     async def query_user(self, user_id: str) -> bool:
         return any(b.user_id == user_id for b in self.registry().bots.values())
 
@@ -469,29 +514,9 @@ class Service:
         return await site_classes(self.store, user_id)
 
     async def stop(self) -> None:
+        """Tell every loop to stop, then close what was started, last first (one exit stack)."""
         self.stop_event.set()
-        if hasattr(self, "outbox"):
-            self.outbox.wake()
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self.door is not None:
-            await self.door.stop()
-        if self.desk is not None:
-            await self.desk.close()
-        if self._metrics_runner is not None:
-            await self._metrics_runner.cleanup()
-        await self.tasks.close(grace=10.0)
-        if self.desk is not None:
-            await self.desk.release()
-        if self._session is not None:
-            await self._session.close()
-        if hasattr(self, "answerer"):
-            await self.answerer.aclose()
-        if hasattr(self, "site_tools"):
-            await self.site_tools.aclose()
-        await self.quarantine.close()
-        if hasattr(self, "store"):
-            await self.store.close()
+        await self._exits.aclose()
 
     async def serve_forever(self) -> None:
         await self.start()

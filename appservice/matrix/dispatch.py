@@ -238,6 +238,10 @@ class Dispatcher:
                   "rejected_events", txn_id, failed, len(events), extra={"txn": txn_id})
         return []
 
+    async def created(self, tx: Tx, room_id: str, create: Mapping[str, Any]) -> None:
+        """A room made with our bots in it: the state handler's (``StateHandler.created``)."""
+        await self.state.created(tx, room_id, create)
+
     async def one(self, tx: Tx, event: Mapping[str, Any], *, what: str, backfill: bool = False,
                   txn: str | None = None) -> list[Followup] | None:
         """One event in a savepoint of its own: what it decided for the homeserver (which counts only if the

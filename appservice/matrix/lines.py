@@ -58,7 +58,7 @@ class LineHandler:
     def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
                  admin: RoomAdmin, presses: Presses, commands: Commands,
                  elsewhere: RoomWork | None = None, voice: VoiceNotes | None = None,
-                 own_rooms: OwnRooms | None = None) -> None:
+                 memories: OwnMemories | None = None, own_rooms: OwnRooms | None = None) -> None:
         self._registry = registry
         self.ours = ours
         self.asking = asking
@@ -68,7 +68,7 @@ class LineHandler:
         self.commands = commands
         self.elsewhere = elsewhere
         self.voice = voice
-        self.memories: OwnMemories | None = None
+        self.memories = memories
         self.own_rooms = own_rooms
 
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup], *,

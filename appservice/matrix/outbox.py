@@ -134,13 +134,13 @@ class Outbox:
     points at that message)."""
 
     def __init__(self, store: Store, sender: MatrixSender, clock: Clock, *,
-                 undelivered: Undelivered | None = None) -> None:
+                 undelivered: Undelivered | None = None, speaking: Speaking | None = None) -> None:
         self.store = store
         self.sender = sender
         self.clock = clock
         self.undelivered = undelivered
         self._wake = asyncio.Event()
-        self.speaking: Speaking | None = None  # turns a speak row into a voice message (none: dropped)
+        self.speaking = speaking  # turns a speak row into a voice message (none: dropped)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Send what is due, woken by NOTIFY on insert, and otherwise when the next retry falls due."""

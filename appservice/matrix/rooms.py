@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-from appservice.matrix.dispatch import FIRST_TRY_SECONDS, Dispatcher, remember
+from appservice.matrix.dispatch import FIRST_TRY_SECONDS, remember
 from appservice.matrix.followups import (
     KINDS,
     Decline,
@@ -34,7 +34,7 @@ from engine.clock import Clock
 from engine.content import Bot, Registry
 from engine.content.strings import Strings
 from engine.errors import MatrixError, NotLeft, StoreError
-from engine.store import Store
+from engine.store import Store, Tx
 
 if TYPE_CHECKING:
     from appservice.matrix.voice import Hearing
@@ -86,18 +86,28 @@ def presence_status(usable: bool, mode: str | None, strings: Strings) -> str | N
     return reason_words(strings, NO_PROVIDER.get(mode or "", "no_provider"))
 
 
+class StateIntake(Protocol):
+    """How a joined room's state is taken in (the Matrix dispatcher): one event in its own savepoint, and a
+    room made with our bots in it."""
+
+    async def one(self, tx: Tx, event: Mapping[str, Any], *, what: str, backfill: bool = False,
+                  txn: str | None = None) -> list[Followup] | None: ...
+
+    async def created(self, tx: Tx, room_id: str, create: Mapping[str, Any]) -> None: ...
+
+
 class Rooms:
-    def __init__(self, store: Store, homeserver: Homeserver, dispatcher: Dispatcher, ours: Ours,
+    def __init__(self, store: Store, homeserver: Homeserver, intake: StateIntake, ours: Ours,
                  registry: Callable[[], Registry], clock: Clock, *,
-                 on_done: Callable[[Followup], Awaitable[None]] | None = None) -> None:
+                 on_done: Callable[[Followup], Awaitable[None]] | None = None, voice: Hearing | None = None) -> None:
         self.store = store
         self.homeserver = homeserver
-        self.dispatcher = dispatcher  # stores the state a join reads (as a backfill: nothing in it is news)
+        self.intake = intake  # stores the state a join reads (as a backfill: nothing in it is news)
         self.ours = ours
         self._registry = registry
         self.clock = clock
         self.on_done = on_done  # told of each action done, however it got done (a puppet's join: its commands)
-        self.voice: Hearing | None = None  # hears the voice notes that summon a bot
+        self.voice = voice  # hears the voice notes that summon a bot
 
     async def register_puppets(self) -> None:
         for bot in self._registry().bots.values():
@@ -218,14 +228,14 @@ class Rooms:
             followups: list[Followup] = []
             for raw in events:
                 # One bad state event never loses the rest.
-                followups.extend(await self.dispatcher.one(tx, raw, what=f"state event of {join.room_id}",
-                                                           backfill=True) or [])
+                followups.extend(await self.intake.one(tx, raw, what=f"state event of {join.room_id}",
+                                                       backfill=True) or [])
             # A room made with the bot in it (the creation minutes old): its bots that hear room.created wake.
             create = next((e for e in events if e.get("type") == "m.room.create" and e.get("state_key") == ""), None)
             ts = create.get("origin_server_ts") if create is not None else None
             if create is not None and isinstance(ts, int) and \
                     self.clock.now().timestamp() * 1000 - ts <= NEW_ROOM_SECONDS * 1000:
-                await self.dispatcher.state.created(tx, join.room_id, create)
+                await self.intake.created(tx, join.room_id, create)
             # We are already in; only what the state says now (it is encrypted) matters, remembered like any.
             remembered = await remember(tx, [f for f in followups if not isinstance(f, Join)])
         for action_id, f in remembered:

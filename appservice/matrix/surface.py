@@ -131,8 +131,12 @@ class MatrixSurface:
     def __init__(self, store: Families, homeserver: Homeserver, registry: Callable[[], Registry], tasks: TaskGroup,
                  clock: Clock, *, server_name: str, service_user: str | None = None,
                  puppet_prefix: str = PUPPET_PREFIX, commands: CommandState | None = None, typing_delay: float = TYPING_DELAY,
-                 progress_delay: float = PROGRESS_DELAY, progress_every: float = PROGRESS_EVERY) -> None:
-        """``service_user``: the service's own user, which (like a puppet) is no reader of a room."""
+                 progress_delay: float = PROGRESS_DELAY, progress_every: float = PROGRESS_EVERY,
+                 hand_over: Callable[[list[str]], Coroutine[Any, Any, None]] | None = None, speaks: bool = False) -> None:
+        """``service_user``: the service's own user, which (like a puppet) is no reader of a room.
+        ``hand_over``: the outbox's fast path (``Outbox.send_now``), when this process has one: what a run's last
+        commit queued is handed to it as soon as the run is let go (after that commit), by transaction id.
+        ``speaks``: a speech endpoint is named and buying is on: a voice: bot may answer a voice note aloud."""
         self.store = store
         self.homeserver = homeserver
         self._registry = registry
@@ -145,12 +149,10 @@ class MatrixSurface:
         self.typing_delay = typing_delay
         self.progress_delay = progress_delay
         self.progress_every = progress_every
-        self.speaks = False  # a speech endpoint is named and buying is on: a voice: bot may answer a voice note aloud
+        self.speaks = speaks
         self._typing: dict[int, asyncio.Task[bool]] = {}
         self._progress: dict[int, asyncio.Task[None]] = {}
-        # The outbox's fast path (``Outbox.send_now``), when this process has one: what a run's last commit
-        # queued is handed to it as soon as the run is let go (after that commit), by transaction id.
-        self.hand_over: Callable[[list[str]], Coroutine[Any, Any, None]] | None = None
+        self.hand_over = hand_over
         self._fresh: dict[int, list[str]] = {}
 
     def _queued(self, run: RunInfo, txn: str) -> None:

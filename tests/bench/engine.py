@@ -60,7 +60,6 @@ class TimedHold(Hold):
 
 
 class Timed(Worker):
-    hold_class = TimedHold
     claims: list[float]
     commits: list[float]
 
@@ -197,7 +196,7 @@ async def round_(dsn: str, registry: Registry, workers: int) -> dict[str, float]
         pool = []
         for n in range(workers):
             w = Timed(db, lambda: registry, stand_in(clock), {"rooms": Silent()}, clock, WorkerSettings(),
-                      harness={"noop": noop}, worker_id=f"bench-{n}", status=STAND_IN)
+                      harness={"noop": noop}, worker_id=f"bench-{n}", status=STAND_IN, holder=TimedHold)
             w.claims, w.commits = [], []
             pool.append(w)
 

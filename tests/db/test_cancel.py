@@ -97,10 +97,6 @@ class CancelAfterModelStepHold(Hold):
         return cancelled
 
 
-class CancelAfterModelStep(Worker):
-    hold_class = CancelAfterModelStepHold
-
-
 async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, tmp_path: Path) -> None:
     # The real raise_ticket, for a bot that has it: the ticket it would raise does not exist afterwards.
     root = tmp_path / "content"
@@ -124,8 +120,8 @@ async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, tmp_
     # Cancelled after the model asked for it and before it ran: no second ticket.
     run_id = await insert_run(db, script=script, bot="clerk")
     surface = RecordingSurface()
-    worker = CancelAfterModelStep(db, lambda: registry, stand_in(clock), {"rooms": surface}, clock,
-                                  WorkerSettings(), tools=tools, worker_id="w", status=STAND_IN)
+    worker = Worker(db, lambda: registry, stand_in(clock), {"rooms": surface}, clock,
+                    WorkerSettings(), tools=tools, worker_id="w", status=STAND_IN, holder=CancelAfterModelStepHold)
     await worker.work_once()
     assert await db.pool.fetchval("SELECT count(*) FROM tickets") == 1  # the effect does not exist
     steps = await steps_of(db, run_id)

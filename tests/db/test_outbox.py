@@ -202,8 +202,8 @@ async def test_a_freshly_committed_answer_is_sent_at_once_under_its_stable_txn_i
     async with aiohttp.ClientSession() as session:
         outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
         surface = MatrixSurface(db, None, lambda: published, tasks, SystemClock(),  # type: ignore[arg-type]
-                                server_name="localhost", typing_delay=60, progress_delay=60)
-        surface.hand_over = outbox.send_now
+                                server_name="localhost", typing_delay=60, progress_delay=60,
+                                hand_over=outbox.send_now)
         run = await held_run(db, "!fast:localhost")
         await surface.working(run, True)
         async with db.transaction("finish_run") as tx:
