@@ -147,7 +147,13 @@ async def register_or_login(hs_url: str, username: str, password: str) -> Client
 async def dev(*, verbose: bool = False) -> int:
     from appservice.app import Service
 
-    up = subprocess.run([str(REPO / "synapse-dev" / "up")], capture_output=True, text=True)
+    script = REPO / "synapse-dev" / "up"
+    if not script.exists():
+        # The throwaway stack's scripts live in the repository, not in the wheel: an installed summon serves.
+        sys.stderr.write(f"summon dev runs from a checkout of summon only ({script} is not here): clone the "
+                         "repository and run make dev, or configure summon.yaml and run summon serve\n")
+        return 1
+    up = subprocess.run([str(script)], capture_output=True, text=True)
     if up.returncode != 0:
         sys.stderr.write(up.stderr)
         return 1

@@ -1,7 +1,8 @@
 """summon as an operator installs it: a wheel built from the sources, installed into a fresh virtualenv with no
 checkout on its path, run from a folder of the operator's own — `summon check`, `summon publish` (which migrates:
 the SQL has to be in the wheel) and `summon serve`, and a mention answered. Everything the code opens by path
-at run time (the SQL, the content kit, prices, the desk's static files, the demo's scripts) has to ship in it."""
+at run time (the SQL, the content kit, prices, the desk's static files, the demo's scripts) has to ship in it.
+`summon dev` runs from a checkout only (the throwaway stack's scripts are not in the wheel) and says so."""
 
 from __future__ import annotations
 
@@ -68,6 +69,10 @@ async def test_a_wheel_installed_elsewhere_checks_publishes_serves_and_answers(t
                                env=env, cwd=site, capture_output=True, text=True, timeout=60)
         assert Path(where.stdout.strip()).resolve().is_relative_to(venv.resolve()), where
         assert "content: ok" in run(venv, ["check"], env, site)
+        dev = subprocess.run([str(venv / "bin" / "summon"), "dev"], env=env, cwd=site, capture_output=True,
+                             text=True, timeout=60)
+        assert (dev.returncode, dev.stdout) == (1, ""), dev
+        assert dev.stderr.startswith("summon dev runs from a checkout of summon only"), dev.stderr
         run(venv, ["publish"], env, site)
 
         serve = Summon(["serve"], env, tmp_path / "serve.log", cwd=site, program=[str(venv / "bin" / "summon")])
