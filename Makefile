@@ -15,8 +15,11 @@ dev: $(STAMP)
 	$(BIN)/summon dev
 
 # Every test: unit (pure), db (real PostgreSQL) and matrix (real Synapse + matrix-nio); the tests start
-# and stop the services themselves.
+# and stop the services themselves. ruff, then mypy, then pytest, each only when the one before passed (ruff
+# takes 0.1 s; mypy 16 s on a fresh clone, under 1 s once .mypy_cache holds the last run).
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 unit: $(STAMP)

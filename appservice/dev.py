@@ -90,7 +90,13 @@ async def register_or_login(hs_url: str, username: str, password: str) -> Client
 async def dev(*, verbose: bool = False) -> int:
     from appservice.app import Service
 
-    up = subprocess.run([str(REPO / "synapse-dev" / "up")], capture_output=True, text=True)
+    stack_up = REPO / "synapse-dev" / "up"
+    if not stack_up.exists():
+        # The throwaway stack's scripts live in the repository, not in the wheel: an installed summon serves.
+        sys.stderr.write(f"summon dev runs from a checkout of summon only ({stack_up} is not here): clone the "
+                         "repository and run make dev, or configure summon.yaml and run summon serve\n")
+        return 1
+    up = subprocess.run([str(stack_up)], capture_output=True, text=True)
     if up.returncode != 0:
         sys.stderr.write(up.stderr)
         return 1

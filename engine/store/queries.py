@@ -1,4 +1,5 @@
-"""Load the named statements once: ``sql/queries/<family>.sql``, one file per table family, each a list of
+"""Load the named statements once: ``sql/queries/<family>.sql`` next to this module (``engine/store/sql/``, shipped
+in the package), one file per table family, each a list of
 ``-- name: x`` blocks with a one-line description, looked up by name. A name defined twice (in one file
 or two) is refused. No SQL strings live in Python, and nothing is built by formatting values in."""
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+SQL_DIR = Path(__file__).resolve().parent / "sql"
 QUERIES_DIR = SQL_DIR / "queries"
 _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
 

@@ -1,6 +1,6 @@
 """The engine alone against its floor: claim → scripted steps → finish, on a real PostgreSQL, with 1 and 8
 workers (each model call is two step rows: started, then what came back) — and, in the same run on the same
-database, the raw SQL floor: the same claim, fenced step and finish statements (read from sql/queries by
+database, the raw SQL floor: the same claim, fenced step and finish statements (read from engine/store/sql/queries by
 name) through bare asyncpg connections with no engine around them.
 
 Prints runs/s, step commits/s, claim / step-commit latency p50/p99, and the engine's throughput over the

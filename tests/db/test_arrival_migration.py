@@ -36,7 +36,7 @@ async def blank(stack: dict[str, str]) -> AsyncIterator[str]:
 
 
 def migrations_up_to(folder: Path, last: str) -> Path:
-    """A copy of sql/ whose migrations stop at ``last`` (inclusive)."""
+    """A copy of engine/store/sql/ whose migrations stop at ``last`` (inclusive)."""
     (folder / "migrations").mkdir(parents=True, exist_ok=True)
     for path in migration_files():
         if path.stem <= last:

@@ -1,4 +1,4 @@
-"""A database built by the migrations equals the schema file (sql/schema.txt).
+"""A database built by the migrations equals the schema file (engine/store/sql/schema.txt).
 
 When a migration changes the schema on purpose, regenerate the file with
 ``SUMMON_UPDATE_SCHEMA=1 make test`` and review the diff like any other change."""
@@ -6,15 +6,14 @@ When a migration changes the schema on purpose, regenerate the file with
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from engine.store.migrate import migration_files
-from engine.store.queries import QUERIES_DIR, Queries
+from engine.store.queries import QUERIES_DIR, SQL_DIR, Queries
 from tests.store import TestStore
 
-SCHEMA = Path(__file__).resolve().parents[2] / "sql" / "schema.txt"
+SCHEMA = SQL_DIR / "schema.txt"
 MIGRATIONS = Queries(QUERIES_DIR / "migrations.sql")
 PARTS = ("describe_columns", "describe_indexes", "describe_constraints", "describe_triggers", "describe_functions")
 
@@ -32,7 +31,7 @@ async def test_migrated_database_equals_schema_file(db: TestStore) -> None:
     if os.environ.get("SUMMON_UPDATE_SCHEMA") == "1":
         SCHEMA.write_text(actual)
     expected = SCHEMA.read_text()
-    assert actual == expected, "the migrations and sql/schema.txt disagree (see the module docstring)"
+    assert actual == expected, "the migrations and engine/store/sql/schema.txt disagree (see the module docstring)"
 
 
 @pytest.mark.db

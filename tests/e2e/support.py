@@ -59,12 +59,15 @@ def own_stack(name: str) -> Iterator[dict[str, str]]:
 
 
 class Summon:
-    """A ``summon`` process (serve, worker, dev …), its output in a file; stopped with SIGINT, then killed."""
+    """A ``summon`` process (serve, worker, dev …), its output in a file; stopped with SIGINT, then killed.
+    ``program`` is how summon is started: by default this checkout's, through this Python."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path, cwd: Path = REPO) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], log: Path, cwd: Path = REPO,
+                 program: list[str] | None = None) -> None:
         self.log = log
         self._out = log.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "appservice", *args], env=env, cwd=cwd,
+        start = program or [sys.executable, "-m", "appservice"]
+        self.proc = subprocess.Popen([*start, *args], env=env, cwd=cwd,
                                      stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def output(self) -> str:

@@ -1,7 +1,7 @@
 -- Queries only the tests run: reading the schema back, and what a publish wrote.
 
 -- name: describe_columns
--- The schema's columns, for comparing a migrated database with sql/schema.txt.
+-- The schema's columns, for comparing a migrated database with engine/store/sql/schema.txt.
 SELECT format('column %s.%s %s%s%s', c.table_name, c.column_name, c.data_type,
               CASE WHEN c.is_nullable = 'NO' THEN ' not null' ELSE '' END,
               coalesce(' default ' || c.column_default, '')) AS line

@@ -11,6 +11,8 @@ import re
 import tokenize
 from pathlib import Path
 
+from engine.store.queries import SQL_DIR
+
 REPO = Path(__file__).resolve().parents[2]
 # The stand-in answerer and its book, and the demo's books: the only modules that may name a script.
 STAND_IN = frozenset({"engine/providers/mock.py", "appservice/stand_in.py"})
@@ -54,6 +56,6 @@ def test_the_allow_list_names_modules_that_exist_and_need_it() -> None:
 
 
 def test_no_run_row_carries_a_script() -> None:
-    assert "agent_runs.script" not in (REPO / "sql" / "schema.txt").read_text(encoding="utf-8")
-    queries = "\n".join(p.read_text(encoding="utf-8") for p in sorted((REPO / "sql" / "queries").rglob("*.sql")))
+    assert "agent_runs.script" not in (SQL_DIR / "schema.txt").read_text(encoding="utf-8")
+    queries = "\n".join(p.read_text(encoding="utf-8") for p in sorted((SQL_DIR / "queries").rglob("*.sql")))
     assert not re.search(r"\bscript\b", queries)

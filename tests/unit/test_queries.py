@@ -1,4 +1,4 @@
-"""SQL lives in sql/queries/<family>.sql, by name, each with a one-line description; none lives in Python.
+"""SQL lives in engine/store/sql/queries/<family>.sql, by name, each with a one-line description; none lives in Python.
 Only engine/store/ runs it: every named query is used there, and every name used there exists (the queries
 only tests run live with the tests, in tests/sql/)."""
 
@@ -83,7 +83,7 @@ def declared_in(*paths: Path) -> list[str]:
 def test_the_real_queries_load_each_with_a_one_line_description() -> None:
     queries = Queries()
     declared = declared_in(QUERIES_DIR)
-    assert declared, "sql/queries/ declares no query"
+    assert declared, "engine/store/sql/queries/ declares no query"
     assert list(queries) == declared, "every declared name loads, in order"
     assert len(queries) == len(declared)
     for name in queries:
@@ -220,6 +220,6 @@ def test_there_is_python_to_check() -> None:
 @pytest.mark.parametrize("module", PYTHON, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_sql_in_python(module: Path) -> None:
     source = module.read_text(encoding="utf-8")
-    assert sql_strings(source) == [], f"{module.name}: SQL belongs in sql/queries/"
+    assert sql_strings(source) == [], f"{module.name}: SQL belongs in engine/store/sql/queries/"
     quoted = re.findall(r"""["'](SELECT |INSERT INTO|UPDATE |DELETE FROM|CREATE TABLE)""", source)
-    assert quoted == [], f"{module.name}: SQL belongs in sql/queries/"
+    assert quoted == [], f"{module.name}: SQL belongs in engine/store/sql/queries/"
