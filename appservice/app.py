@@ -363,7 +363,8 @@ class Service:
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
                                encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
-                               sandbox=code_sandbox(c, os.environ), puppet_prefix=c.appservice.puppet_prefix),
+                               sandbox=code_sandbox(c, os.environ), puppet_prefix=c.appservice.puppet_prefix,
+                               stop=self.stop_event),
                          name="content-watch")
         if not self.http:
             return

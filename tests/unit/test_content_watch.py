@@ -136,3 +136,18 @@ async def test_an_edit_that_schedules_into_an_encrypted_room_is_refused(tmp_path
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_the_watch_ends_when_the_service_stops(tmp_path: Path) -> None:
+    # The service's stop event ends the watch on its own, within one look: a stopping `summon serve` waits for
+    # its tasks, and a watch that only a cancel ends held every stop for the whole grace (10 s).
+    (tmp_path / "bots").mkdir()
+    touch(tmp_path / "bots" / "helper.md", bot("Helper"))
+    seen, stop = Seen(), asyncio.Event()
+    task = asyncio.create_task(watch(tmp_path, None, SERVER, seen.on_registry, seen.on_errors, 30.0,
+                                     fetch_spec=None, stop=stop))
+    await asyncio.sleep(INTERVAL * 3)
+    assert not task.done()
+    stop.set()
+    await asyncio.wait_for(task, timeout=2.0)  # the look is 30 s away: only the stop ends it this soon
+    assert task.result() is None
