@@ -1,13 +1,11 @@
 """The composition root: builds the pool, store, model, compiled registry, clock and surfaces, and hands
 them down through constructors. No module-level state, no import-time side effects.
 
-The Matrix surface is wired here, one collaborator into the next, none calling back into its caller:
-
-    TransactionEndpoint (HTTP: the homeserver's token, the body)
-      → Dispatcher (one DB transaction: the durable txn id, a savepoint per event, by kind to:)
-          StateHandler · LineHandler (Cancels, RoomAdmin, Presses, Commands, then a mention) · Presses · Cancels
-          each asking a bot through Asking (engine.run.summon, every refusal)
-      → Rooms (after the commit: what the homeserver must be told, remembered until done)
+Each surface has one builder (``appservice.matrix.build``, ``appservice.desk.build``, ``appservice.door.build``,
+``appservice.members.build``) that makes its objects whole and returns its parts (``appservice.parts.Parts``):
+the root gives the surfaces to the worker, mounts their routes on the appservice's HTTP app, serves them, spawns
+their background tasks and tells them when content is published again. Everything opened — pool, clients,
+listeners, the task group — is pushed onto one exit stack as it is opened, and ``stop`` closes that stack.
 """
 
 from __future__ import annotations
@@ -15,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,60 +26,36 @@ from mautrix.client.state_store import MemoryStateStore
 from mautrix.types import UserID
 from mautrix.util.logging import TraceLogger
 
-from appservice.config import Config, code_sandbox, openapi_headers, provider_settings, speech_from_env
+from appservice.config import Config, code_sandbox, openapi_headers, provider_settings
 from appservice.database import migrate_database, open_store
+from appservice.desk.build import build_desk
 from appservice.desk.service import DeskService, refuse_uncapped
 from appservice.desk.staff_room import StaffRoom
+from appservice.door.build import build_door
 from appservice.door.service import DoorListener
-from appservice.door.surface import DoorSurface
 from appservice.door.tools import make_current_room
-from appservice.hooks import EventHooks
-from appservice.matrix.admin import RoomAdmin
-from appservice.matrix.asking import Asking
-from appservice.matrix.avatar_art import EMOJI_FONT
-from appservice.matrix.avatars import Avatars, Face
-from appservice.matrix.cancels import Cancels
-from appservice.matrix.command_state import CommandState
-from appservice.matrix.commands import Commands
-from appservice.matrix.context import ContextReader, ContextSettings, ThreadBackfill, ThreadFetch
-from appservice.matrix.dispatch import Dispatcher
-from appservice.matrix.followups import Followup, Join
+from appservice.matrix.build import build_matrix
 from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.lines import LineHandler, OwnMemories, OwnRooms, RoomWork, VoiceNotes
-from appservice.matrix.memories import MemoryCommands
-from appservice.matrix.ours import PUPPET_PREFIX, Ours
-from appservice.matrix.outbox import MatrixSender, Outbox
-from appservice.matrix.presses import Presses
-from appservice.matrix.rooms import Rooms
 from appservice.matrix.staff import tell_staff
-from appservice.matrix.state import Invites, StateHandler
-from appservice.matrix.surface import MatrixSurface
-from appservice.matrix.transactions import TransactionEndpoint
-from appservice.matrix.undelivered import Undelivered
-from appservice.matrix.voice import Hearing, Speaking
-from appservice.matrix.waiting import WaitingLines
+from appservice.members.build import build_members
 from appservice.members.service import MemberBots
 from appservice.metrics import Metrics
+from appservice.parts import Parts, Shared, closing
 from engine.clock import Clock, SystemClock
 from engine.content import Bot, Registry
 from engine.content import files as contentfiles
 from engine.content.strings import Strings
 from engine.content.watch import watch
-from engine.errors import ConfigError, ContentError, MatrixError, StoreError
+from engine.errors import ConfigError, ContentError
 from engine.memory.embedder import Embedder
 from engine.memory.ready import recallable
 from engine.memory.recall import Recall, RecallSettings
-from engine.meter import Meter
 from engine.providers.base import Answerer
 from engine.providers.config import choose_answerer
 from engine.providers.mock import StandInBook, StandInModel
 from engine.run.publish import buyable, publish
-from engine.run.summon import LIVENESS_SECONDS
-from engine.run.ticks import run_ticks
 from engine.run.worker import Worker, WorkerSettings, new_worker_id
-from engine.speech.endpoints import Speech
 from engine.store import Store, Tx
-from engine.surface import Surface, SurfaceFacts
 from engine.tasks import TaskGroup
 from engine.tools.base import ToolFn
 from engine.tools.code import CodeTools
@@ -94,9 +67,6 @@ from engine.tools.search import make_search_site
 from engine.tools.site import SiteTools
 
 log = logging.getLogger(__name__)
-
-PRESENCE_SECONDS = 10.0
-
 
 class StateStore(MemoryStateStore, ASStateStore):
     """mautrix's in-memory appservice state store (membership and power-level cache for intents)."""
@@ -130,103 +100,6 @@ async def keep_puppet_prefix(store: Store, config: Config) -> None:
             "new prefix needs a new database)")
 
 
-def new_asking(registry: Callable[[], Registry], *, server_name: str, max_attempts: int = 3,
-               meter: Meter | None = None, context: ContextSettings | None = None) -> Asking:
-    """How a bot is asked in Matrix (every refusal, then the run), shared by lines, presses and voice notes."""
-    return Asking(registry, ContextReader(context), server_name=server_name, max_attempts=max_attempts, meter=meter)
-
-
-@dataclass(frozen=True)
-class MatrixParts:
-    """The Matrix surface, built whole (``build_matrix``): each part complete when it is made."""
-
-    homeserver: Homeserver
-    command_state: CommandState
-    surface: MatrixSurface
-    dispatcher: Dispatcher
-    rooms: Rooms
-    avatars: Avatars
-    outbox: Outbox
-    speech: Speech
-
-
-def build_matrix(config: Config, *, store: Store, registry: Callable[[], Registry], homeserver: Homeserver,
-                 session: aiohttp.ClientSession, tasks: TaskGroup, clock: Clock, metrics: Metrics, service_user: str,
-                 env: Mapping[str, str], elsewhere: RoomWork | None,
-                 own_rooms: Callable[[Asking], OwnRooms] | None) -> MatrixParts:
-    """The Matrix surface, in the order its parts need each other: the speech endpoints (one per process, so a
-    fallen endpoint stays fallen), the outbox (which says answers aloud through them), the surface (which hands
-    the outbox what a run queued), the one ``Asking``, voice notes heard through it, the dispatcher, the rooms."""
-    c = config
-    server = c.homeserver.server_name
-    command_state = CommandState(store, homeserver)
-    # Voice notes heard and answers said (SPEC §12).
-    speech = Speech(speech_from_env(env), clock, timeout_seconds=c.speech.timeout_seconds,
-                    fallen_seconds=c.speech.fallen_seconds)
-    outbox = Outbox(store, MatrixSender(session, c.homeserver.url, c.appservice.as_token), clock,
-                    undelivered=Undelivered(registry, service_user=service_user, metrics=metrics),
-                    speaking=Speaking(store, homeserver, speech))
-    surface = MatrixSurface(store, homeserver, registry, tasks, clock, server_name=server, service_user=service_user,
-                            commands=command_state, puppet_prefix=c.appservice.puppet_prefix,
-                            hand_over=outbox.send_now, speaks=speech.settings.speaks)
-    ours = Ours(registry, server_name=server, service_user=service_user, puppet_prefix=c.appservice.puppet_prefix)
-    asking = new_asking(registry, server_name=server, max_attempts=c.worker.max_attempts, meter=metrics)
-    hearing = Hearing(store, homeserver, registry, ours, asking, speech,
-                      max_bytes=int(c.speech.max_mib * 1024 * 1024), max_seconds=c.speech.max_seconds,
-                      at_once=c.speech.hearings_at_once, per_minute=c.speech.hearings_per_minute,
-                      floor_kbps=c.speech.floor_kbps)
-    dispatcher = wire_dispatcher(
-        store, registry, server_name=server, service_user=service_user, facts=surface,
-        max_attempts=c.worker.max_attempts, thread_fetch=homeserver.thread,
-        invites=c.appservice.invites, elsewhere=elsewhere, meter=metrics, puppet_prefix=c.appservice.puppet_prefix,
-        own_rooms=own_rooms, asking=asking, voice=hearing,
-        memories=MemoryCommands(registry, ours, server_name=server, service_user=service_user),
-    )
-
-    async def done(followup: Followup) -> None:
-        if isinstance(followup, Join) and followup.user_id != service_user:
-            # A puppet that joined (at once, or on a retry) shows its commands there (MSC4332), where it may.
-            await command_state.publish_in_room(registry(), followup.room_id, followup.user_id)
-
-    rooms = Rooms(store, homeserver, dispatcher, ours, registry, clock, on_done=done, voice=hearing)
-    # The emoji font where scripts/emoji-font put it, unless SUMMON_EMOJI_FONT names another (as for the script).
-    avatars = Avatars(store, homeserver, registry, Path(c.content.dir),
-                      service=Face(service_user, c.appservice.display_name, None, c.appservice.avatar),
-                      emoji_font=Path(os.environ.get("SUMMON_EMOJI_FONT") or EMOJI_FONT))
-    return MatrixParts(homeserver=homeserver, command_state=command_state, surface=surface, dispatcher=dispatcher,
-                       rooms=rooms, avatars=avatars, outbox=outbox, speech=speech)
-
-
-def wire_dispatcher(
-    store: Store, registry: Callable[[], Registry], *, server_name: str, service_user: str, facts: SurfaceFacts,
-    max_attempts: int = 3, thread_fetch: ThreadFetch | None = None,
-    context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
-    own_rooms: Callable[[Asking], OwnRooms] | None = None, meter: Meter | None = None,
-    puppet_prefix: str = PUPPET_PREFIX, asking: Asking | None = None, voice: VoiceNotes | None = None,
-    memories: OwnMemories | None = None,
-) -> Dispatcher:
-    """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
-    its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
-    ``elsewhere``: a room another surface works from, the desk's staff room; ``asking``: the one way a bot is
-    asked, when the caller shares it (voice notes ask through it too); ``voice``: who hears voice notes;
-    ``memories``: the person's own memory commands)."""
-    ours = Ours(registry, server_name=server_name, service_user=service_user, puppet_prefix=puppet_prefix)
-    if asking is None:
-        asking = new_asking(registry, server_name=server_name, max_attempts=max_attempts, meter=meter,
-                            context=context)
-    cancels = Cancels(ours, server_name=server_name)
-    presses = Presses(registry, ours, asking)
-    lines = LineHandler(
-        registry, ours, asking=asking, cancels=cancels, presses=presses,
-        admin=RoomAdmin(registry, server_name=server_name, service_user=service_user),
-        commands=Commands(registry, asking, server_name=server_name, service_user=service_user),
-        elsewhere=elsewhere, own_rooms=own_rooms(asking) if own_rooms is not None else None,
-        voice=voice, memories=memories,
-    )
-    return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites), lines=lines, presses=presses,
-                      cancels=cancels, threads=ThreadBackfill(thread_fetch, registry, ours, context))
-
-
 class Service:
     """``summon serve``: the appservice HTTP endpoint, the outbox sender, and N worker slots, in one
     asyncio process. With ``http=False`` it is ``summon worker``: worker slots and ticks only.
@@ -243,8 +116,9 @@ class Service:
         self.stand_in = stand_in
         self.stop_event = asyncio.Event()
         self.tasks = TaskGroup("service")
-        # Everything started is closed through this one stack, last started first (``stop``).
-        self._exits = AsyncExitStack()
+        # What start opens, each pushed as it is opened: stop closes it in the reverse order (listeners, then the
+        # tasks, then what the tasks used, the pool last). A start that fails closes what it had opened.
+        self.stack = AsyncExitStack()
         self._registry: Registry | None = None
         self.door: DoorListener | None = None
         self.members: MemberBots | None = None
@@ -255,13 +129,14 @@ class Service:
         self.unpriced: dict[str, Bot] = {}
         # Where fetched pages and feeds are parsed: children of their own, started on first use.
         self.quarantine = Quarantine()
+        self._on_publish: tuple[Callable[[Registry], Awaitable[None]], ...] = ()
 
     def registry(self) -> Registry:
         assert self._registry is not None, "the service has not started"
         return self._registry
 
     async def start(self) -> None:
-        """Start everything; should any part fail to start, what had started is closed again (``stop``)."""
+        """Start everything; should any part fail to start, what had started is stopped and closed again."""
         try:
             await self._start()
         except BaseException:
@@ -274,9 +149,9 @@ class Service:
             refuse_uncapped(c.desk, c.limits.daily_spend)
         await migrate_database(c.database)
         self.store = await open_store(c.database, clock=self.clock)
-        self._exits.push_async_callback(self.store.close)
-        self._exits.push_async_callback(self.quarantine.close)
-        await keep_puppet_prefix(self.store, self.config)
+        closing(self.stack, "the database pool", self.store.close)
+        closing(self.stack, "the fetch quarantine", self.quarantine.close)
+        await keep_puppet_prefix(self.store, c)
         # What answers model calls, chosen first: with buying on, a bot whose model has no price is refused (no
         # spend limit could hold against it) — that bot, never the service. A chain of providers must answer
         # well inside the lease; its limits are kept with every other worker.
@@ -284,70 +159,59 @@ class Service:
         self.answerer = choose_answerer(provider_settings(os.environ), self.clock,
                                         patience=min(60.0, c.worker.lease_seconds * 2 / 3),
                                         store=self.store, worker_id=worker_id)
-        self._exits.push_async_callback(self.answerer.aclose)
+        closing(self.stack, "the model providers' clients", self.answerer.aclose)
         registry, _ = await recallable(self.store, compile_content(c, await self.store.rooms.encrypted()))
         self._registry, self.unpriced, _ = buyable(registry, self.answerer.unpriced)
         await publish(self.store, self._registry)
         if self.http:
             # The deployment's caps, read by every summons (only a process that takes summonses writes them).
             await self.store.people.set_caps(c.limits.caps())
-        self._session = aiohttp.ClientSession()
-        self._exits.push_async_callback(self._session.close)
+        self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
+                                    CodeTools(Path(c.content.dir), sandbox=code_sandbox(c, os.environ)), db=self.store)
+        closing(self.stack, "the site tools' clients", self.site_tools.aclose)
+        session = aiohttp.ClientSession()
+        closing(self.stack, "the homeserver's HTTP session", session.close)
         self.service_user = f"@{c.appservice.sender_localpart}:{c.homeserver.server_name}"
         self.api = AppServiceAPI(
             base_url=c.homeserver.url, bot_mxid=UserID(self.service_user), token=c.appservice.as_token,
-            log=cast(TraceLogger, logging.getLogger("mautrix")), state_store=StateStore(),
-            client_session=self._session,
+            log=cast(TraceLogger, logging.getLogger("mautrix")), state_store=StateStore(), client_session=session,
         )
-        if c.desk is not None:
-            # Every process that finishes runs delivers desk answers; only `serve` listens for the desk.
-            self.desk = DeskService(c.desk, self.store, self.registry, self.clock, server_name=c.homeserver.server_name,
-                                    max_attempts=c.worker.max_attempts)
-            await self.desk.load()
-            self._exits.push_async_callback(self.desk.release)  # after its tasks have ended: the webhooks' session
-            if c.desk.staff_room is not None:
-                self.staff_room = StaffRoom(self.desk.desk, self.registry, room_id=c.desk.staff_room,
-                                            service_user=self.service_user)
-                self.desk.changes.watch(self.staff_room)
         self.homeserver = Homeserver(self.api)
-        if c.members is not None:
-            self.members = MemberBots(c.members, self.store, self.registry, self.homeserver, self.clock,
-                                      self.quarantine, server_name=c.homeserver.server_name,
-                                      service_user=self.service_user,
-                                      puppet_prefix=c.appservice.puppet_prefix)
-        matrix = build_matrix(c, store=self.store, registry=self.registry, homeserver=self.homeserver,
-                              session=self._session, tasks=self.tasks, clock=self.clock, metrics=self.metrics,
-                              service_user=self.service_user, env=self.env,
-                              elsewhere=self.staff_room,
-                              own_rooms=self.members.own_rooms if self.members is not None else None)
-        self.command_state, self.surface, self.dispatcher = matrix.command_state, matrix.surface, matrix.dispatcher
-        self.rooms, self.avatars, self.outbox, self.speech = matrix.rooms, matrix.avatars, matrix.outbox, matrix.speech
-        surfaces: dict[str, Surface] = {self.surface.name: self.surface}
-        if self.desk is not None:
-            surfaces[self.desk.surface.name] = self.desk.surface
-        if self.members is not None:
-            surfaces[self.members.surface.name] = self.members.surface
-        w = c.worker
+        shared = Shared(config=c, store=self.store, registry=self.registry, clock=self.clock, tasks=self.tasks,
+                        stop=self.stop_event, stack=self.stack,
+                        service_user=self.service_user, metrics=self.metrics)
+        # Every process that finishes runs delivers desk answers; only `serve` listens for the desk.
+        desk = await build_desk(shared, homeserver=self.homeserver) if c.desk is not None else None
+        members = build_members(shared, self.quarantine, homeserver=self.homeserver) if c.members is not None else None
+        # Pushed after what the tasks use, so closed before it: a loop told to stop gets a moment to finish.
+        closing(self.stack, "the background tasks", lambda: self.tasks.close(grace=10.0))
+        matrix = build_matrix(shared, homeserver=self.homeserver, on_transaction=self.on_transaction, query_user=self.query_user, http=session,
+                              env=self.env, unpriced=lambda: self.unpriced,
+                              elsewhere=desk.staff_room if desk is not None else None,
+                              own_rooms=members.bots.own_rooms if members is not None else None)
+        # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
+        door = build_door(shared, homeserver=self.homeserver, http=self.http)
+        self.command_state, self.surface, self.outbox = matrix.command_state, matrix.surface, matrix.outbox
+        self.speech, self.dispatcher, self.rooms, self.avatars = matrix.speech, matrix.dispatcher, matrix.rooms, \
+            matrix.avatars
+        self.door_surface, self.door = door.surface, door.listener
+        if desk is not None:
+            self.desk, self.staff_room = desk.service, desk.staff_room
+        if members is not None:
+            self.members = members.bots
+        parts: list[Parts] = [matrix.parts, *([desk.parts] if desk else []), *([members.parts] if members else []),
+                              door.parts]
+        self._on_publish = tuple(p.on_publish for p in parts if p.on_publish is not None)
         if self.answerer.limiter is not None:
             # Provider limits kept with every other worker: hear permits handed back anywhere.
             self.tasks.spawn(self.answerer.limiter.run(self.stop_event), name="provider-limits")
-        self.site_tools = SiteTools(OpenAPITools(headers=openapi_headers(c, os.environ)),
-                                    CodeTools(Path(c.content.dir), sandbox=code_sandbox(c, os.environ)), db=self.store)
-        self._exits.push_async_callback(self.site_tools.aclose)
-        # The tasks end (given a grace to finish on their own) before what they use closes, and after what feeds
-        # them has stopped (the listeners pushed below close first).
-        self._exits.push_async_callback(self.tasks.close, grace=10.0)
-        if self.desk is not None:
-            self._exits.push_async_callback(self.desk.close)
-        # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
-        self.door_surface = DoorSurface(self.registry, server_name=c.homeserver.server_name,
-                                        service_user=self.service_user, puppet_prefix=c.appservice.puppet_prefix)
-        surfaces[self.door_surface.name] = self.door_surface
+        w = c.worker
         # The demo and the tests: the stand-in answers what its book has turns for, before whatever was chosen.
         answerer: Answerer = (self.answerer if self.stand_in is None
                               else StandInModel(self.stand_in, self.answerer, self.clock))
         self.worker = Worker(
-            self.store, self.registry, answerer, surfaces, self.clock,
+            self.store, self.registry, answerer, {p.surface.name: p.surface for p in parts if p.surface},
+            self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
             tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
@@ -359,90 +223,35 @@ class Service:
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         if c.metrics.listen is not None:
             metrics_runner, _ = await self.metrics.listen(self.store, c.metrics.listen.host, c.metrics.listen.port)
-            self._exits.push_async_callback(metrics_runner.cleanup)
+            closing(self.stack, "the metrics listener", metrics_runner.cleanup)
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
                                encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
                                sandbox=code_sandbox(c, os.environ), puppet_prefix=c.appservice.puppet_prefix,
                                stop=self.stop_event),
                          name="content-watch")
-        if not self.http:
-            return
-        self.tasks.spawn(self.outbox.run(self.stop_event), name="outbox")
-        self._exits.callback(self.outbox.wake)
-        await self.rooms.register_puppets()
-        await self.rooms.register_service(c.appservice.display_name)
-        await self.avatars.set_all()
-        self.tasks.spawn(self.surface.published(self.registry()), name="command-state")
-        self.tasks.spawn(self.rooms.resume(self.stop_event), name="room-actions")
-        # A run that waits (for a slot or a provider's permit) says so on its progress line.
-        self.waiting_lines = WaitingLines(self.store, self.registry, self.clock)
-        self.tasks.spawn(self.waiting_lines.run(self.stop_event), name="waiting-lines")
+        if self.http:
+            await self._serve(parts)
+
+    async def _serve(self, parts: list[Parts]) -> None:
+        """``summon serve``: each surface served, the appservice's endpoint listening, the background started."""
+        c = self.config
+        for p in parts:
+            await p.serve()
         app = web.Application(client_max_size=c.appservice.max_body_size)
-        TransactionEndpoint(c.appservice.hs_token, self.on_transaction, self.query_user).routes(app)
-        EventHooks(self.store, self.registry, c.hooks.keys, self.clock, self.surface).routes(app)
+        for p in parts:
+            if p.routes is not None:
+                p.routes(app)
         # A short graceful shutdown: the homeserver keeps connections alive, and a transaction it did not
         # see acknowledged is simply sent again (we store nothing twice).
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
-        self._exits.push_async_callback(runner.cleanup)
+        closing(self.stack, "the appservice listener", runner.cleanup)
         await web.TCPSite(runner, c.appservice.listen.host, c.appservice.listen.port).start()
         log.info("appservice listening on %s:%s", c.appservice.listen.host, c.appservice.listen.port)
-        if c.door is not None and c.door.listen is not None:
-            self.door = DoorListener(
-                c.door, store=self.store, registry=self.registry, clock=self.clock, surface=self.door_surface,
-                tasks=self.tasks, server_name=c.homeserver.server_name, service_user=self.service_user,
-                homeserver=self.homeserver, whoami=self.homeserver.whoami, max_attempts=c.worker.max_attempts)
-            self._exits.push_async_callback(self.door.stop)
-            await self.door.start(self.stop_event)
-        self.tasks.spawn(self.ping(), name="ping")
-        self.tasks.spawn(self.presence(), name="presence")
-        self.tasks.spawn(run_ticks(self.store, self.registry, self.clock, self.stop_event, surface=self.surface,
-                                   resolve_room=self.homeserver.resolve_alias), name="schedule-ticks")
-        if self.members is not None:
-            self.tasks.spawn(self.members.run(self.stop_event), name="member-bots-ticks")
-        if self.desk is not None:
-            await self.desk.serve(self.tasks, self.stop_event)
-            if self.staff_room is not None:
-                self.tasks.spawn(self._desk_puppets(), name="desk-staff-room")
-
-    async def presence(self) -> None:
-        """Puppets say whether anything can answer them: with no provider, no bots (SPEC §2)."""
-        shown: tuple[bool, str | None, tuple[str, ...]] | None = None
-        while not self.stop_event.is_set():
-            refused = tuple(sorted(self.unpriced))
-            try:
-                state = await self.store.workers.provider_state(LIVENESS_SECONDS)
-                now = (state.usable, None if state.usable else state.mode, refused)
-            except StoreError:
-                log.warning("could not read the provider status (the database is unavailable)")
-                now = (False, None, refused)
-            if now != shown:
-                await self.rooms.set_presence(now[0], now[1], refused=list(self.unpriced.values()))
-                shown = now
-            await self.clock.wait(self.stop_event, PRESENCE_SECONDS)
-
-    async def _desk_puppets(self) -> None:
-        """The desk's bots into its staff room, so their answers and drafts go there by them."""
-        assert self.desk is not None and self.staff_room is not None
-        slugs = sorted({bot.slug for inbox in self.desk.desk.inboxes.values()
-                        for bot in self.desk.desk.roster(inbox.row.id).all()})
-        await self.staff_room.invite_puppets(self.homeserver, slugs)
-
-    async def ping(self) -> None:
-        """Ping the homeserver: it proves the registration, and makes Synapse retry queued transactions
-        at once instead of after its backoff. The homeserver may start after us: keep trying."""
-        for attempt in range(60):
-            try:
-                await self.homeserver.ping(self.config.appservice.id)
-                log.info("homeserver ping answered")
-                self.metrics.homeserver_ping.set(1)
-                return
-            except MatrixError as exc:
-                if attempt == 0:
-                    log.warning("homeserver ping failed (%s); retrying", exc)
-                await self.clock.sleep(1)
-        log.error("the homeserver never answered our ping; is registration.yaml loaded by it?")
+        for p in parts:
+            for name, run in p.background:
+                self.tasks.spawn(run(), name=name)
 
     async def republish(self, registry: Registry) -> None:
         """A changed content file that compiles goes live: published, swapped in, puppets renamed. An
@@ -456,11 +265,8 @@ class Service:
             await publish(self.store, registry)
         self._registry = registry
         if self.http:
-            await self.rooms.register_puppets()
-            await self.avatars.set_all()  # a changed avatar file, or glyph, changes the puppet's avatar
-            await self.surface.published(registry)
-            if self.staff_room is not None:
-                await self._desk_puppets()
+            for published in self._on_publish:
+                await published(registry)
 
     def content_errors(self, errors: list[str]) -> None:
         log.error("content has %d error(s); the last good content stays live", len(errors))
@@ -515,9 +321,11 @@ class Service:
         return await site_classes(self.store, user_id)
 
     async def stop(self) -> None:
-        """Tell every loop to stop, then close what was started, last first (one exit stack)."""
+        """Tell every loop to stop, then close what start opened, newest first (each step said in the log)."""
+        log.info("stopping")
         self.stop_event.set()
-        await self._exits.aclose()
+        await self.stack.aclose()
+        log.info("stopped")
 
     async def serve_forever(self) -> None:
         await self.start()

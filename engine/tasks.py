@@ -47,6 +47,10 @@ class TaskGroup:
         tasks = list(self._tasks)
         if grace > 0 and tasks:
             await asyncio.wait(tasks, timeout=grace)
+            late = sorted(t.get_name() for t in tasks if not t.done())
+            if late:
+                log.warning("%s: cancelling %d task(s) still running after %.1fs: %s", self.name, len(late), grace,
+                            ", ".join(late))
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -58,7 +58,7 @@ class LineHandler:
     def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
                  admin: RoomAdmin, presses: Presses, commands: Commands,
                  elsewhere: RoomWork | None = None, voice: VoiceNotes | None = None,
-                 memories: OwnMemories | None = None, own_rooms: OwnRooms | None = None) -> None:
+                 own_rooms: OwnRooms | None = None, memories: OwnMemories | None = None) -> None:
         self._registry = registry
         self.ours = ours
         self.asking = asking

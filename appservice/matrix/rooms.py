@@ -86,23 +86,24 @@ def presence_status(usable: bool, mode: str | None, strings: Strings) -> str | N
     return reason_words(strings, NO_PROVIDER.get(mode or "", "no_provider"))
 
 
-class StateIntake(Protocol):
-    """How a joined room's state is taken in (the Matrix dispatcher): one event in its own savepoint, and a
-    room made with our bots in it."""
+class StoreEvent(Protocol):
+    """One event stored in a savepoint of its own (``Dispatcher.one``): what it decided, or None when refused."""
 
-    async def one(self, tx: Tx, event: Mapping[str, Any], *, what: str, backfill: bool = False,
-                  txn: str | None = None) -> list[Followup] | None: ...
-
-    async def created(self, tx: Tx, room_id: str, create: Mapping[str, Any]) -> None: ...
+    async def __call__(self, tx: Tx, event: Mapping[str, Any], *, what: str,
+                       backfill: bool = False) -> list[Followup] | None: ...
 
 
 class Rooms:
-    def __init__(self, store: Store, homeserver: Homeserver, intake: StateIntake, ours: Ours,
-                 registry: Callable[[], Registry], clock: Clock, *,
-                 on_done: Callable[[Followup], Awaitable[None]] | None = None, voice: Hearing | None = None) -> None:
+    def __init__(self, store: Store, homeserver: Homeserver, ours: Ours, registry: Callable[[], Registry],
+                 clock: Clock, *, store_event: StoreEvent,
+                 created: Callable[[Tx, str, Mapping[str, Any]], Awaitable[None]],
+                 voice: Hearing | None = None, on_done: Callable[[Followup], Awaitable[None]] | None = None) -> None:
+        """``store_event`` stores the state a join reads (as a backfill: nothing in it is news); ``created``
+        wakes the bots of a room made with the bot in it (``StateHandler.created``)."""
         self.store = store
         self.homeserver = homeserver
-        self.intake = intake  # stores the state a join reads (as a backfill: nothing in it is news)
+        self._store_event = store_event
+        self._created = created
         self.ours = ours
         self._registry = registry
         self.clock = clock
@@ -228,14 +229,14 @@ class Rooms:
             followups: list[Followup] = []
             for raw in events:
                 # One bad state event never loses the rest.
-                followups.extend(await self.intake.one(tx, raw, what=f"state event of {join.room_id}",
-                                                       backfill=True) or [])
+                followups.extend(await self._store_event(tx, raw, what=f"state event of {join.room_id}",
+                                                         backfill=True) or [])
             # A room made with the bot in it (the creation minutes old): its bots that hear room.created wake.
             create = next((e for e in events if e.get("type") == "m.room.create" and e.get("state_key") == ""), None)
             ts = create.get("origin_server_ts") if create is not None else None
             if create is not None and isinstance(ts, int) and \
                     self.clock.now().timestamp() * 1000 - ts <= NEW_ROOM_SECONDS * 1000:
-                await self.intake.created(tx, join.room_id, create)
+                await self._created(tx, join.room_id, create)
             # We are already in; only what the state says now (it is encrypted) matters, remembered like any.
             remembered = await remember(tx, [f for f in followups if not isinstance(f, Join)])
         for action_id, f in remembered:

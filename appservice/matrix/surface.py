@@ -133,10 +133,10 @@ class MatrixSurface:
                  puppet_prefix: str = PUPPET_PREFIX, commands: CommandState | None = None, typing_delay: float = TYPING_DELAY,
                  progress_delay: float = PROGRESS_DELAY, progress_every: float = PROGRESS_EVERY,
                  hand_over: Callable[[list[str]], Coroutine[Any, Any, None]] | None = None, speaks: bool = False) -> None:
-        """``service_user``: the service's own user, which (like a puppet) is no reader of a room.
-        ``hand_over``: the outbox's fast path (``Outbox.send_now``), when this process has one: what a run's last
-        commit queued is handed to it as soon as the run is let go (after that commit), by transaction id.
-        ``speaks``: a speech endpoint is named and buying is on: a voice: bot may answer a voice note aloud."""
+        """``service_user``: the service's own user, which (like a puppet) is no reader of a room. ``hand_over``:
+        the outbox's fast path (``Outbox.send_now``), when this process has one: what a run's last commit queued
+        is handed to it as soon as the run is let go (after that commit), by transaction id. ``speaks``: a speech
+        endpoint is named and buying is on: a voice: bot may answer a voice note aloud."""
         self.store = store
         self.homeserver = homeserver
         self._registry = registry

@@ -58,7 +58,7 @@ async def watch(
     puppet_prefix: str = "bot_",
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run until ``stop`` is set (or until cancelled, with none). ``encrypted_rooms`` (read before each compile) names the rooms a schedule
+    """Run until ``stop`` is set (between two looks: a change being published is finished), or until cancelled. ``encrypted_rooms`` (read before each compile) names the rooms a schedule
     may not speak in, so an edit that aims one at an encrypted room is refused like any bad edit. The files as they are when it starts count as already published (the
     service compiled them on its way up); each change after that is compiled once, and
     ``on_registry`` is awaited with a registry that compiled — if it raises (the database is down),
@@ -69,8 +69,11 @@ async def watch(
     applied = await asyncio.to_thread(snapshot, root, kit)
     failed: Snapshot | None = None  # the last state that did not compile: its errors were said once
     delay = interval
-    stop = stop or asyncio.Event()  # none given: never set, so only a cancel ends the watch
-    while not await clock.wait(stop, delay):
+    while True:
+        if stop is None:
+            await clock.sleep(delay)
+        elif await clock.wait(stop, delay):
+            return
         current = await asyncio.to_thread(snapshot, root, kit)
         if current == applied or current == failed:
             delay = interval

@@ -74,13 +74,13 @@ class Worker:
         recall: Recall | None = None,
         meter: Meter | None = None,
         openers: Mapping[str, Opener] | None = None,
-        holder: type[Hold] = Hold,
+        hold: type[Hold] = Hold,
     ) -> None:
         """``status``: whether a provider is usable here (``Answerer.status()``), said on every heartbeat.
         ``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``);
         ``harness`` are a test's or a bench's own tools, offered to every run (never in production);
-        ``openers`` open what surfaces keep sealed off a run's context (``engine.surface.Opener``);
-        ``holder``: how a claimed run is held (``Hold``; a test or a bench hands in one that watches it closer)."""
+        ``openers`` open what surfaces keep sealed off a run's context (``engine.surface.Opener``); ``hold``: how
+        a claimed run is held (a test or a bench may pass one that watches it more closely)."""
         self.store = store
         self._registry = registry
         self.answerer = answerer
@@ -97,7 +97,7 @@ class Worker:
         self.recall = recall or Recall()
         self.meter = meter or NO_METER
         self.openers = dict(openers or {})
-        self.holder = holder
+        self._hold = hold
         self._wake = asyncio.Event()
         self._generation = 0
 
@@ -226,7 +226,7 @@ class Worker:
 
     def holding(self, claim: Claim) -> Hold:
         """How this worker holds a claimed run."""
-        return self.holder(
+        return self._hold(
             claim, store=self.store, registry=self._registry, answerer=self.answerer,
             surface=self.surfaces.get(claim.run.surface), toolbox=self.toolbox, clock=self.clock, owner=self.id,
             lease_seconds=self.settings.lease_seconds, budget_seconds=self.settings.budget_seconds,

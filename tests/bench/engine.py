@@ -196,7 +196,7 @@ async def round_(dsn: str, registry: Registry, workers: int) -> dict[str, float]
         pool = []
         for n in range(workers):
             w = Timed(db, lambda: registry, stand_in(clock), {"rooms": Silent()}, clock, WorkerSettings(),
-                      harness={"noop": noop}, worker_id=f"bench-{n}", status=STAND_IN, holder=TimedHold)
+                      harness={"noop": noop}, worker_id=f"bench-{n}", status=STAND_IN, hold=TimedHold)
             w.claims, w.commits = [], []
             pool.append(w)
 

@@ -121,7 +121,7 @@ async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, tmp_
     run_id = await insert_run(db, script=script, bot="clerk")
     surface = RecordingSurface()
     worker = Worker(db, lambda: registry, stand_in(clock), {"rooms": surface}, clock,
-                    WorkerSettings(), tools=tools, worker_id="w", status=STAND_IN, holder=CancelAfterModelStepHold)
+                    WorkerSettings(), tools=tools, worker_id="w", status=STAND_IN, hold=CancelAfterModelStepHold)
     await worker.work_once()
     assert await db.pool.fetchval("SELECT count(*) FROM tickets") == 1  # the effect does not exist
     steps = await steps_of(db, run_id)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from appservice.app import wire_dispatcher
+from appservice.matrix.build import wire_dispatcher
 from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.surface import RoomFacts
@@ -39,8 +39,8 @@ def state(event_type: str, state_key: str, content: dict[str, Any], sender: str 
 
 
 def pipeline(db: TestStore, registry: Registry, **wiring: Any) -> Dispatcher:
-    """The Matrix surface's intake as the service wires it (``appservice.app.wire_dispatcher``), and no
-    homeserver (a thread not stored stays incomplete)."""
+    """The Matrix surface's intake as the service wires it (``appservice.matrix.build.wire_dispatcher``), with the
+    tests' scripted model turns honoured, and no homeserver (a thread not stored stays incomplete)."""
     return wire_dispatcher(db, lambda: registry, server_name="localhost", service_user="@summon:localhost",
                            facts=RoomFacts("localhost"), **wiring)
 
