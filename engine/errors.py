@@ -24,16 +24,17 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
     │   └── SandboxUnavailable  a code tool cannot be jailed here (no bubblewrap, no network for it): it is
     │                        refused, never run unjailed
-    ├── GrantRefused         a door grant that does not verify (why is for the log; the caller hears one answer)
     ├── SpeechFailed         a speech endpoint (transcription, speech) failed, or was given what it cannot take
     ├── MemoryUnavailable    memories (person+recall) cannot be kept here: no pgvector, or no embedding model
     ├── CharterError         a member bot's charter could not be used (words the builder can relay)
     │   ├── CharterUnreadable  it does not unseal or no longer reads: fails closed for that charter alone
     │   └── CharterRefused   not theirs to change or remove, or made for somebody else
-    └── SurfaceError         a surface could not deliver or read
-        ├── MatrixError      the homeserver refused or could not be reached (its status and errcode)
-        │   └── NotLeft      some of our users are still in a room they must leave
-        └── RequestRefused   a surface refused what somebody asked of it (its status, and words for them)
+    └── SurfaceError         a surface could not deliver or read; each surface defines its own under it, in its
+                             own package (the engine names none of them):
+          MatrixError        appservice/matrix/errors.py: the homeserver refused or could not be reached
+            NotLeft          …: some of our users are still in a room they must leave
+          RequestRefused     appservice/desk/errors.py: the desk refused what somebody asked (a status, words)
+          GrantRefused       appservice/door/errors.py: a door grant that does not verify
 """
 
 from __future__ import annotations
@@ -151,40 +152,8 @@ class SandboxUnavailable(ToolError):
     not be made): the tool is refused — never run without its jail — and the reason logged for the operator."""
 
 
-class GrantRefused(SummonError):
-    """A door grant that does not verify: forged, tampered, expired, under an unknown key, for another
-    audience, bot or room. The message says which, for the operator's log only: whoever presented it is told
-    the same thing every time, since saying which part was wrong tells somebody trying things which to keep."""
-
-
 class SurfaceError(SummonError):
     """A surface could not deliver or read."""
-
-
-class MatrixError(SurfaceError):
-    def __init__(self, message: str, *, status: int | None = None, errcode: str | None = None,
-                 retry_after_ms: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.errcode = errcode
-        self.retry_after_ms = retry_after_ms
-
-    @property
-    def retryable(self) -> bool:
-        return self.status is None or self.status == 429 or self.status >= 500
-
-
-class NotLeft(MatrixError):
-    """Some of our users are still in a room they must leave."""
-
-
-class RequestRefused(SurfaceError):
-    """A surface refused what somebody asked of it (a desk's API call): ``status`` says how (an HTTP status),
-    the message says why, in words for whoever asked."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class CharterError(SummonError):

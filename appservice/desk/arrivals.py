@@ -24,7 +24,7 @@ from aiohttp import web
 
 from appservice.config import Desk as DeskConfig
 from appservice.desk.desk import InboxConfig
-from engine.errors import RequestRefused
+from appservice.desk.errors import RequestRefused
 from engine.store import Tx
 
 log = logging.getLogger(__name__)

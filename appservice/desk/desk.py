@@ -21,9 +21,9 @@ from appservice.config import DeskInbox
 from appservice.desk import rules
 from appservice.desk.asking import DeskAsking, contact_facts, contact_name
 from appservice.desk.changes import Changes, Where, conversation_key
+from appservice.desk.errors import RequestRefused
 from appservice.desk.rules import Resolution, Roster, State, Status
 from engine.content import Registry
-from engine.errors import RequestRefused
 from engine.run.refusals import Refused
 from engine.run.summon import LIVENESS_SECONDS, Summoned
 from engine.store import Families, Tx

@@ -21,11 +21,11 @@ from appservice.desk import stream, tokens
 from appservice.desk.arrivals import Arrivals
 from appservice.desk.commands import DeskCommands
 from appservice.desk.desk import Desk, InboxConfig
+from appservice.desk.errors import RequestRefused
 from appservice.desk.shapes import contact_json, conversation_json, message_json
 from appservice.desk.web import body_of, int_of, text_field
 from engine.clock import Clock
 from engine.content import Registry
-from engine.errors import RequestRefused
 from engine.store import Store
 from engine.store.desk import Contact
 

@@ -17,9 +17,9 @@ from aiohttp import web
 from appservice.desk import stream
 from appservice.desk.changes import Where
 from appservice.desk.desk import Desk, InboxConfig
+from appservice.desk.errors import RequestRefused
 from appservice.desk.shapes import conversation_json, message_json
 from appservice.desk.web import body_of, int_of, text_field
-from engine.errors import RequestRefused
 from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)

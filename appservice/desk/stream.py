@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from appservice.desk.errors import RequestRefused
 from engine.clock import Clock
-from engine.errors import RequestRefused, StoreError
+from engine.errors import StoreError
 from engine.store import Store
 from engine.store.desk import DeskEvent
 

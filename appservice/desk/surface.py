@@ -24,11 +24,12 @@ from appservice.desk import rules
 from appservice.desk.asking import contact_facts
 from appservice.desk.changes import Changes, Where
 from appservice.desk.desk import Desk, state_of
+from appservice.desk.errors import RequestRefused
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core import choices
 from engine.core.redact import redact
-from engine.errors import RequestRefused, StoreError
+from engine.errors import StoreError
 from engine.store import Families, Store, Tx
 from engine.surface import Answered, Outcome, RunInfo
 

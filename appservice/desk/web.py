@@ -10,7 +10,8 @@ from typing import Any
 from aiohttp import web
 
 from appservice.bodies import read_capped, too_large
-from engine.errors import RequestRefused, StoreUnavailable
+from appservice.desk.errors import RequestRefused
+from engine.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

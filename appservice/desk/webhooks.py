@@ -29,9 +29,10 @@ from appservice.config import DeskWebhook
 from appservice.desk import rules
 from appservice.desk.changes import Where
 from appservice.desk.desk import Desk, state_of
+from appservice.desk.errors import RequestRefused
 from appservice.desk.shapes import webhook_conversation, webhook_message
 from engine.clock import Clock
-from engine.errors import RequestRefused, StoreError
+from engine.errors import StoreError
 from engine.store import Store, Tx
 from engine.store.desk import Conversation, Message
 from engine.store.desk_webhooks import Delivery

@@ -21,8 +21,8 @@ from typing import Any, Literal, Protocol
 
 from appservice.door.grants import Grant
 from appservice.door.shapes import Claim
+from appservice.matrix.errors import MatrixError
 from engine.content import Registry
-from engine.errors import MatrixError
 from engine.store import Families, Store
 
 log = logging.getLogger(__name__)

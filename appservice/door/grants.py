@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from appservice.door.errors import GrantRefused
 from engine.core.limits import WINDOWS, Ceilings
-from engine.errors import GrantRefused
 
 VERSION = "sg1"
 MAX_MINUTES = 30.0

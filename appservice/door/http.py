@@ -23,15 +23,16 @@ from aiohttp import web
 from appservice.config import Door as DoorConfig
 from appservice.door.asking import DoorAsking
 from appservice.door.binding import Ack, Binding
+from appservice.door.errors import GrantRefused
 from appservice.door.grants import Grant, verify
 from appservice.door.issue import issue
 from appservice.door.replies import Replies
 from appservice.door.shapes import Asked, Bad, Claim, error_body, parse_completion, parse_frame
 from appservice.door.surface import SURFACE
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from engine.clock import Clock
 from engine.content import Bot, Registry
-from engine.errors import GrantRefused, MatrixError
 from engine.run.refusals import Refused
 from engine.store import Store
 

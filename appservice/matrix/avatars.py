@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from appservice.matrix.avatar_art import EMOJI_FONT, draw
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.homeserver import Homeserver
 from engine.content import Registry
 from engine.content.bots import is_mxc
 from engine.content.files import image_type
-from engine.errors import MatrixError, StoreError
+from engine.errors import StoreError
 from engine.store import Store
 
 log = logging.getLogger(__name__)

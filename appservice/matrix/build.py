@@ -33,6 +33,7 @@ from appservice.matrix.command_state import CommandState
 from appservice.matrix.commands import Commands
 from appservice.matrix.context import ContextReader, ContextSettings, ThreadBackfill, ThreadFetch
 from appservice.matrix.dispatch import Dispatcher
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.followups import Followup, Join
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.lines import LineHandler, OwnMemories, OwnRooms, RoomWork, VoiceNotes
@@ -49,7 +50,7 @@ from appservice.matrix.voice import Hearing, Speaking
 from appservice.matrix.waiting import WaitingLines
 from appservice.parts import Parts, Shared
 from engine.content import Bot, Registry
-from engine.errors import MatrixError, StoreError
+from engine.errors import StoreError
 from engine.meter import Meter
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks

@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 
 from appservice.matrix.commands import puppet_commands
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.msc4332 import STATE_TYPES, command_state, may_send_state
 from appservice.matrix.power import facts_in_room
 from engine.content import Registry
-from engine.errors import MatrixError
 from engine.store import Store
 
 log = logging.getLogger(__name__)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.mentions import named_bots
 from appservice.matrix.offers import bare_number
 from appservice.matrix.ours import Ours
@@ -39,7 +40,7 @@ from engine.content import Registry
 from engine.content.commands import parse_command, strip_address
 from engine.content.strings import Strings
 from engine.core.prompt import CONTEXT_TOKENS
-from engine.errors import MatrixError, StoreError
+from engine.errors import StoreError
 from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)

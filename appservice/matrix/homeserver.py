@@ -1,5 +1,5 @@
 """The homeserver, as the rest of the Matrix surface calls it: every call mautrix makes for us, with what
-mautrix, aiohttp or the socket raise translated once, here, into ``engine.errors.MatrixError`` (its HTTP
+mautrix, aiohttp or the socket raise translated once, here, into ``appservice.matrix.errors.MatrixError`` (its HTTP
 status and errcode kept, so a caller can tell "never" from "not now"). Nothing else in the surface
 catches a mautrix exception.
 
@@ -21,7 +21,7 @@ from mautrix.errors import MatrixRequestError
 from mautrix.types import ContentURI, PresenceState, RoomAlias, RoomID, UserID
 from mautrix.util.logging import TraceLogger
 
-from engine.errors import MatrixError
+from appservice.matrix.errors import MatrixError
 
 log = logging.getLogger(__name__)
 

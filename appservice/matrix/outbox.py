@@ -20,10 +20,11 @@ from urllib.parse import quote
 
 import aiohttp
 
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.undelivered import Undelivered, is_outcome
 from appservice.matrix.voice import SPEAK, Speaking
 from engine.clock import Clock
-from engine.errors import MatrixError, StoreError
+from engine.errors import StoreError
 from engine.store import Store
 from engine.store.outbox import Outgoing
 

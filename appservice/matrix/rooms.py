@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from appservice.matrix.dispatch import FIRST_TRY_SECONDS, remember
+from appservice.matrix.errors import MatrixError, NotLeft
 from appservice.matrix.followups import (
     KINDS,
     Decline,
@@ -33,7 +34,7 @@ from appservice.matrix.ours import Ours
 from engine.clock import Clock
 from engine.content import Bot, Registry
 from engine.content.strings import Strings
-from engine.errors import MatrixError, NotLeft, StoreError
+from engine.errors import StoreError
 from engine.store import Store, Tx
 
 if TYPE_CHECKING:

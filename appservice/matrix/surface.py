@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from appservice.matrix.command_state import CommandState
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.offers import (
     POLL_START,
@@ -40,7 +41,6 @@ from engine.content.audience import AudienceFacts
 from engine.core import choices
 from engine.core.messages import ToolCallStep, load_step
 from engine.core.redact import redact
-from engine.errors import MatrixError
 from engine.store import Families, Tx
 from engine.store.rooms import Room
 from engine.surface import Answered, Outcome, RunInfo

@@ -38,6 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 from appservice.matrix.asking import Asking
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.followups import Followup, Transcribe
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.mentions import named_bots
@@ -47,7 +48,7 @@ from appservice.matrix.rooms import ATTEMPT_SECONDS
 from appservice.matrix.said import Line, read_event
 from appservice.matrix.voice_claims import VOICE_WORDS, claimed_bytes, claimed_refusal, media_parts
 from engine.content import Bot, Registry
-from engine.errors import MatrixError, SpeechFailed
+from engine.errors import SpeechFailed
 from engine.run.refusals import Refused
 from engine.run.summon import Summoned
 from engine.speech import audio

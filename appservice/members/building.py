@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.homeserver import Homeserver
 from appservice.members.content import edition_content, notice
 from engine.clock import Clock
 from engine.content import Registry
 from engine.core.messages import load_step
-from engine.errors import CharterError, CharterRefused, CharterUnreadable, MatrixError, StoreError, ToolError
+from engine.errors import CharterError, CharterRefused, CharterUnreadable, StoreError, ToolError
 from engine.members.book import Book, Kept
 from engine.members.charter import Charter, CharterRules, read_charter
 from engine.members.edition import accepted_card, judge

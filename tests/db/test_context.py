@@ -13,9 +13,9 @@ import pytest
 
 from appservice.matrix.context import ContextSettings, ThreadFetch
 from appservice.matrix.dispatch import Dispatcher
+from appservice.matrix.errors import MatrixError
 from engine.content import Registry
 from engine.core.prompt import opening, said_since
-from engine.errors import MatrixError
 from tests.book import BOOK
 from tests.db.test_ingest import pipeline
 from tests.store import TestStore

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from appservice.door import grants
+from appservice.door.errors import GrantRefused
 from appservice.door.grants import Grant, mint, new_grant, verify
 from engine.core.limits import Ceilings
-from engine.errors import GrantRefused
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KEYS = {"k1": "k1-secret-" + "x" * 32, "k2": "k2-secret-" + "y" * 32}

@@ -54,3 +54,16 @@ def test_the_drawn_tree_names_every_class_in_it() -> None:
     for name, value in inspect.getmembers(errors, inspect.isclass):
         if issubclass(value, BaseException) and value.__module__ == errors.__name__:
             assert re.search(rf"^\s*(?:[│└├─ ]*)?{name}(?:\s|$)", drawn, re.MULTILINE), f"{name} is not drawn"
+
+
+def test_each_surface_keeps_its_own_errors_under_surface_error() -> None:
+    # The engine names no surface: the Matrix, desk and door errors live with their surfaces, under the one
+    # tree's SurfaceError, and engine/errors.py defines none of them.
+    from appservice.desk.errors import RequestRefused
+    from appservice.door.errors import GrantRefused
+    from appservice.matrix.errors import MatrixError, NotLeft
+    from engine.errors import SurfaceError
+
+    for cls in (MatrixError, NotLeft, RequestRefused, GrantRefused):
+        assert issubclass(cls, SurfaceError), cls
+        assert not hasattr(errors, cls.__name__), f"engine/errors.py still defines {cls.__name__}"

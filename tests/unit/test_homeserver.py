@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from mautrix.errors import MForbidden, MNotFound
 
+from appservice.matrix.errors import MatrixError
 from appservice.matrix.homeserver import Homeserver
-from engine.errors import MatrixError
 
 
 class NoAPI:
