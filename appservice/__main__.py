@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from appservice.config import Config, load_config, provider_settings, registration
+from appservice.kinds import KINDS
 from appservice.logs import configure, secrets_of
 from engine.errors import ConfigError, ContentError, StoreError, SummonError
 
@@ -73,7 +74,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     root = Path(args.content) if args.content else Path(_config(args).content.dir)
     server = args.server_name or (None if args.content else _config(args).homeserver.server_name) or "localhost"
-    errors = check(root, server)
+    errors = check(root, server, kinds=KINDS)
     if not errors:
         errors = _unpriced(root, server)
     for line in errors:
@@ -92,7 +93,7 @@ def _unpriced(root: Path, server: str) -> list[str]:
     from engine.content.files import compile_content
     from engine.providers.config import choose_answerer
 
-    registry = compile_content(root, server_name=server, fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name=server, fetch_spec=None)
     if not isinstance(registry, Registry):
         return []
     answering = choose_answerer(provider_settings(os.environ), SystemClock())

@@ -34,6 +34,7 @@ from appservice.desk.staff_room import StaffRoom
 from appservice.door.build import build_door
 from appservice.door.service import DoorListener
 from appservice.door.tools import make_current_room
+from appservice.kinds import KINDS
 from appservice.matrix.build import build_matrix
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.staff import tell_staff
@@ -80,7 +81,7 @@ def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Re
     """The site's content over the kit's, compiled; every error raised as ``path:line: message``. A
     schedule `in:` one of ``encrypted_rooms`` is refused."""
     root = Path(config.content.dir)
-    result = contentfiles.compile_content(root, server_name=config.homeserver.server_name,
+    result = contentfiles.compile_content(root, kinds=KINDS, server_name=config.homeserver.server_name,
                                           encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config, os.environ),
                                           puppet_prefix=config.appservice.puppet_prefix)
     if isinstance(result, list):
@@ -214,7 +215,8 @@ class Service:
             self.clock,
             WorkerSettings(slots=w.slots, budget_seconds=w.budget_seconds, lease_seconds=w.lease_seconds,
                            sweep_seconds=w.sweep_seconds, poll_seconds=w.poll_seconds),
-            tools=self._builtin_tools(), content_tools=self.site_tools, site_classes=self._site_classes,
+            tools=self._builtin_tools(), surface_tools=KINDS.tools, content_tools=self.site_tools,
+            site_classes=self._site_classes,
             status=self.answerer.status(), meter=self.metrics, worker_id=worker_id,
             openers=self.members.openers() if self.members is not None else None,
             recall=Recall(Embedder(threads=c.memory.embed_threads),
@@ -226,7 +228,7 @@ class Service:
             closing(self.stack, "the metrics listener", metrics_runner.cleanup)
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
-                               encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
+                               kinds=KINDS, encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
                                sandbox=code_sandbox(c, os.environ), puppet_prefix=c.appservice.puppet_prefix,
                                stop=self.stop_event),
                          name="content-watch")

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from appservice.desk.kind import OFFER, hears_support_messages
 from engine.content import Bot, admits
 from engine.content.audience import AudienceFacts
 
@@ -155,7 +156,7 @@ def roster(bots: Iterable[Bot], only: tuple[str, ...] | None) -> Roster:
     desk = {bot.slug: bot for bot in bots if "desk" in bot.surfaces}
     chosen_bots = [desk[slug] for slug in only if slug in desk] if only is not None else [desk[s] for s in sorted(desk)]
     return Roster(
-        always=tuple(b for b in chosen_bots if b.offer == "always"),
-        ask=tuple(b for b in chosen_bots if b.offer == "ask"),
-        hearers=tuple(b for b in chosen_bots if b.hears_support_messages),
+        always=tuple(b for b in chosen_bots if OFFER.of(b) == "always"),
+        ask=tuple(b for b in chosen_bots if OFFER.of(b) == "ask"),
+        hearers=tuple(b for b in chosen_bots if hears_support_messages(b)),
     )

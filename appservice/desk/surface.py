@@ -25,6 +25,7 @@ from appservice.desk.asking import contact_facts
 from appservice.desk.changes import Changes, Where
 from appservice.desk.desk import Desk, state_of
 from appservice.desk.errors import RequestRefused
+from appservice.desk.kind import answers_on_desk
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core import choices
@@ -87,7 +88,7 @@ class DeskSurface:
         if owed:
             direct = state.bots_answer and state.handler_bot == run.bot
         else:
-            direct = bot.answers_on("desk") == "directly" and not state.people_have_it and state.status != "resolved"
+            direct = answers_on_desk(bot) == "directly" and not state.people_have_it and state.status != "resolved"
         if isinstance(outcome, Answered):
             if direct:
                 await self._answer(tx, where, run, bot.name, outcome.text)

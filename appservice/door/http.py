@@ -31,6 +31,7 @@ from appservice.door.shapes import Asked, Bad, Claim, error_body, parse_completi
 from appservice.door.surface import SURFACE
 from appservice.matrix.errors import MatrixError
 from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
+from appservice.voices import VOICE
 from engine.clock import Clock
 from engine.content import Bot, Registry
 from engine.run.refusals import Refused
@@ -227,7 +228,7 @@ def voice_of(bot: Bot) -> dict[str, Any]:
     """How the bot sounds (its file's ``voice:``), for the front end that speaks it: the voice, the ones a
     listener may choose, the speech provider when the site has several, the first words said at once while it
     thinks, and how long a turn waits before the work outlives it. Nothing when the file says none."""
-    voice = bot.voice
+    voice = VOICE.of(bot)
     if voice is None:
         return {}
     said = {"voice": voice.voice, "voices": list(voice.voices), "provider": voice.provider, "first": voice.first,

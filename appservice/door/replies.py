@@ -26,9 +26,9 @@ from appservice.door.grants import Grant
 from appservice.door.shapes import chunk, completion, event, usage_chunk, usage_of
 from appservice.door.surface import DoorSurface
 from appservice.door.waiting import Waiters
+from appservice.voices import VOICE, Voice
 from engine.clock import Clock
 from engine.content import Registry
-from engine.content.bots import Voice
 from engine.core.chunk import pieces
 from engine.errors import StoreError
 from engine.run.refusals import Refused, refusal_words
@@ -157,7 +157,7 @@ class Replies:
 
     def _voice(self, slug: str) -> Voice | None:
         bot = self._registry().get(slug)
-        return bot.voice if bot is not None else None
+        return VOICE.of(bot) if bot is not None else None
 
     def said(self, grant: Grant, ended: EndedRun) -> Said:
         if ended.answer is not None:

@@ -35,6 +35,7 @@ from appservice.matrix.power import facts_in_room
 from appservice.matrix.render import answer_content
 from appservice.matrix.said import read_event
 from appservice.matrix.voice import SPEAK
+from appservice.voices import VOICE
 from engine.clock import Clock
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
@@ -235,13 +236,14 @@ class MatrixSurface:
         """A ``voice:`` bot asked by a voice note answers aloud too: a speak row after the text, which the outbox
         turns into a voice message as it sends it (or drops, the text standing, when speech has fallen)."""
         bot = self._registry().get(run.bot)
-        if not self.speaks or bot is None or bot.voice is None or run.trigger_event is None or not text.strip():
+        voice = VOICE.of(bot) if bot is not None else None
+        if not self.speaks or voice is None or run.trigger_event is None or not text.strip():
             return
         note = await tx.voice.note(run.trigger_event)
         asked = read_event(note.event()) if note is not None else None
         if asked is None or not asked.is_voice:
             return
-        content = {**run_content(run, text), SPEAK: {"text": text, "voice": bot.voice.voice}}
+        content = {**run_content(run, text), SPEAK: {"text": text, "voice": voice.voice}}
         await tx.outbox.enqueue(txn_id=f"{answer_txn(run.id)}.voice", room_id=run.room_id or "", sender=puppet,
                                 event_type="m.room.message", content=content, run_id=run.id)
 

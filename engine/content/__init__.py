@@ -15,6 +15,7 @@ from engine.content.audience import (
     parse_audience,
 )
 from engine.content.compile import compile_bot, compile_sources, references
+from engine.content.kinds import Key, Kind, Kinds
 from engine.content.models import (
     Arg,
     Bot,
@@ -32,7 +33,6 @@ from engine.content.models import (
     SkillFile,
     Tool,
     ToolFile,
-    Voice,
 )
 from engine.content.openapi import Unavailable
 from engine.content.strings import Strings
@@ -49,6 +49,9 @@ __all__ = [
     "CommandFile",
     "CompileError",
     "EventTrigger",
+    "Key",
+    "Kind",
+    "Kinds",
     "Limits",
     "Operation",
     "Registry",
@@ -61,7 +64,6 @@ __all__ = [
     "Tool",
     "ToolFile",
     "Unavailable",
-    "Voice",
     "admits",
     "compile_bot",
     "compile_sources",

@@ -9,7 +9,7 @@ Each field is documented where the author meets it: SPEC §3 and docs/content.md
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
@@ -22,29 +22,18 @@ from pydantic import (
     StrictStr,
 )
 
-from engine.content.base import AudienceField, Line, Names, Refusal, Strict, Text, unique
+from engine.content.base import AudienceField, Names, Refusal, Strict, Text
 from engine.content.hears import Hears
+from engine.content.kinds import Kinds
 from engine.core.limits import DEFAULT_LIMITS
 from engine.core.memory import MEMORIES
 from engine.core.messages import ENDINGS, Ending
 
-Surface = Literal["rooms", "desk", "voice", "members"]
-SURFACES: tuple[Surface, ...] = ("rooms", "desk", "voice", "members")
-Offer = Literal["off", "ask", "always"]
-Answers = Literal["draft", "directly"]
-# Where a bot's answer is a draft for a person unless its file says ``answers: directly``.
-DRAFTS_FIRST: dict[str, Answers] = {"desk": "draft"}
 WINDOWS = ("minute", "hour", "day", "week", "month")
 ALL = "all"
 _MXC = re.compile(r"mxc://[A-Za-z0-9.\-:\[\]]+/[A-Za-z0-9_\-]+")
 
 Money = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]  # USD
-
-
-def _surfaces(values: tuple[Surface, ...]) -> tuple[Surface, ...]:
-    if not values:
-        raise ValueError("a bot needs at least one surface (rooms, desk or voice)")
-    return unique(values)
 
 
 def _model(value: object) -> str | dict[str, str]:
@@ -142,16 +131,6 @@ class Limits(Strict):
     per: Annotated[dict[str, float], PlainValidator(_per)] = Field(default_factory=dict)
 
 
-class Voice(Strict):
-    """How a bot on the voice surface sounds: entered as fields in an admin, never typed as grammar."""
-
-    provider: Line | None = None  # the speech provider, when the site has more than one
-    voice: Line  # the endpoint's voice
-    voices: Annotated[tuple[Line, ...], AfterValidator(unique)] = ()  # the ones a reader may choose
-    first: Line | None = None  # the first sentence it says
-    wait: Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)] | None = None  # seconds of silence
-
-
 class BotFile(Strict):
     """The front matter of ``content/bots/<slug>.md``: every key an author may write."""
 
@@ -160,7 +139,9 @@ class BotFile(Strict):
     name: Text
     glyph: Annotated[StrictStr, AfterValidator(_glyph)] | None = None
     avatar: Annotated[StrictStr, AfterValidator(check_avatar)] | None = None
-    surfaces: Annotated[tuple[Surface, ...], AfterValidator(_surfaces)] = ("rooms",)
+    # Which surfaces, and the keys each adds, are the deployment's (``engine.content.kinds``): ``front_model``
+    # is this class with them.
+    surfaces: tuple[StrictStr, ...] = ()
     extends: Annotated[StrictStr, AfterValidator(lambda v: v.strip())] | None = None
     audience: AudienceField | None = Field(default=None, alias="for")
     serves: AudienceField | None = None
@@ -170,15 +151,14 @@ class BotFile(Strict):
     limits: Limits = Limits()
     model: Annotated[str | dict[str, str], PlainValidator(_model)] | None = None
     memory: Annotated[str, PlainValidator(_memory)] = "thread"
-    offer: Offer = "off"
-    answers: Answers | None = None
     endings: Annotated[dict[str, str], PlainValidator(_endings)] = Field(default_factory=dict)
-    voice: Voice | None = None
 
 
 class Bot(BotFile):
     """A compiled bot. Its fields are what it *is* (after ``extends:``, with its endings resolved from
     the strings); ``file`` and ``body`` are what its own file says, for writing it back."""
+
+    front_model: ClassVar[type[BotFile]] = BotFile  # the front matter this bot was compiled from
 
     slug: str
     user_id: str
@@ -193,22 +173,28 @@ class Bot(BotFile):
         has no ``hears:``). A press on its choices and a command that names it ask it whatever it hears."""
         return "mention" in self.hears
 
-    @property
-    def hears_support_messages(self) -> bool:
-        """Whether a contact writing on the desk wakes it (``hears: support-message``): one run per bot per
-        conversation, asked by nobody, so ``serves:`` is its gate."""
-        return "support-message" in self.hears
-
-    def answers_on(self, surface: Surface) -> Answers:
-        """On the desk a bot drafts unless its file says ``answers: directly``; in a room (or by
-        voice) posting is the whole point of summoning it."""
-        return (self.answers or DRAFTS_FIRST[surface]) if surface in DRAFTS_FIRST else "directly"
-
     def ending(self, name: Ending) -> str | None:
         """The words for an ending, or None: with no words the bot says nothing."""
         return self.endings.get(name)
 
 
 def bot_fields(front: BotFile) -> dict[str, Any]:
-    """The front matter's values by field name, ready to build a ``Bot`` from."""
-    return {name: getattr(front, name) for name in BotFile.model_fields}
+    """The front matter's values by field name (the surfaces' keys among them), ready to build a ``Bot`` from."""
+    model = front.front_model if isinstance(front, Bot) else type(front)
+    return {name: getattr(front, name) for name in model.model_fields}
+
+
+def bot_models(kinds: Kinds) -> tuple[type[BotFile], type[Bot]]:
+    """The front matter and the compiled bot as this deployment's surfaces make them: ``surfaces:`` one of
+    theirs (the first registered when not written), and each surface's own keys."""
+
+    def fields() -> dict[str, tuple[Any, Any]]:
+        names = kinds.names
+        empty = f"a bot needs at least one surface ({', '.join(names[:-1])} or {names[-1]})" if len(names) > 1 \
+            else f"a bot needs a surface ({names[0]})"
+        return {"surfaces": kinds.surfaces_field(empty), **{key.name: (key.annotation, key.default) for key in kinds.keys()}}
+
+    front = kinds.model(BotFile, fields)
+    bot = kinds.model(Bot, fields)
+    bot.front_model = front
+    return front, bot

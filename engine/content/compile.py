@@ -16,18 +16,19 @@ from collections.abc import Collection, Mapping
 from pydantic import BaseModel, ValidationError
 
 from engine.content.base import KIT, SLUG, CompileError
-from engine.content.bots import Bot, BotFile
+from engine.content.bots import Bot, bot_models
 from engine.content.explain import explain
 from engine.content.grammar import Parsed, parse
+from engine.content.kinds import Kinds
 from engine.content.link import link
-from engine.content.parts import CommandFile, SkillFile, ToolFile
+from engine.content.parts import SkillFile, command_file, tool_file
 from engine.content.registry import Registry
 from engine.content.source import File, Referenced, Settings
 from engine.content.strings import Strings, parse_strings
 
 # Matrix user ids are at most 255 bytes, and a bot's slug becomes one.
 MAX_USER_ID = 255
-FOLDERS: dict[str, type[BaseModel]] = {"bots": BotFile, "skills": SkillFile, "tools": ToolFile, "commands": CommandFile}
+FOLDERS = ("bots", "skills", "tools", "commands")
 THINGS = {"bots": "bot", "skills": "skill", "tools": "tool", "commands": "command"}
 STRINGS = "strings.md"
 
@@ -35,6 +36,7 @@ STRINGS = "strings.md"
 def compile_sources(
     sources: Mapping[str, str],
     *,
+    kinds: Kinds,
     server_name: str,
     kit: Mapping[str, str] | None = None,
     referenced: Referenced | None = None,
@@ -50,11 +52,14 @@ def compile_sources(
     them), or an ``Unavailable`` saying why it could not be read. ``zones`` are the IANA zones a
     schedule may name (default: this Python's); ``site_events`` the ``site.<name>`` events the
     deployment posts (default: any); ``encrypted_rooms`` the rooms a schedule may not speak in;
-    ``puppet_prefix`` what every bot's user id starts with (``@<prefix><slug>:<server>``).
+    ``puppet_prefix`` what every bot's user id starts with (``@<prefix><slug>:<server>``); ``kinds`` the
+    surfaces the deployment runs, each with the keys, rules, built-ins and words it brings.
     """
     if not server_name:
         raise ValueError("compile_sources needs the homeserver's server_name")
-    settings = Settings(server_name, referenced or {}, zones, site_events, encrypted_rooms, puppet_prefix)
+    settings = Settings(server_name, kinds, referenced or {}, zones, site_events, encrypted_rooms, puppet_prefix)
+    models: dict[str, type[BaseModel]] = {"bots": bot_models(kinds)[0], "skills": SkillFile, "tools": tool_file(kinds),
+                                          "commands": command_file(kinds)}
     errors: list[CompileError] = []
     files: dict[str, dict[tuple[bool, str], File]] = {folder: {} for folder in FOLDERS}
     strings: list[Strings] = []
@@ -65,7 +70,7 @@ def compile_sources(
         for relative in sorted(tree):
             path = KIT + relative if is_kit else relative
             if relative == STRINGS:
-                parsed_strings = parse_strings(path, tree[relative])
+                parsed_strings = parse_strings(path, tree[relative], kinds.sections)
                 if isinstance(parsed_strings, Strings):
                     strings.append(parsed_strings)
                 else:
@@ -84,7 +89,7 @@ def compile_sources(
                 continue
             if not is_kit:
                 present[folder].add(name.removesuffix(".md"))
-            read = _read(path, name, tree[relative], FOLDERS[folder], settings, kit=is_kit)
+            read = _read(path, name, tree[relative], models[folder], settings, kit=is_kit)
             if isinstance(read, File):
                 files[folder][is_kit, read.name] = read
             else:
@@ -133,9 +138,10 @@ def avatar_files(sources: Mapping[str, str]) -> set[str]:
     return found
 
 
-def compile_bot(path: str, text: str, *, server_name: str, puppet_prefix: str = "bot_") -> Bot | list[CompileError]:
+def compile_bot(path: str, text: str, *, kinds: Kinds, server_name: str,
+                puppet_prefix: str = "bot_") -> Bot | list[CompileError]:
     """One ``bots/<slug>.md`` on its own (no kit, no skills or tools beside it) → a Bot, or its errors."""
-    compiled = compile_sources({path: text}, server_name=server_name, puppet_prefix=puppet_prefix)
+    compiled = compile_sources({path: text}, kinds=kinds, server_name=server_name, puppet_prefix=puppet_prefix)
     if isinstance(compiled, list):
         return compiled
     return next(iter(compiled))
@@ -151,7 +157,7 @@ def _read(
     if "/" in name:
         errors.append(CompileError(path, 1, f"a {thing} file lives directly in {folder}/, not in a folder below it"))
     elif not SLUG.fullmatch(stem):
-        named = "the bot's slug" if model is BotFile else f"the {thing}'s name"
+        named = "the bot's slug" if folder == "bots" else f"the {thing}'s name"
         errors.append(
             CompileError(
                 path,
@@ -160,7 +166,7 @@ def _read(
                 " starting with a letter or digit",
             )
         )
-    elif model is BotFile and len(f"@{settings.puppet_prefix}{stem}:{settings.server_name}".encode()) > MAX_USER_ID:
+    elif folder == "bots" and len(f"@{settings.puppet_prefix}{stem}:{settings.server_name}".encode()) > MAX_USER_ID:
         errors.append(CompileError(path, 1, f"the slug '{stem}' is too long for a Matrix user id"))
 
     parsed = parse(text)
@@ -170,11 +176,12 @@ def _read(
     front: BaseModel | None = None
     try:
         front = model.model_validate(
-            parsed.data, context={"zones": settings.zones, "site_events": settings.site_events}
+            parsed.data, context={"zones": settings.zones, "site_events": settings.site_events,
+                                  "triggers": settings.kinds.triggers}
         )
     except ValidationError as exc:
         errors.extend(explain(path, parsed, detail, model) for detail in exc.errors(include_url=False))
-    if model is BotFile and not parsed.body.strip() and not parsed.data.get("extends"):
+    if folder == "bots" and not parsed.body.strip() and not parsed.data.get("extends"):
         errors.append(CompileError(path, parsed.closing_line, "a bot needs a prompt: the body is empty"))
     if errors or front is None:
         return errors

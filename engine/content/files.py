@@ -16,6 +16,7 @@ from engine.content import CompileError, Registry, Unavailable, compile_sources,
 from engine.content.base import KIT
 from engine.content.code import Module, read_module
 from engine.content.compile import avatar_files
+from engine.content.kinds import Kinds
 from engine.content.registry import Doc
 from engine.errors import ContentFault
 from engine.sandbox.box import Sandbox, check_module
@@ -163,6 +164,7 @@ def _load_modules(root: Path, names: Collection[str], referenced: dict[str, str 
 def compile_content(
     root: Path,
     *,
+    kinds: Kinds,
     server_name: str,
     kit: Path | None = KIT_DIR,
     fetch_spec: FetchSpec | None = fetch_url,
@@ -184,6 +186,7 @@ def compile_content(
     referenced.update(check_images(root, avatar_files(sources)))
     compiled = compile_sources(
         sources,
+        kinds=kinds,
         server_name=server_name,
         kit=kit_sources,
         referenced=referenced,
@@ -210,11 +213,11 @@ def where(root: Path, error: CompileError, kit: Path = KIT_DIR) -> str:
     return f"{(root / error.path).as_posix()}:{error.line}: {error.message}"
 
 
-def check(root: Path, server_name: str, *, kit: Path = KIT_DIR, fetch_spec: FetchSpec | None = fetch_url,
+def check(root: Path, server_name: str, *, kinds: Kinds, kit: Path = KIT_DIR, fetch_spec: FetchSpec | None = fetch_url,
           puppet_prefix: str = "bot_") -> list[str]:
     """Every problem with the content under ``root`` (and the kit under it), one printable
     ``path:line: message`` each. Empty means it compiles."""
-    compiled = compile_content(root, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
+    compiled = compile_content(root, kinds=kinds, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
                                puppet_prefix=puppet_prefix)
     if isinstance(compiled, Registry):
         return []

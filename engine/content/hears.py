@@ -1,4 +1,4 @@
-"""What wakes a bot (``hears:``): a mention, a schedule, an event, or a contact writing on the desk — each refused at compile time
+"""What wakes a bot (``hears:``): a mention, a schedule, an event, or a word a surface adds — each refused at compile time
 unless the system would act on it, because a file that says ``hears: schedule`` and means nothing is
 worse than one that says nothing (SPEC §3, §6).
 
@@ -14,7 +14,7 @@ import functools
 import re
 import zoneinfo
 from collections.abc import Collection
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -30,10 +30,10 @@ from pydantic import (
 
 from engine.content.base import Strict, Text, unique
 
-TRIGGERS = ("mention", "schedule", "event", "support-message")
-# Triggers written as a bare word: somebody names it in a room; a contact writes on the desk (every message of
-# theirs wakes it, one run per bot per conversation, with no asker: ``serves:`` is the gate).
-PLAIN_TRIGGERS = ("mention", "support-message")
+TRIGGERS = ("mention", "schedule", "event")
+# Triggers written as a bare word: somebody names it. A surface may add its own (``engine.content.kinds``:
+# a word the compile is told in its context as ``triggers``), each waking a bot on that surface.
+PLAIN_TRIGGERS = ("mention",)
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 # Events the Matrix surface raises. A site's own events (posted to the inbound webhook) are written
 # ``site.<name>``: the prefix is what lets a typo in a Matrix event be refused rather than becoming a
@@ -214,23 +214,28 @@ class EventTrigger(Strict):
         return data
 
 
-def _mention(value: object) -> Literal["mention", "support-message"]:
-    if value == "mention":
-        return "mention"
-    if value == "support-message":
-        return "support-message"
+def _surfaces_words(info: ValidationInfo) -> tuple[str, ...]:
+    context = info.context if isinstance(info.context, dict) else {}
+    return tuple(context.get("triggers") or ())
+
+
+def _mention(value: object, info: ValidationInfo) -> str:
+    words = (*PLAIN_TRIGGERS, *_surfaces_words(info))
+    if isinstance(value, str) and value in words:
+        return value
     if value in ("schedule", "event"):
         raise ValueError(
             f"trigger '{value}' needs its details: write it as a mapping, like"
             f" '- {value}: …' with ask: (and in: for a schedule)"
         )
-    raise ValueError(f"unknown trigger {value!r} (known: {', '.join(TRIGGERS)})")
+    raise ValueError(f"unknown trigger {value!r} (known: {', '.join((*TRIGGERS, *_surfaces_words(info)))})")
 
 
-def _unknown(value: object) -> EventTrigger:
+def _unknown(value: object, info: ValidationInfo) -> EventTrigger:
+    known = ", ".join((*TRIGGERS, *_surfaces_words(info)))
     if isinstance(value, dict):
-        raise ValueError(f"a trigger names one of {', '.join(TRIGGERS)}, not {', '.join(map(str, value)) or 'nothing'}")
-    raise ValueError(f"unknown trigger {value!r} (known: {', '.join(TRIGGERS)})")
+        raise ValueError(f"a trigger names one of {known}, not {', '.join(map(str, value)) or 'nothing'}")
+    raise ValueError(f"unknown trigger {value!r} (known: {known})")
 
 
 def _which(value: Any) -> str:
@@ -244,7 +249,7 @@ def _which(value: Any) -> str:
 
 
 Trigger = Annotated[
-    Annotated[Literal["mention", "support-message"], PlainValidator(_mention), Tag(TAG + "mention")]
+    Annotated[str, PlainValidator(_mention), Tag(TAG + "mention")]
     | Annotated[ScheduleTrigger, Tag(TAG + "schedule")]
     | Annotated[EventTrigger, Tag(TAG + "event")]
     # Never a value: this branch only says why a trigger is none of the three.
@@ -254,7 +259,7 @@ Trigger = Annotated[
 
 
 def _once_mentioned(triggers: tuple[Any, ...]) -> tuple[Any, ...]:
-    for word in PLAIN_TRIGGERS:
+    for word in dict.fromkeys(trigger for trigger in triggers if isinstance(trigger, str)):
         if sum(1 for trigger in triggers if trigger == word) > 1:
             raise ValueError(f"'{word}' is listed twice")
     return triggers

@@ -9,12 +9,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.content.base import CompileError, Strict, listed
-from engine.content.bots import ALL, Bot, BotFile, bot_fields, is_mxc
+from engine.content.bots import ALL, Bot, BotFile, bot_fields, bot_models, is_mxc
 from engine.content.link_tools import check_model_names, compile_tool
 from engine.content.openapi import Unavailable
 from engine.content.parts import (
     BUILTIN_TOOLS,
-    COMMAND_SURFACES,
     PLACEHOLDER,
     RESERVED_COMMANDS,
     Command,
@@ -39,12 +38,12 @@ def link(
     tools = {name: tool for name, file in _named(files["tools"]).items()
              if (tool := compile_tool(name, file, settings, errors))}
     check_model_names(tools, _named(files["tools"]), errors)
-    tool_names = set(tools) | set(BUILTIN_TOOLS) | present["tools"]
+    tool_names = set(tools) | set(builtin_tools(settings)) | present["tools"]
 
     skills: dict[str, Skill] = {}
     for name, file in _named(files["skills"]).items():
         front: SkillFile = file.front
-        _check_tools(file, front.tools, tool_names, tools, errors)
+        _check_tools(file, front.tools, tool_names, tools, errors, settings)
         skills[name] = Skill(**_fields(front, SkillFile), name=name, text=file.parsed.body.strip(), source_path=file.path)
 
     bots = _Bots(files["bots"], strings, settings, tool_names, tools, skills, errors, present)
@@ -55,7 +54,8 @@ def link(
 
     commands = []
     for name, file in _named(files["commands"]).items():
-        command = _command(name, file, live, {b.slug: b for b in kit_bots}, tool_names, tools, errors, present["bots"])
+        command = _command(name, file, live, {b.slug: b for b in kit_bots}, tool_names, tools, errors, present["bots"],
+                           settings)
         if command is not None:
             commands.append(command)
 
@@ -63,7 +63,7 @@ def link(
         return errors
     return Registry.of(
         settings.server_name, site_bots, skills=skills.values(), tools=tools.values(), commands=commands,
-        strings=strings, kit_bots=kit_bots,
+        strings=strings, kit_bots=kit_bots, surface_tools=settings.kinds.tools,
     )
 
 
@@ -79,17 +79,23 @@ def _fields(front: Strict, model: type[Strict]) -> dict[str, Any]:
     return {name: getattr(front, name) for name in model.model_fields}
 
 
-def _tools_listed(tools: Mapping[str, Tool]) -> str:
-    return f"built-ins: {listed(BUILTIN_TOOLS)}; content/tools: {listed(sorted(tools))}"
+def builtin_tools(settings: Settings) -> tuple[str, ...]:
+    """The built-ins a bot names without a file: the engine's and its surfaces' (each offered only on its own)."""
+    return tuple(sorted((*BUILTIN_TOOLS, *settings.kinds.tools)))
+
+
+def _tools_listed(tools: Mapping[str, Tool], settings: Settings) -> str:
+    return f"built-ins: {listed(builtin_tools(settings))}; content/tools: {listed(sorted(tools))}"
 
 
 def _check_tools(
-    file: File, names: tuple[str, ...], known: set[str], tools: Mapping[str, Tool], errors: list[CompileError]
+    file: File, names: tuple[str, ...], known: set[str], tools: Mapping[str, Tool], errors: list[CompileError],
+    settings: Settings,
 ) -> None:
     for index, name in enumerate(names):
         if name not in known:
             errors.append(
-                CompileError(file.path, file.line("tools", index), f"tools: '{name}' is not a tool ({_tools_listed(tools)})")
+                CompileError(file.path, file.line("tools", index), f"tools: '{name}' is not a tool ({_tools_listed(tools, settings)})")
             )
 
 
@@ -171,7 +177,7 @@ class _Bots:
 
     def _bot(self, file: File, front: BotFile, parent: Bot | None) -> Bot | None:
         before = len(self.errors)
-        _check_tools(file, front.tools, self.tool_names, self.tools, self.errors)
+        _check_tools(file, front.tools, self.tool_names, self.tools, self.errors, self.settings)
         if isinstance(front.skills, tuple):
             for index, name in enumerate(front.skills):
                 if name not in self.skills and name not in self.present["skills"]:
@@ -199,47 +205,26 @@ class _Bots:
         self._consistent(file, front, values)
         if len(self.errors) > before:
             return None
-        return Bot(
-            **values,
-            slug=file.name,
-            user_id=f"@{self.settings.puppet_prefix}{file.name}:{self.settings.server_name}",
-            prompt=prompt,
-            source_path=file.path,
-            body=body,
-            file=front,
+        # Validated again as the compiled bot, told the surfaces' words as the file was.
+        return bot_models(self.settings.kinds)[1].model_validate(
+            {**values, "slug": file.name,
+             "user_id": f"@{self.settings.puppet_prefix}{file.name}:{self.settings.server_name}",
+             "prompt": prompt, "source_path": file.path, "body": body, "file": front},
+            context={"triggers": self.settings.kinds.triggers},
         )
 
     def _consistent(self, file: File, front: BotFile, values: dict[str, Any]) -> None:
         """Fields that only make sense together, on the bot as it is (after ``extends:``), reported
         at the key this file set (a parent's own mistakes are reported at the parent)."""
         said = front.model_fields_set
-        surfaces = values["surfaces"]
 
         def refuse(keys: tuple[str, ...], message: str) -> None:
             mine = [key for key in keys if key in said]
             if mine:
                 self.errors.append(CompileError(file.path, file.line(_alias(mine[0]), key=True), message))
 
-        shown = ", ".join(surfaces)
-        if values["voice"] is not None and "voice" not in surfaces:
-            refuse(("voice", "surfaces"), f"voice: says how the bot sounds, but it is not on the voice surface (surfaces: {shown})")
-        offer = values["offer"]
-        if offer != "off" and "desk" not in surfaces:
-            refuse(("offer", "surfaces"), f"offer: {offer} offers the bot on the desk, but it is not on the desk (surfaces: {shown})")
-        if offer != "off" and not values["limits"].per:
-            refuse(
-                ("offer", "limits"),
-                f"offer: {offer} needs limits.per: an offered bot answers people by itself, so a per-person"
-                " ceiling must hold (windows: minute, hour, day, week, month)",
-            )
-        if "support-message" in values["hears"]:
-            if "desk" not in surfaces:
-                refuse(("hears", "surfaces"), f"hears: support-message wakes the bot on the desk, but it is not on the desk (surfaces: {shown})")
-            elif not values["limits"].per:
-                refuse(("hears", "limits"), "hears: support-message needs limits.per: the bot answers every message a contact"
-                       " writes by itself, so a per-person ceiling must hold (windows: minute, hour, day, week, month)")
-        if values["answers"] is not None and "desk" not in surfaces:
-            refuse(("answers", "surfaces"), f"answers: is how the bot answers on the desk, but it is not on the desk (surfaces: {shown})")
+        for rule in self.settings.kinds.rules():
+            rule(values, refuse)
         if "hears" in said:
             for index, trigger in enumerate(values["hears"]):
                 room = getattr(trigger, "in_", None)
@@ -300,6 +285,7 @@ def _command(
     tools: Mapping[str, Tool],
     errors: list[CompileError],
     bot_files: set[str],
+    settings: Settings,
 ) -> Command | None:
     front: CommandFile = file.front
     before = len(errors)
@@ -310,7 +296,7 @@ def _command(
 
     if name in RESERVED_COMMANDS:
         refuse(1, f"!{name} is the service's own command (its own: {listed('!' + c for c in RESERVED_COMMANDS)})")
-    offered: tuple[str, ...] = ("rooms",)
+    offered: tuple[str, ...] = settings.kinds.commanded[:1]
     if front.bot is not None:
         bot = live.get(front.bot)
         if bot is None and front.bot in bot_files:
@@ -325,7 +311,7 @@ def _command(
             else:
                 refuse(file.line("bot"), f"bot: '{front.bot}' is not a bot (content/bots: {listed(live)})")
         else:
-            offered = tuple(s for s in bot.surfaces if s in COMMAND_SURFACES)
+            offered = tuple(s for s in bot.surfaces if s in settings.kinds.commanded)
             if front.surfaces is None and not offered:
                 refuse(file.line("bot"), f"!{name} has nowhere to be offered: its bot '{bot.slug}' is only on {', '.join(bot.surfaces)}")
             for index, surface in enumerate(front.surfaces or ()):
@@ -340,7 +326,7 @@ def _command(
     else:
         assert front.tool is not None
         if front.tool not in tool_names:
-            refuse(file.line("tool"), f"tool: '{front.tool}' is not a tool ({_tools_listed(tools)})")
+            refuse(file.line("tool"), f"tool: '{front.tool}' is not a tool ({_tools_listed(tools, settings)})")
         elif front.tool in tools and (needs := tools[front.tool].needs) is not None:
             offered = (needs,)
             for index, surface in enumerate(front.surfaces or ()):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.content.base import CompileError, Strict
-from engine.content.bots import Bot, BotFile, Limits, Voice, bot_fields
+from engine.content.bots import Bot, BotFile, Limits, bot_fields
 from engine.content.hears import EventTrigger, Schedule, ScheduleTrigger
 from engine.content.parts import Arg, Command, CommandFile, Operation, Skill, SkillFile, Tool, ToolFile
 from engine.content.registry import Registry
@@ -26,6 +26,5 @@ __all__ = [
     "Strict",
     "Tool",
     "ToolFile",
-    "Voice",
     "bot_fields",
 ]

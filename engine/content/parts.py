@@ -15,14 +15,12 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, StrictBool, StrictStr, model_validator
 
 from engine.content.base import AudienceField, Line, Name, Names, Refusal, Strict, unique
+from engine.content.kinds import Kinds
 
 # The tools the engine itself provides; a bot names them without a file. (The runtime is elsewhere;
-# a test asserts this exact set, so a seventh is a decision somebody makes on purpose.)
-BUILTIN_TOOLS = ("about_me", "card", "create_bot", "current_room", "fetch", "open_skill", "raise_ticket", "remove_bot",
-                 "search_site")
-# The built-ins that need a surface, offered only there (as a tool file's ``needs:``): where a voice session
-# is, only a voice session knows.
-BUILTIN_NEEDS = {"current_room": "voice", "card": "members"}
+# a test asserts this exact set, so another is a decision somebody makes on purpose.) A surface adds its
+# own, offered only on it (``engine.content.kinds``).
+BUILTIN_TOOLS = ("about_me", "create_bot", "fetch", "open_skill", "raise_ticket", "remove_bot", "search_site")
 # The built-ins that read a person's own data: offered only where that person alone reads the answer.
 # (raise_ticket writes for the person and answers only with the ticket's number: it reads nothing of theirs.)
 # create_bot and remove_bot make and unmake the person's own member bots: offered only in a DM with them (or
@@ -33,7 +31,6 @@ BUILTIN_KEYS = ("for", "needs", "personal")
 # The service's own commands: a content command may not take their names.
 RESERVED_COMMANDS = ("bots", "cancel", "forget", "help", "memories")
 ARG_KINDS = ("span", "choice", "person", "boolean", "number", "text")
-COMMAND_SURFACES = ("rooms", "desk")
 
 _URL = re.compile(r"https?://[^\s/]+(?:/\S*)?")
 _ARG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
@@ -122,7 +119,7 @@ class ToolFile(Strict):
     operations: Annotated[tuple[StrictStr, ...], AfterValidator(unique)] = ()
     module: Annotated[StrictStr, AfterValidator(_module)] | None = None
     audience: AudienceField | None = Field(default=None, alias="for")
-    needs: Literal["desk"] | None = None
+    needs: StrictStr | None = None  # one of the surfaces that let a tool need them: ``tool_file(kinds)``
     personal: StrictBool | None = None  # None: not said (a subject or a personal built-in makes it personal)
     subject: Line | None = None
     # A code tool's process gets a network of its own (never this machine's loopback); without it, none.
@@ -281,7 +278,7 @@ class CommandFile(Strict):
     bot: Name | None = None
     tool: Name | None = None
     audience: AudienceField | None = Field(default=None, alias="for")
-    surfaces: Annotated[tuple[Literal["rooms", "desk"], ...], AfterValidator(unique)] | None = None
+    surfaces: tuple[StrictStr, ...] | None = None  # where commands are offered: ``command_file(kinds)``
     args: Annotated[tuple[Arg, ...], AfterValidator(_args)] = ()
 
     @model_validator(mode="after")
@@ -304,3 +301,16 @@ class Command(CommandFile):
     def shape(self) -> dict[str, Any]:
         """What a client may see: enough to draw the form, nothing of the prompt."""
         return self.model_dump(mode="json", by_alias=True, include={"name", "hint", "args"})
+
+
+def tool_file(kinds: Kinds) -> type[ToolFile]:
+    """A tool file's front matter as this deployment lets it be written: ``needs:`` one of its surfaces that
+    a tool may need."""
+    return kinds.model(ToolFile, lambda: {"needs": (kinds.one_of(kinds.needed) | None, None)})
+
+
+def command_file(kinds: Kinds) -> type[CommandFile]:
+    """A command file's front matter as this deployment lets it be written: ``surfaces:`` where it offers
+    commands."""
+    return kinds.model(CommandFile, lambda: {
+        "surfaces": (Annotated[tuple[kinds.one_of(kinds.commanded), ...], AfterValidator(unique)] | None, None)})  # type: ignore[misc]

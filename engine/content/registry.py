@@ -11,6 +11,7 @@ from typing import TypeVar
 from engine.content.bots import ALL, Bot
 from engine.content.parts import Command, Skill, Tool
 from engine.content.strings import Strings
+from engine.core.messages import ToolSpec
 
 T = TypeVar("T")
 
@@ -70,6 +71,8 @@ class Registry:
     kit_bots: Mapping[str, Bot] = field(default_factory=_empty)  # type: ignore[arg-type]
     # content/docs/, by path: not compiled (free prose), carried so a publish can index it for search.
     docs: Mapping[str, Doc] = field(default_factory=_empty)  # type: ignore[arg-type]
+    # The built-ins the deployment's surfaces bring: name → (its spec, the surface it is offered on).
+    surface_tools: Mapping[str, tuple[ToolSpec, str]] = field(default_factory=_empty)  # type: ignore[arg-type]
 
     @classmethod
     def of(
@@ -83,6 +86,7 @@ class Registry:
         strings: Strings | None = None,
         kit_bots: Iterable[Bot] = (),
         docs: Iterable[Doc] = (),
+        surface_tools: Mapping[str, tuple[ToolSpec, str]] | None = None,
     ) -> Registry:
         return cls(
             server_name=server_name,
@@ -93,6 +97,7 @@ class Registry:
             strings=strings or Strings(),
             kit_bots=_ordered(kit_bots, "slug"),
             docs=_ordered(docs, "path"),
+            surface_tools=types.MappingProxyType(dict(surface_tools or {})),
         )
 
     def get(self, slug: str) -> Bot | None:

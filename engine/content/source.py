@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.content.grammar import Parsed
+from engine.content.kinds import Kinds
 from engine.content.openapi import Unavailable
 
 Referenced = Mapping[str, "str | Unavailable"]
@@ -18,6 +19,7 @@ class Settings:
     """What the compile is told about the deployment (all of it handed in; none of it looked up)."""
 
     server_name: str
+    kinds: Kinds  # the surfaces this deployment runs, and what each brings
     referenced: Referenced
     zones: Collection[str] | None = None
     site_events: Collection[str] | None = None

@@ -117,49 +117,9 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # theirs alone while it was worked on (somebody joined, it went public).
     "tools": {"nobody": (), "no_account": (), "none": (), "ticket_raised": ("ticket",), "private_elsewhere": (),
               "shared_now": ("name",)},
-    # The door (a spoken conversation): the header over its earlier turns ({name}: the person), where it is —
-    # ``in_room`` once a room the person named was verified, ``no_room`` otherwise — and what a response says
-    # when the work outlives its turn: where the answer will be posted once it is ready.
-    # A voice note a bot could not hear, answered in words: over the size cap ({mib}), over the length cap
-    # ({minutes}), not audio, a link that is not a content URI, or the download or the transcription failed;
-    # ``no_words``: it heard nothing; ``refused``: a summons's gate said no where ``### refusals`` has no words;
-    # ``slow_down``: over the sender's rate ({per_minute}); ``busy``: every hearing of the process is taken.
     # A person's own memories of a person+recall bot (``!memories``, ``!forget <n>``, ``!forget all``).
     "memories": {"list": ("bot",), "none": ("bot",), "forgot": ("bot", "said"), "forgot_all": ("bot", "count"),
                  "no_such": ("n",), "not_here": (), "which": ("bots",)},
-    "voice": {"too_large": ("mib",), "too_long": ("minutes",), "not_audio": (), "not_heard": (), "no_words": (),
-              "bad_link": (), "refused": (), "slow_down": ("per_minute",), "busy": ()},
-    "door": {"header": ("name",), "in_room": ("room",), "no_room": (), "later_room": ("room",), "later_dm": (),
-             "later_nowhere": ()},
-    # The desk's own words: the framing of a desk run's transcript ({inbox}: the inbox's title; ``contact`` is
-    # what a contact with no name is called), a bot's offer of itself, the check after an answer, the way
-    # out, what the widget shows (the composer, the bot writing), what a contact is told when refused, and
-    # how the staff room in Matrix mirrors a conversation (a thread per conversation, drafts to send or drop);
-    # ``too_many_new``: over the limits on new contacts and conversations (from one address, in one inbox, held by
-    # one contact).
-    "desk": {
-        "context": ("inbox",), "contact": (),
-        "offer": (), "offer_choice": ("bot",),
-        "did_it_help": (), "helped": (), "human": (), "anything_else": (), "more": (), "done": (),
-        "handed_over": (), "resolved": (), "typing": ("bot",), "placeholder": (), "send": (),
-        "too_fast": (), "gone": (),
-        "staff_thread": ("id", "contact", "inbox"),
-        "staff_draft": ("bot",), "staff_sent": ("name",), "staff_edited": ("name",),
-        "staff_discarded": ("name",), "staff_handover": (), "staff_resolved": (),
-        # No usable provider: no assistant here, a person answers; the widget's commands menu (its button, a
-        # command's run button, a span's units, back to the list) and a command refused after "talk to a person".
-        "no_assistant": (), "commands": (), "run_command": (), "back": (), "commands_off": (),
-        "unit_minutes": (), "unit_hours": (), "unit_days": (), "unit_weeks": (),
-        "too_many_new": (),
-        "too_many_streams": (),
-    },
-    # Member bots (docs/member-bots.md), in their own rooms: the one notice of an outage ({name}: the glyph and
-    # persona, {why}: what failed, {when}: its schedule), and the line a removed bot leaves.
-    # A member bot's failed edition (``outage``: the first of an outage, said once), its removal, and why an
-    # edition the summons refused was skipped: no provider can answer (``no_provider``), or another refusal.
-    "members": {"outage": ("name", "why", "when"), "removed": ("name",), "no_provider": (), "refused": ("reason",),
-                # The reason on the leave event of a room made for a bot that could not then be stored.
-                "not_made": ()},
 }
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*")
@@ -186,8 +146,7 @@ class Strings:
         """These strings, falling back to ``base`` key by key."""
         merged = {
             name: _frozen({**base.section(name), **self.section(name)})
-            for name in CATALOGUE
-            if base.section(name) or self.section(name)
+            for name in dict.fromkeys((*base.sections, *self.sections))
         }
         return Strings(types.MappingProxyType(merged))
 
@@ -195,8 +154,11 @@ class Strings:
         return {name: dict(entries) for name, entries in self.sections.items()}
 
 
-def parse_strings(path: str, text: str) -> Strings | list[CompileError]:
-    """``strings.md`` → Strings, or every error in it."""
+def parse_strings(path: str, text: str, surfaces: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+                  ) -> Strings | list[CompileError]:
+    """``strings.md`` → Strings, or every error in it. ``surfaces``: the sections the deployment's surfaces
+    bring (``engine.content.kinds``), beside the engine's own."""
+    catalogue: Mapping[str, Mapping[str, tuple[str, ...]]] = {**CATALOGUE, **(surfaces or {})}
     errors: list[CompileError] = []
     found: dict[str, dict[str, str]] = {}
     first_line: dict[tuple[str, str], int] = {}
@@ -224,9 +186,9 @@ def parse_strings(path: str, text: str) -> Strings | list[CompileError]:
                 if title != SCOPE:
                     errors.append(CompileError(path, number, f"unknown scope '## {heading.group(2)}' (scopes: {SCOPE})"))
             elif level == 3 and scope == SCOPE:
-                section = title if title in CATALOGUE else None
+                section = title if title in catalogue else None
                 if section is None:
-                    known = ", ".join(CATALOGUE)
+                    known = ", ".join(catalogue)
                     errors.append(
                         CompileError(path, number, f"unknown section '### {heading.group(2)}' under ## {SCOPE} (sections: {known})")
                     )
@@ -251,7 +213,7 @@ def parse_strings(path: str, text: str) -> Strings | list[CompileError]:
         if section is None:
             continue
         key, words = match.group(1), match.group(2).strip()
-        keys = CATALOGUE[section]
+        keys = catalogue[section]
         if key not in keys:
             errors.append(
                 CompileError(path, number, f"unknown key '{key}' in ### {section} (keys: {', '.join(keys)})")
@@ -270,7 +232,7 @@ def parse_strings(path: str, text: str) -> Strings | list[CompileError]:
         words = found[section][key]
         if not words:
             errors.append(CompileError(path, number, f"'{key}' in ### {section} has no words: leave it out to say nothing"))
-        allowed = CATALOGUE[section][key]
+        allowed = catalogue[section][key]
         offered = ", ".join("{" + a + "}" for a in allowed) or "none"
         for why in _placeholder_problems(words, allowed):
             errors.append(CompileError(path, number, f"'{key}' in ### {section}: {why} (it is given: {offered})"))

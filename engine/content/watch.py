@@ -16,6 +16,7 @@ from pathlib import Path
 from engine.clock import Clock, SystemClock
 from engine.content import Registry
 from engine.content.files import FetchSpec, compile_content, fetch_url, files_under, where
+from engine.content.kinds import Kinds
 from engine.sandbox.box import Sandbox
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ async def watch(
     on_errors: Callable[[list[str]], None],
     interval: float = 0.5,
     *,
+    kinds: Kinds,
     fetch_spec: FetchSpec | None = fetch_url,
     encrypted_rooms: Callable[[], Awaitable[Collection[str]]] | None = None,
     clock: Clock | None = None,
@@ -85,7 +87,7 @@ async def watch(
             delay = min(delay * 2, RETRY_MAX)
             continue
         compiled = await asyncio.to_thread(
-            compile_content, root, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
+            compile_content, root, kinds=kinds, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
             encrypted_rooms=sealed, sandbox=sandbox, puppet_prefix=puppet_prefix,
         )
         if isinstance(compiled, list):

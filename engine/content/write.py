@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from engine.content.base import Strict
-from engine.content.bots import Bot, BotFile, bot_fields
+from engine.content.bots import Bot, bot_fields
 from engine.content.parts import Command, CommandFile, Skill, SkillFile, Tool, ToolFile
 
 
@@ -55,7 +55,9 @@ def write_file(front: Strict, body: str, *, keep_set: bool = False) -> str:
 
 
 def write_bot(bot: Bot) -> str:
-    file = bot.file if bot.file is not None else BotFile(**bot_fields(bot))
+    # A bot compiled without its file: its own words were checked when it compiled.
+    said = tuple(trigger for trigger in bot.hears if isinstance(trigger, str))
+    file = bot.file if bot.file is not None else bot.front_model.model_validate(bot_fields(bot), context={"triggers": said})
     return write_file(file, bot.body if bot.file is not None else bot.prompt, keep_set=file.extends is not None)
 
 

@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from engine.clock import Clock
@@ -66,6 +66,7 @@ class Worker:
         settings: WorkerSettings,
         *,
         tools: Mapping[str, ToolFn] | None = None,
+        surface_tools: Collection[str] = (),
         harness: Mapping[str, ToolFn] | None = None,
         content_tools: ContentTools | None = None,
         site_classes: SiteClasses | None = None,
@@ -77,7 +78,8 @@ class Worker:
         hold: type[Hold] = Hold,
     ) -> None:
         """``status``: whether a provider is usable here (``Answerer.status()``), said on every heartbeat.
-        ``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``);
+        ``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``; the
+        surfaces' own built-ins among ``tools`` are those ``surface_tools`` names);
         ``harness`` are a test's or a bench's own tools, offered to every run (never in production);
         ``openers`` open what surfaces keep sealed off a run's context (``engine.surface.Opener``); ``hold``: how
         a claimed run is held (a test or a bench may pass one that watches it more closely)."""
@@ -88,7 +90,8 @@ class Worker:
         self.clock = clock
         self.settings = settings
         self.toolbox = ToolRunner(registry, surfaces, store, tools=tools, harness=harness,
-                                  content_tools=content_tools, site_classes=site_classes)
+                                  content_tools=content_tools, site_classes=site_classes,
+                                  surface_tools=surface_tools)
         self.id = worker_id or new_worker_id()
         # Whether this worker can answer model calls, as its heartbeat says: required, since a default would be a
         # guess — and the old guess, "usable as the stand-in", is the one SPEC §2 forbids.

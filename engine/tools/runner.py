@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from engine.content import Registry
@@ -57,11 +57,13 @@ class ToolRunner:
         self, registry: Callable[[], Registry], surfaces: Mapping[str, Surface], db: Families, *,
         tools: Mapping[str, ToolFn] | None = None, harness: Mapping[str, ToolFn] | None = None,
         content_tools: ContentTools | None = None, site_classes: SiteClasses | None = None,
+        surface_tools: Collection[str] = (),
     ) -> None:
-        """``tools`` are the built-ins' implementations (a bot is offered those its file lists);
-        ``harness`` are a test's or a bench's own tools, offered to every run — never given in production.
-        ``content_tools`` runs the site's OpenAPI and code tools."""
-        unknown = sorted(set(tools or ()) - set(BUILTIN_SPECS))
+        """``tools`` are the built-ins' implementations (a bot is offered those its file lists): the engine's,
+        and those of ``surface_tools``, the built-ins the surfaces registered; ``harness`` are a test's or a
+        bench's own tools, offered to every run — never given in production. ``content_tools`` runs the
+        site's OpenAPI and code tools."""
+        unknown = sorted(set(tools or ()) - set(BUILTIN_SPECS) - set(surface_tools))
         if unknown:
             raise ValueError(f"not built-in tools: {', '.join(unknown)} (a test's own tools are its harness)")
         self._registry = registry

@@ -21,6 +21,7 @@ from typing import Any
 
 import asyncpg
 
+from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
@@ -229,7 +230,7 @@ async def main() -> int:
     try:
         dsn = f"postgresql://postgres@127.0.0.1:{PORTS['SUMMON_PG_PORT']}/summon"
         await migrate(dsn)
-        result = compile_sources(read_content(REPO / "content"), server_name="localhost")
+        result = compile_sources(read_content(REPO / "content"), kinds=KINDS, server_name="localhost")
         assert isinstance(result, Registry), result
         db = await Store.connect(dsn, min_size=1, max_size=2)
         await publish(db, result)

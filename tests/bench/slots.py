@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from appservice.kinds import KINDS
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
 from engine.content.files import read_content
@@ -100,7 +101,7 @@ async def main() -> int:
     try:
         dsn = f"postgresql://postgres@127.0.0.1:{PORTS['SUMMON_PG_PORT']}/summon"
         await migrate(dsn)
-        result = compile_sources(read_content(REPO / "content"), server_name="localhost")
+        result = compile_sources(read_content(REPO / "content"), kinds=KINDS, server_name="localhost")
         assert isinstance(result, Registry), result
         db = await Store.connect(dsn, min_size=1, max_size=2)
         await publish(db, result)

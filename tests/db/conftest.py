@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.run.publish import publish
@@ -14,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def registry() -> Registry:
-    result = compile_content(REPO / "content", server_name="localhost", fetch_spec=None)
+    result = compile_content(REPO / "content", kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(result, Registry), result
     return result
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.dispatch import Dispatcher
 from engine.clock import SystemClock
 from engine.content import Registry
@@ -102,7 +103,7 @@ async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, tmp_
     root = tmp_path / "content"
     shutil.copytree(REPO / "content", root)
     (root / "bots" / "clerk.md").write_text("---\nname: Clerk\ntools: [raise_ticket]\n---\nYou raise tickets.\n")
-    registry = compile_content(root, server_name="localhost", fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     script = [{"tool_calls": [{"id": "c1", "name": "raise_ticket",

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import AudienceFacts, Registry, compile_sources
 from engine.run.publish import publish
 from engine.run.refusals import Refused
@@ -30,7 +31,7 @@ You are a bot with a small allowance.
 
 @pytest.fixture
 async def capped(db: TestStore) -> Registry:
-    registry = compile_sources({"bots/capped.md": CAPPED}, server_name="localhost")
+    registry = compile_sources({"bots/capped.md": CAPPED}, kinds=KINDS, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
@@ -85,7 +86,7 @@ async def test_a_person_over_the_ceiling_is_told_which_window_and_when_it_frees(
     from tests.db.test_ingest import feed, message, pipeline
 
     # The kit's strings carry the words.
-    registry = compile_sources({"bots/capped.md": CAPPED}, server_name="localhost", kit=read_content(KIT_DIR))
+    registry = compile_sources({"bots/capped.md": CAPPED}, kinds=KINDS, server_name="localhost", kit=read_content(KIT_DIR))
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])

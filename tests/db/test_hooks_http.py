@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestClient
 
 from appservice.config import HookKey
 from appservice.hooks import DELIVERY, KEY, MAX_BODY, SIGNATURE, TIMESTAMP, EventHooks, sign
+from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
 from engine.clock import FakeClock
 from engine.content import Registry, compile_sources
@@ -45,7 +46,7 @@ ClientMaker = Callable[..., Awaitable[TestClient[web.Request, web.Application]]]
 
 @pytest.fixture
 async def client(db: TestStore, aiohttp_client: ClientMaker) -> TestClient[web.Request, web.Application]:
-    registry = compile_sources({"bots/cashier.md": CASHIER}, server_name="localhost")
+    registry = compile_sources({"bots/cashier.md": CASHIER}, kinds=KINDS, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])

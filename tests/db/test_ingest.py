@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.build import wire_dispatcher
 from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
@@ -187,7 +188,7 @@ async def test_a_person_joining_wakes_the_bots_in_the_room_that_hear_it(db: Test
     from engine.content import compile_sources
     from engine.run.publish import publish
 
-    registry = compile_sources({"bots/greeter.md": GREETER}, server_name="localhost")
+    registry = compile_sources({"bots/greeter.md": GREETER}, kinds=KINDS, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
@@ -213,7 +214,7 @@ async def test_a_rooms_state_read_after_a_join_wakes_and_summons_nobody(db: Test
     from engine.content import compile_sources
     from engine.run.publish import publish
 
-    registry = compile_sources({"bots/greeter.md": GREETER}, server_name="localhost")
+    registry = compile_sources({"bots/greeter.md": GREETER}, kinds=KINDS, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
 from engine.clock import SystemClock
 from engine.content import Registry
@@ -47,7 +48,7 @@ async def registry_with(db: TestStore, tmp_path: Path, memory: str) -> Registry:
     root = tmp_path / "content"
     shutil.copytree(REPO / "content", root)
     (root / "bots" / "rememberer.md").write_text(bot_file(memory))
-    registry = compile_content(root, server_name="localhost", fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: chosen", providers=[])

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.memories import MemoryCommands
 from appservice.matrix.ours import Ours
 from engine.content import Registry
@@ -42,7 +43,7 @@ async def recall_registry(db: TestStore, tmp_path: Path) -> Registry:
     shutil.copytree(REPO / "content", root)
     (root / "bots" / "rememberer.md").write_text(
         "---\nname: Rememberer\nsurfaces: [rooms, desk]\nmemory: person+recall\nanswers: directly\n---\nYou remember.\n")
-    registry = compile_content(root, server_name="localhost", fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry), registry
     assert await publish(db, registry) and "rememberer" in (await recallable(db, registry))[0].bots
     await db.workers.beat("test-worker", usable=True, mode="stand-in: chosen", providers=[])
@@ -206,7 +207,7 @@ async def test_memories_are_listed_in_a_dm_with_a_puppet_of_another_prefix(db: T
     shutil.copytree(REPO / "content", root)
     (root / "bots" / "rememberer.md").write_text(
         "---\nname: Rememberer\nsurfaces: [rooms]\nmemory: person+recall\n---\nYou remember.\n")
-    registry = compile_content(root, server_name="localhost", fetch_spec=None, puppet_prefix="ai_")
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None, puppet_prefix="ai_")
     assert isinstance(registry, Registry), registry
     assert registry.bots["rememberer"].user_id == "@ai_rememberer:localhost"
     assert await publish(db, registry)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources
 from engine.content.files import compile_content, read_content, read_kit
 from engine.run.publish import publish
@@ -22,7 +23,7 @@ HARM_SKILLS = ["handing-over", "i-dont-know", "no-promises", "privacy"]
 
 
 def shipped() -> Registry:
-    result = compile_content(REPO / "content", server_name=SERVER, fetch_spec=None)
+    result = compile_content(REPO / "content", kinds=KINDS, server_name=SERVER, fetch_spec=None)
     assert isinstance(result, Registry), result
     return result
 
@@ -67,7 +68,7 @@ async def test_publishing_again_withdraws_what_is_gone_and_relinks(db: TestStore
     (content / "bots" / "helper.md").write_text(
         "---\nname: Helper\ntools: [search_site]\nskills: [privacy]\n---\nHelp.\n", encoding="utf-8"
     )
-    changed = compile_content(content, server_name=SERVER, fetch_spec=None)
+    changed = compile_content(content, kinds=KINDS, server_name=SERVER, fetch_spec=None)
     assert isinstance(changed, Registry), changed
     assert await publish(db, changed) == ["helper"]
     assert [b["slug"] for b in await rows(db, "published_bots")] == ["helper"]
@@ -87,7 +88,7 @@ async def test_a_publish_that_fails_publishes_nothing(db: TestStore) -> None:
 
     sources = read_content(REPO / "content")
     sources["bots/helper.md"] = sources["bots/helper.md"].replace("name: Helper", "name: Renamed")
-    second = compile_sources(sources, server_name=SERVER, kit=read_kit())
+    second = compile_sources(sources, kinds=KINDS, server_name=SERVER, kit=read_kit())
     assert isinstance(second, Registry)
 
     class Broken(Queries):
@@ -108,6 +109,6 @@ async def test_a_file_that_does_not_compile_never_reaches_publish(db: TestStore,
     content = tmp_path / "content"
     shutil.copytree(REPO / "content", content)
     (content / "bots" / "helper.md").write_text("---\nname: Helper\ntools: [lookup]\n---\nx\n", encoding="utf-8")
-    result = compile_content(content, server_name=SERVER, fetch_spec=None)
+    result = compile_content(content, kinds=KINDS, server_name=SERVER, fetch_spec=None)
     assert isinstance(result, list) and "tools: 'lookup' is not a tool" in str(result[0])
     assert await rows(db, "published_bots") == []

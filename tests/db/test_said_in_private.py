@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
 from engine.clock import SystemClock
 from engine.content import Registry
@@ -112,7 +113,7 @@ async def clerk(db: TestStore, tmp_path: Path) -> Registry:
     root = tmp_path / "content"
     shutil.copytree(REPO / "content", root)
     (root / "bots" / "clerk.md").write_text(CLERK)
-    registry = compile_content(root, server_name="localhost", fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await room(db, DM, {ANN: "join", CLERK_USER: "join"})
@@ -219,7 +220,7 @@ def orders_tool(shop: Shop, tmp_path: Path) -> Registry:
     (root / "tools" / "shop.yaml").write_text(spec.replace("{port: {default: '1'}}", f"{{port: {{default: '{shop.port}'}}}}"))
     (root / "tools" / "orders.md").write_text("---\nopenapi: tools/shop.yaml\noperations: [ordersOf]\nsubject: user\n---\n")
     (root / "bots" / "clerk.md").write_text("---\nname: Clerk\ntools: [orders]\n---\nYou are the clerk.\n")
-    registry = compile_content(root, server_name="localhost", fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry), registry
     return registry
 
@@ -262,7 +263,7 @@ async def test_a_builtins_own_file_is_published_as_the_builtins(db: TestStore, t
     (root / "tools").mkdir(exist_ok=True)
     (root / "tools" / "fetch.md").write_text("---\nfor: moderator\n---\nOnly moderators have pages read.\n")
     (root / "bots" / "clerk.md").write_text("---\nname: Clerk\ntools: [fetch]\n---\nYou are the clerk.\n")
-    registry = compile_content(root, server_name="localhost", fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     row = await db.pool.fetchrow("SELECT kind, compiled FROM tools WHERE name = 'fetch'")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry
 from engine.content.files import compile_content, read_docs
 from engine.content.registry import Doc
@@ -22,7 +23,7 @@ RUN = RunRef(id=1, bot="helper", surface="rooms")
 
 
 def compiled(root: Path) -> Registry:
-    result = compile_content(root, server_name="localhost", fetch_spec=None)
+    result = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(result, Registry), result
     return result
 

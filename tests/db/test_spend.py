@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from appservice.kinds import KINDS
 from engine.clock import SystemClock
 from engine.content import AudienceFacts, Registry
 from engine.content.files import compile_content
@@ -68,7 +69,7 @@ async def thrifty(db: TestStore, tmp_path: Path) -> Registry:
     root = tmp_path / "content"
     shutil.copytree(REPO / "content", root)
     (root / "bots" / "thrifty.md").write_text(THRIFTY)
-    registry = compile_content(root, server_name="localhost", fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="live", providers=["openai"])

@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
 from engine.clock import FakeClock
 from engine.content import Registry, ScheduleTrigger, compile_sources
@@ -46,7 +47,7 @@ ROOMS = RoomFacts("localhost")
 
 @pytest.fixture
 async def morning(db: TestStore) -> Registry:
-    registry = compile_sources({"bots/morning.md": MORNING}, server_name="localhost")
+    registry = compile_sources({"bots/morning.md": MORNING}, kinds=KINDS, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
@@ -175,7 +176,7 @@ ALIASED = MORNING.replace("'!general:localhost'", "'#general:localhost'")
 async def test_an_alias_is_resolved_and_an_unknown_one_still_counts_as_fired(
     db: TestStore, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    registry = compile_sources({"bots/morning.md": ALIASED}, server_name="localhost")
+    registry = compile_sources({"bots/morning.md": ALIASED}, kinds=KINDS, server_name="localhost")
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])

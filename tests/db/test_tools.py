@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.content.files import compile_content
@@ -69,7 +70,7 @@ async def clerk(db: TestStore, tmp_path: Path) -> Registry:
     (root / "bots" / "clerk.md").write_text(CLERK)
     (root / "skills" / "refunds-and-returns.md").write_text(REFUNDS)
     (root / "skills" / "for-mods.md").write_text(FOR_MODS)
-    registry = compile_content(root, server_name="localhost", fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     return registry

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
 from engine.content import Registry, compile_sources
 from engine.run.events import wake
@@ -59,7 +60,7 @@ You keep the door.
 async def registry(db: TestStore) -> Registry:
     result = compile_sources(
         {"bots/greeter.md": GREETER, "bots/cashier.md": CASHIER, "bots/doorman.md": DOORMAN},
-        server_name="localhost",
+        kinds=KINDS, server_name="localhost",
     )
     assert isinstance(result, Registry), result
     await publish(db, result)
@@ -183,7 +184,7 @@ async def test_nothing_wakes_in_an_encrypted_room(db: TestStore, registry: Regis
 
 async def test_serves_reads_power_from_the_room(db: TestStore, registry: Registry) -> None:
     moderators_only = compile_sources({"bots/doorman.md": DOORMAN.replace("serves: member", "serves: moderator")},
-                                      server_name="localhost")
+                                      kinds=KINDS, server_name="localhost")
     assert isinstance(moderators_only, Registry)
     await db.rooms.set_power_levels(ROOM, {"users": {"@mod:localhost": 50}})
     await db.rooms.set_member(ROOM, "@mod:localhost", "join", None)

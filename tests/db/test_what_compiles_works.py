@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.commands import help_text
 from appservice.matrix.power import standing
 from appservice.matrix.surface import MatrixSurface
@@ -39,7 +40,7 @@ SOURCES = {
 
 @pytest.fixture
 async def bots(db: TestStore) -> Registry:
-    registry = compile_sources(SOURCES, server_name="localhost", kit=read_kit())
+    registry = compile_sources(SOURCES, kinds=KINDS, server_name="localhost", kit=read_kit())
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])

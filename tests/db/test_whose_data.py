@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.staff import TICKET_MARKER, tell_staff
 from engine.content.strings import Strings, parse_strings
 from engine.errors import StoreRefused, ToolError
@@ -41,7 +42,7 @@ PERSONAL_TABLES = ("people", "desk_contacts", "tickets", "site_orders", "site_me
 
 
 def kit_words() -> Strings:
-    parsed = parse_strings("strings.md", KIT_STRINGS.read_text(encoding="utf-8"))
+    parsed = parse_strings("strings.md", KIT_STRINGS.read_text(encoding="utf-8"), KINDS.sections)
     assert isinstance(parsed, Strings), parsed
     return parsed
 

@@ -20,6 +20,7 @@ from appservice.config import Desk as DeskConfig
 from appservice.config import DeskInbox, DeskWebhook
 from appservice.desk.service import DeskService
 from appservice.desk.tokens import identity_token
+from appservice.kinds import KINDS
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
 from engine.content.files import read_kit
@@ -126,7 +127,7 @@ class Receiver:
 
 @pytest.fixture
 def desk_registry() -> Registry:
-    registry = compile_sources(BOTS, server_name="localhost", kit=read_kit())
+    registry = compile_sources(BOTS, kinds=KINDS, server_name="localhost", kit=read_kit())
     assert isinstance(registry, Registry), registry
     return registry
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources
 from engine.content.commands import command_prompt
 from engine.content.files import read_kit
@@ -33,7 +34,7 @@ COMMANDS = {
 
 @pytest.fixture
 def desk_registry() -> Registry:
-    registry = compile_sources({**BOTS, **COMMANDS}, server_name="localhost", kit=read_kit())
+    registry = compile_sources({**BOTS, **COMMANDS}, kinds=KINDS, server_name="localhost", kit=read_kit())
     assert isinstance(registry, Registry), registry
     return registry
 

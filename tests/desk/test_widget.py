@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources
 from engine.content.files import read_kit
 from tests.book import BOOK
@@ -150,7 +151,7 @@ COMMANDS = {
 
 @pytest.fixture
 def desk_registry() -> Registry:
-    registry = compile_sources({**BOTS, **COMMANDS}, server_name="localhost", kit=read_kit())
+    registry = compile_sources({**BOTS, **COMMANDS}, kinds=KINDS, server_name="localhost", kit=read_kit())
     assert isinstance(registry, Registry), registry
     return registry
 

@@ -18,6 +18,7 @@ from appservice.door.issue import ceilings_of
 from appservice.door.service import DoorListener
 from appservice.door.surface import DoorSurface
 from appservice.door.tools import make_current_room
+from appservice.kinds import KINDS
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
 from engine.content.files import KIT_DIR, read_content
@@ -63,7 +64,7 @@ def door_sources() -> dict[str, str]:
 
 @pytest.fixture
 def registry() -> Registry:
-    result = compile_sources(door_sources(), server_name=SERVER, kit=read_content(KIT_DIR))
+    result = compile_sources(door_sources(), kinds=KINDS, server_name=SERVER, kit=read_content(KIT_DIR))
     assert isinstance(result, Registry), result
     return result
 
@@ -145,7 +146,7 @@ async def door(db: TestStore, published: Registry, door_config: DoorConfig) -> A
     tasks = TaskGroup("door-test")
     worker = Worker(db, lambda: published, answerer, {"voice": surface}, clock,
                     WorkerSettings(lease_seconds=30, poll_seconds=0.2, slots=4),
-                    tools={"current_room": make_current_room(db)}, worker_id="door-test-worker",
+                    tools={"current_room": make_current_room(db)}, surface_tools=KINDS.tools, worker_id="door-test-worker",
                     status=answerer.status())
     tasks.spawn(worker.run(stop), name="worker")
     # Port 0: any free port (the config takes only real ones; a test's listener takes an ephemeral one).

@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources
 from engine.content.files import KIT_DIR, read_content
 from tests.door.conftest import CALLER, ROOMS_ONLY, SERVER, Harness
@@ -20,7 +21,7 @@ VOICED = CALLER.replace("tools: [current_room]\n", "tools: [current_room]\nvoice
 
 @pytest.fixture
 def registry() -> Registry:
-    result = compile_sources({"bots/caller.md": VOICED, "bots/roomy.md": ROOMS_ONLY}, server_name=SERVER,
+    result = compile_sources({"bots/caller.md": VOICED, "bots/roomy.md": ROOMS_ONLY}, kinds=KINDS, server_name=SERVER,
                              kit=read_content(KIT_DIR))
     assert isinstance(result, Registry), result
     return result

@@ -20,6 +20,7 @@ import asyncpg
 from mautrix.client import ClientAPI
 from mautrix.types import PaginationDirection, RoomID, UserID
 
+from appservice.kinds import KINDS
 from engine.content import Registry
 from engine.content.files import compile_content
 from tests.e2e.support import REPO, RUNS, ports, read_env
@@ -120,7 +121,7 @@ async def test_make_dev_shows_the_machine_and_ctrl_c_stops_everything(tmp_path: 
         finally:
             await conn.close()
         # What `make dev` published is what `summon check` compiles from content/ (with the demo's builder on).
-        compiled = compile_content(REPO / "content", server_name="localhost", fetch_spec=None)
+        compiled = compile_content(REPO / "content", kinds=KINDS, server_name="localhost", fetch_spec=None)
         assert isinstance(compiled, Registry), compiled
         assert published["commands"] == set(compiled.commands) and "summarise" in published["commands"]
         assert set(compiled.skills) <= published["skills"] and "matrix-help" in published["skills"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.run.publish import publish
@@ -22,7 +23,7 @@ from tests.store import TestStore
 
 @pytest.fixture
 def registry() -> Registry:
-    result = compile_content(REPO / "content", server_name="localhost", fetch_spec=None)
+    result = compile_content(REPO / "content", kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(result, Registry), result
     return result
 

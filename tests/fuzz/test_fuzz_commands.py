@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from appservice.kinds import KINDS
 from appservice.matrix.htmltext import person_link
 from engine.content import Arg, Command, Strings
 from engine.content.command_words import explain
@@ -25,7 +26,7 @@ NAMES = ["@summon:hs", "@bot_helper:hs", "Helper"]
 
 
 def _strings() -> Strings:
-    read = parse_strings("strings.md", KIT_STRINGS.read_text(encoding="utf-8"))
+    read = parse_strings("strings.md", KIT_STRINGS.read_text(encoding="utf-8"), KINDS.sections)
     assert isinstance(read, Strings), read
     return read
 

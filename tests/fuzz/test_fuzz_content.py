@@ -10,6 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources
 from engine.content.base import CompileError
 from engine.content.files import read_kit
@@ -98,7 +99,7 @@ def files(draw: st.DrawFn) -> tuple[str, str]:
 
 
 def _compile(sources: dict[str, str], with_kit: bool) -> Registry | list[CompileError]:
-    return compile_sources(sources, server_name=SERVER, kit=KIT if with_kit else None)
+    return compile_sources(sources, kinds=KINDS, server_name=SERVER, kit=KIT if with_kit else None)
 
 
 @FUZZ

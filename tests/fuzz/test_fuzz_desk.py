@@ -26,6 +26,7 @@ from yarl import URL
 
 from appservice.desk import tokens
 from appservice.desk.service import DeskService
+from appservice.kinds import KINDS
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
 from engine.content.files import read_kit
@@ -68,7 +69,7 @@ class DeskThread:
         return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout=30)
 
     async def _start(self, dsn: str) -> None:
-        registry = compile_sources(BOTS, server_name="localhost", kit=read_kit())
+        registry = compile_sources(BOTS, kinds=KINDS, server_name="localhost", kit=read_kit())
         assert isinstance(registry, Registry), registry
         self.store = await TestStore.open(dsn, min_size=1, max_size=8)
         await publish(self.store, registry)

@@ -9,6 +9,7 @@ import pytest
 
 from appservice.config import parse_config
 from appservice.dev import with_members
+from appservice.kinds import KINDS
 from appservice.stand_in import member_bots_book, stand_in_builder
 from engine.clock import FakeClock
 from engine.content import Registry
@@ -86,7 +87,7 @@ def test_make_dev_turns_member_bots_on_over_the_content_as_it_is(tmp_path: Path,
         "database": {"dsn": "postgresql://x/y"}, "content": {"dir": str(REPO / "content")}}, {})
     demo = with_members(config)
     assert demo.members is not None and demo.members.min_every_seconds == 60
-    registry = compile_content(Path(demo.content.dir), server_name="localhost", fetch_spec=None)
+    registry = compile_content(Path(demo.content.dir), kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry), registry
     assert registry.get("builder") is not None and registry.get("helper") is not None
     assert not (REPO / "content" / "bots" / "builder.md").exists()  # content/ itself is left alone

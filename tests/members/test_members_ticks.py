@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import AudienceFacts, Registry, compile_sources
 from engine.content.files import read_kit
 from engine.core.limits import Caps
@@ -30,7 +31,7 @@ KEY = f"k1:{new_key()}"
 
 async def hosted(db: TestStore) -> Registry:
     registry = compile_sources({"bots/builder.md": "---\nname: Builder\nextends: builder\n---\n"},
-                               server_name="localhost", kit=read_kit())
+                               kinds=KINDS, server_name="localhost", kit=read_kit())
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: chosen", providers=[])

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import engine
+from appservice.kinds import KINDS
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.content.parts import Tool
@@ -125,7 +126,7 @@ def tool(root: Path, name: str, module: str, *, network: bool = False) -> Tool:
     said = "network: true\n" if network else ""
     (root / "tools" / f"{name}.md").write_text(f"---\ndescription: It.\nmodule: tools/{name}.py\n{said}---\n")
     (root / "tools" / f"{name}.py").write_text(module)
-    registry = compile_content(root, server_name="localhost", kit=None, fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="localhost", kit=None, fetch_spec=None)
     assert isinstance(registry, Registry), registry
     return registry.tools[name]
 
@@ -136,6 +137,7 @@ def tool(root: Path, name: str, module: str, *, network: bool = False) -> Tool:
 SERVICE = """
 import asyncio, json, os, sys
 from pathlib import Path
+from appservice.kinds import KINDS
 from engine.content.files import compile_content
 from engine.tools.base import RunRef
 from engine.tools.code import CodeTools
@@ -143,7 +145,7 @@ from engine.tools.code import CodeTools
 root, config, arguments = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
 held = os.open(config, os.O_RDONLY)
 os.set_inheritable(held, True)  # a descriptor the service forgot to close on exec
-registry = compile_content(root, server_name="localhost", kit=None, fetch_spec=None)
+registry = compile_content(root, kinds=KINDS, server_name="localhost", kit=None, fetch_spec=None)
 arguments["service_pid"] = os.getpid()
 print(asyncio.run(CodeTools(root).call(registry.tools["burglar"], RunRef(7, "clerk", "rooms"), arguments)))
 """
@@ -330,7 +332,7 @@ async def test_without_its_sandbox_a_code_tool_is_refused_out_loud(tmp_path: Pat
     assert str(refused.value) == "plain cannot run on this site right now (it has been logged); tell the person it did not work"
     assert isinstance(refused.value, ToolError)
     assert "bwrap and setpriv are not installed here (apt-get install bubblewrap util-linux)" in caplog.text
-    errors = compile_content(tmp_path, server_name="localhost", kit=None, fetch_spec=None)
+    errors = compile_content(tmp_path, kinds=KINDS, server_name="localhost", kit=None, fetch_spec=None)
     assert not isinstance(errors, Registry)
     assert [str(e) for e in errors] == [
         "tools/plain.md:3: module: tools/plain.py does not load: code tools run only in a sandbox, and bwrap and "

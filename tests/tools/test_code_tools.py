@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import engine.errors
+from appservice.kinds import KINDS
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.content.parts import Tool
@@ -33,7 +34,7 @@ def tool(root: Path, module: str, name: str = "w") -> Tool:
     (root / "tools").mkdir(exist_ok=True)
     (root / "tools" / f"{name}.md").write_text(f"---\ndescription: It.\nmodule: tools/{name}.py\n---\n")
     (root / "tools" / f"{name}.py").write_text(module)
-    registry = compile_content(root, server_name="example.org", kit=None, fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name="example.org", kit=None, fetch_spec=None)
     assert isinstance(registry, Registry), registry
     return registry.tools[name]
 
@@ -210,7 +211,7 @@ def test_a_module_that_hangs_at_its_import_fails_the_compile(tmp_path: Path) -> 
     (tmp_path / "tools").mkdir()
     (tmp_path / "tools" / "w.md").write_text("---\ndescription: It.\nmodule: tools/w.py\n---\n")
     (tmp_path / "tools" / "w.py").write_text("import time\ntime.sleep(60)\ndef run(run, arguments):\n    return ''\n")
-    errors = compile_content(tmp_path, server_name="example.org", kit=None, fetch_spec=None,
+    errors = compile_content(tmp_path, kinds=KINDS, server_name="example.org", kit=None, fetch_spec=None,
                              sandbox=Sandbox(CodeLimits(load_seconds=1)))
     assert [str(e) for e in errors] == [  # type: ignore[union-attr]
         "tools/w.md:3: module: tools/w.py does not load: it did not load within 1s"]

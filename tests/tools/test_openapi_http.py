@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, Tool, compile_sources
 from engine.errors import ToolError
 from engine.tools.base import RunRef
@@ -36,7 +37,7 @@ def compiled(shop: Shop) -> Tool:
     spec = SPEC.replace("{port: {default: '1'}}", f"{{port: {{default: '{shop.port}'}}}}")
     registry = compile_sources(
         {"tools/shop.md": f"---\ndescription: The tea shop's API.\nopenapi: tools/shop.yaml\noperations: {OPERATIONS}\n---\n"},
-        server_name="example.org",
+        kinds=KINDS, server_name="example.org",
         referenced={"tools/shop.yaml": spec},
     )
     assert isinstance(registry, Registry), "\n".join(map(str, registry))
@@ -199,7 +200,7 @@ def personal(shop: Shop) -> Tool:
     spec = SPEC.replace("{port: {default: '1'}}", f"{{port: {{default: '{shop.port}'}}}}")
     registry = compile_sources(
         {"tools/orders.md": "---\nopenapi: tools/shop.yaml\noperations: [ordersOf]\nsubject: user\n---\n"},
-        server_name="example.org", referenced={"tools/shop.yaml": spec},
+        kinds=KINDS, server_name="example.org", referenced={"tools/shop.yaml": spec},
     )
     assert isinstance(registry, Registry), "\n".join(map(str, registry))
     return registry.tools["orders"]

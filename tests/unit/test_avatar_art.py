@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from appservice.kinds import KINDS
 from appservice.matrix.avatar_art import EMOJI_FONT, SIZE, colour, draw, initial, is_emoji
 from engine.content.compile import compile_bot
 from engine.content.files import check_images, compile_content
@@ -61,14 +62,14 @@ BOT = "---\nname: Scribe\navatar: {avatar}\n---\nYou take notes.\n"
 
 @pytest.mark.parametrize("avatar", ["mxc://example.org/abc", "avatars/scribe.png", "scribe.JPG", "a/b/c.webp"])
 def test_an_avatar_is_an_mxc_uri_or_an_image_file(avatar: str) -> None:
-    bot = compile_bot("bots/scribe.md", BOT.format(avatar=avatar), server_name="hs")
+    bot = compile_bot("bots/scribe.md", BOT.format(avatar=avatar), kinds=KINDS, server_name="hs")
     assert not isinstance(bot, list) and bot.avatar == avatar
 
 
 @pytest.mark.parametrize("avatar", ["../secret.png", "/etc/x.png", "avatars/../../x.png", "scribe.svg",
                                     "https://example.org/x.png"])
 def test_anything_else_is_refused_at_its_line(avatar: str) -> None:
-    errors = compile_bot("bots/scribe.md", BOT.format(avatar=avatar), server_name="hs")
+    errors = compile_bot("bots/scribe.md", BOT.format(avatar=avatar), kinds=KINDS, server_name="hs")
     assert isinstance(errors, list) and errors[0].line == 3
     assert "neither an mxc:// uri nor an image file under content/" in errors[0].message
 
@@ -85,7 +86,7 @@ def _site(tmp_path: Path, avatar: str, image: bytes | None) -> Path:
 
 def test_an_image_file_that_is_there_compiles(tmp_path: Path) -> None:
     root = _site(tmp_path, "avatars/scribe.png", draw("Scribe", None))
-    registry = compile_content(root, server_name="hs", kit=None)
+    registry = compile_content(root, kinds=KINDS, server_name="hs", kit=None)
     assert not isinstance(registry, list), registry
     assert registry.bots["scribe"].avatar == "avatars/scribe.png"
 
@@ -97,7 +98,7 @@ def test_an_image_file_that_is_there_compiles(tmp_path: Path) -> None:
 ])
 def test_an_image_file_that_cannot_be_used_is_refused_at_its_line(tmp_path: Path, image: bytes | None,
                                                                  why: str) -> None:
-    errors = compile_content(_site(tmp_path, "avatars/scribe.png", image), server_name="hs", kit=None)
+    errors = compile_content(_site(tmp_path, "avatars/scribe.png", image), kinds=KINDS, server_name="hs", kit=None)
     assert isinstance(errors, list)
     assert errors[0].path == "bots/scribe.md" and errors[0].line == 3
     assert errors[0].message.startswith("avatar: avatars/scribe.png cannot be used: ") and why in errors[0].message

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources
 from engine.content.files import compile_content
 
@@ -20,7 +21,7 @@ def compile_on_disk(tmp_path: Path, module: str, tool: str = TOOL) -> Registry |
     (tmp_path / "tools").mkdir(exist_ok=True)
     (tmp_path / "tools" / "w.md").write_text(tool, encoding="utf-8")
     (tmp_path / "tools" / "w.py").write_text(module, encoding="utf-8")
-    compiled = compile_content(tmp_path, server_name=SERVER, kit=None, fetch_spec=None)
+    compiled = compile_content(tmp_path, kinds=KINDS, server_name=SERVER, kit=None, fetch_spec=None)
     return compiled if isinstance(compiled, Registry) else [str(e) for e in compiled]
 
 
@@ -82,10 +83,10 @@ def test_words_come_from_the_file_or_runs_docstring(tmp_path: Path) -> None:
 def test_the_pure_compile_reads_the_module_without_running_it() -> None:
     """Handed the text (as a test or ``summon check`` without a disk would), the compile still refuses
     what it can see; only the import is the reader's."""
-    compiled = compile_sources({"tools/w.md": TOOL}, server_name=SERVER,
+    compiled = compile_sources({"tools/w.md": TOOL}, kinds=KINDS, server_name=SERVER,
                                referenced={"tools/w.py": "raise SystemExit\ndef run(run, arguments): ...\n"})
     assert isinstance(compiled, Registry)
-    refused = compile_sources({"tools/w.md": TOOL}, server_name=SERVER, referenced={"tools/w.py": "def run(:\n"})
+    refused = compile_sources({"tools/w.md": TOOL}, kinds=KINDS, server_name=SERVER, referenced={"tools/w.py": "def run(:\n"})
     assert isinstance(refused, list) and str(refused[0]).startswith(PREFIX + "SyntaxError at its line 1")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from appservice.matrix.htmltext import person_link
 from appservice.matrix.msc4332 import command_state, from_block, may_send_state
 from engine.content import Arg, Command, Strings
@@ -41,7 +42,7 @@ MEMBERS: dict[str, str | None] = {
 
 
 def strings() -> Strings:
-    result = parse_strings("strings.md", KIT_STRINGS.read_text(encoding="utf-8"))
+    result = parse_strings("strings.md", KIT_STRINGS.read_text(encoding="utf-8"), KINDS.sections)
     assert isinstance(result, Strings), result
     return result
 

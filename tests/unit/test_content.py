@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from appservice.desk.kind import ANSWERS, answers_on_desk
+from appservice.kinds import KINDS
 from engine.content import Bot, CompileError, Limits, Registry, compile_sources
 from engine.content.audience import Term
 from engine.content.files import ContentFileError, check, read_content
@@ -23,21 +25,21 @@ def bot(front: str, body: str = "Be helpful.") -> str:
 
 
 def errors_of(sources: dict[str, str]) -> list[str]:
-    compiled = compile_sources(sources, server_name=SERVER)
+    compiled = compile_sources(sources, kinds=KINDS, server_name=SERVER)
     assert isinstance(compiled, list), f"expected errors, it compiled: {compiled}"
     assert all(isinstance(error, CompileError) for error in compiled)
     return [str(error) for error in compiled]
 
 
 def compiled(sources: dict[str, str]) -> Registry:
-    result = compile_sources(sources, server_name=SERVER)
+    result = compile_sources(sources, kinds=KINDS, server_name=SERVER)
     assert isinstance(result, Registry), "\n".join(map(str, result))
     return result
 
 
 ALLOWED = (
     "(allowed: name, glyph, avatar, surfaces, extends, for, serves, hears, tools, skills, limits, model, memory,"
-    " offer, answers, endings, voice)"
+    " endings, offer, answers, voice)"
 )
 
 # (file text, the one error expected, as path:line: message) — the path is always bots/b.md.
@@ -105,7 +107,7 @@ REFUSALS = [
     ),
     pytest.param(
         bot("name: B\nsurfaces: []\n"),
-        "bots/b.md:3: surfaces: a bot needs at least one surface (rooms, desk or voice)",
+        "bots/b.md:3: surfaces: a bot needs at least one surface (rooms, desk, voice or members)",
         id="no-surface",
     ),
     pytest.param(
@@ -249,7 +251,7 @@ def test_a_valid_bot_gets_the_defaults() -> None:
     assert helper.model is None
     # The seeds' defaults: memory of the thread, not offered, a draft on the desk, direct in a room.
     assert (helper.memory, helper.offer, helper.answers) == ("thread", "off", None)
-    assert (helper.answers_on("desk"), helper.answers_on("rooms")) == ("draft", "directly")
+    assert (answers_on_desk(helper), ANSWERS.of(helper)) == ("draft", None)  # on the desk it drafts; nowhere else is asked
     assert (helper.tools, helper.skills, helper.extends, helper.voice, helper.avatar) == ((), (), None, None, None)
     assert helper.endings == {}
     assert helper.prompt == "You help."
@@ -328,7 +330,7 @@ def test_the_shipped_demo_bots_compile() -> None:
     assert helper.name == "Helper" and helper.audience is not None and str(helper.audience) == "anyone"
     assert echo.name == "Echo" and echo.audience is not None and str(echo.audience) == "member"
     assert "repeat" in echo.prompt.lower()
-    assert check(CONTENT, SERVER) == []
+    assert check(CONTENT, SERVER, kinds=KINDS) == []
 
 
 def test_check_prints_every_error_under_the_root(tmp_path: Path) -> None:
@@ -339,7 +341,7 @@ def test_check_prints_every_error_under_the_root(tmp_path: Path) -> None:
     (bots / "latin.md").write_bytes(b"---\nname: caf\xe9\n---\nx\n")
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "x.md").write_text("ignored", encoding="utf-8")
-    lines = check(tmp_path, SERVER)
+    lines = check(tmp_path, SERVER, kinds=KINDS)
     assert len(lines) == 2, lines
     assert lines[0].startswith(f"{tmp_path.as_posix()}/bots/latin.md:1: not UTF-8 text")
     assert lines[1].startswith(f"{tmp_path.as_posix()}/bots/bad.md:3: for: unknown audience class 'vip'")
@@ -349,7 +351,7 @@ def test_check_prints_every_error_under_the_root(tmp_path: Path) -> None:
 
 
 def test_check_of_a_missing_folder(tmp_path: Path) -> None:
-    assert check(tmp_path / "nope", SERVER) == [f"{tmp_path / 'nope'}: no such content folder"]
+    assert check(tmp_path / "nope", SERVER, kinds=KINDS) == [f"{tmp_path / 'nope'}: no such content folder"]
 
 
 def test_read_content_uses_relative_posix_paths(tmp_path: Path) -> None:

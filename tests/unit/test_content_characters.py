@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import compile_sources
 
 
@@ -15,7 +16,7 @@ from engine.content import compile_sources
     ("---\nname: B\n\n\nfor: any\x1bone\n---\nHello.\n", 5, "U+001B"),
 ])
 def test_a_character_yaml_refuses_is_an_error_at_its_line(text: str, line: int, code: str) -> None:
-    result = compile_sources({"bots/b.md": text}, server_name="example.org")
+    result = compile_sources({"bots/b.md": text}, kinds=KINDS, server_name="example.org")
     assert isinstance(result, list)
     assert [(e.path, e.line) for e in result] == [("bots/b.md", line)]
     assert result[0].message == f"front matter holds a character YAML does not allow ({code})"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import BotFile, CommandFile, Registry, SkillFile, ToolFile, compile_sources
 from engine.content.files import read_kit
 from engine.content.parts import BUILTIN_TOOLS, Arg
@@ -28,7 +29,7 @@ def test_every_example_compiles_together() -> None:
             "strings.md"} <= set(found)
     sources = {path: text for path, text in found.items() if path.endswith(".md")}
     referenced = {path: text for path, text in found.items() if not path.endswith(".md")}
-    registry = compile_sources(sources, server_name="example.org", kit=read_kit(), referenced=referenced)
+    registry = compile_sources(sources, kinds=KINDS, server_name="example.org", kit=read_kit(), referenced=referenced)
     assert isinstance(registry, Registry), "\n".join(map(str, registry))
     scribe = registry.bots["scribe"]
     # The example shows every key a bot file may have (extends: in bots/support.md).

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, references
 from engine.content.files import compile_content, read_content, read_referenced
 
@@ -31,7 +32,7 @@ def tool(ref: str, ops: str = "[listPets]") -> str:
 
 def test_an_openapi_tool_from_a_file_under_content(tmp_path: Path) -> None:
     root = write(tmp_path, {"tools/pets.md": tool("tools/pets.json"), "tools/pets.json": SPEC})
-    registry = compile_content(root, server_name=SERVER, kit=None, fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name=SERVER, kit=None, fetch_spec=None)
     assert isinstance(registry, Registry), registry
     pets = registry.tools["pets"]
     assert pets.kind == "openapi" and pets.base_url == "https://pets.example.org/v1"
@@ -42,7 +43,7 @@ def test_an_openapi_tool_from_a_file_under_content(tmp_path: Path) -> None:
 
 def test_a_spec_file_that_is_not_there(tmp_path: Path) -> None:
     root = write(tmp_path, {"tools/pets.md": tool("tools/pets.json")})
-    errors = compile_content(root, server_name=SERVER, kit=None, fetch_spec=None)
+    errors = compile_content(root, kinds=KINDS, server_name=SERVER, kit=None, fetch_spec=None)
     assert [str(e) for e in errors] == [  # type: ignore[union-attr]
         f"tools/pets.md:2: openapi: the spec tools/pets.json does not load: there is no such file in {root.as_posix()}"
     ]
@@ -57,7 +58,7 @@ def test_a_spec_at_a_url_is_read_through_fetch_spec(tmp_path: Path) -> None:
         asked.append(address)
         return SPEC
 
-    registry = compile_content(root, server_name=SERVER, kit=None, fetch_spec=fetch)
+    registry = compile_content(root, kinds=KINDS, server_name=SERVER, kit=None, fetch_spec=fetch)
     assert isinstance(registry, Registry) and asked == [url]
     assert [o.operation_id for o in registry.tools["pets"].allowed] == ["listPets", "addPet"]
 
@@ -69,17 +70,17 @@ def test_a_url_that_does_not_load_names_why(tmp_path: Path) -> None:
     def fetch(address: str) -> str:
         raise ConnectionError("connection refused")
 
-    errors = compile_content(root, server_name=SERVER, kit=None, fetch_spec=fetch)
+    errors = compile_content(root, kinds=KINDS, server_name=SERVER, kit=None, fetch_spec=fetch)
     assert [str(e) for e in errors] == [  # type: ignore[union-attr]
         f"tools/pets.md:2: openapi: the spec {url} does not load: ConnectionError: connection refused"
     ]
-    errors = compile_content(root, server_name=SERVER, kit=None, fetch_spec=None)
+    errors = compile_content(root, kinds=KINDS, server_name=SERVER, kit=None, fetch_spec=None)
     assert "urls are not fetched by this compile (no fetch_spec was given)" in str(errors[0])  # type: ignore[index]
 
 
 def test_a_spec_that_is_not_yaml_says_where(tmp_path: Path) -> None:
     root = write(tmp_path, {"tools/pets.md": tool("tools/pets.yaml"), "tools/pets.yaml": "openapi: 3.0.0\npaths: [\n"})
-    errors = compile_content(root, server_name=SERVER, kit=None, fetch_spec=None)
+    errors = compile_content(root, kinds=KINDS, server_name=SERVER, kit=None, fetch_spec=None)
     assert [str(e) for e in errors] == [  # type: ignore[union-attr]
         "tools/pets.md:2: openapi: the spec tools/pets.yaml does not load: it is not JSON or YAML at its line 3"
     ]
@@ -87,10 +88,10 @@ def test_a_spec_that_is_not_yaml_says_where(tmp_path: Path) -> None:
 
 def test_a_module_tool_needs_its_file(tmp_path: Path) -> None:
     root = write(tmp_path, {"tools/weather.md": "---\nmodule: tools/weather.py\n---\n"})
-    errors = compile_content(root, server_name=SERVER, kit=None, fetch_spec=None)
+    errors = compile_content(root, kinds=KINDS, server_name=SERVER, kit=None, fetch_spec=None)
     assert isinstance(errors, list) and "module: tools/weather.py does not load: there is no such file" in str(errors[0])
     write(root, {"tools/weather.py": 'def run(run, arguments):\n    """The weather."""\n    return "sunny"\n'})
-    registry = compile_content(root, server_name=SERVER, kit=None, fetch_spec=None)
+    registry = compile_content(root, kinds=KINDS, server_name=SERVER, kit=None, fetch_spec=None)
     assert isinstance(registry, Registry) and registry.tools["weather"].kind == "module"
 
 
@@ -115,14 +116,14 @@ def test_references_lists_what_tools_name() -> None:
 
 
 def test_a_missing_folder(tmp_path: Path) -> None:
-    errors = compile_content(tmp_path / "nope", server_name=SERVER)
+    errors = compile_content(tmp_path / "nope", kinds=KINDS, server_name=SERVER)
     assert [str(e) for e in errors] == [f"{(tmp_path / 'nope').as_posix()}:0: no such content folder"]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("name", ["README.md", "notes/idea.md"])
 def test_stray_markdown_is_not_content(tmp_path: Path, name: str) -> None:
     root = write(tmp_path, {name: "# hi\n"})
-    errors = compile_content(root, server_name=SERVER, kit=None)
+    errors = compile_content(root, kinds=KINDS, server_name=SERVER, kit=None)
     assert isinstance(errors, list) and str(errors[0]).startswith(f"{name}:1: not a content file")
 
 
@@ -137,5 +138,5 @@ def test_a_linked_folder_is_read_like_any_and_a_loop_once(tmp_path: Path) -> Non
     (site / "commands").symlink_to(shared / "commands")
     (site / "bots" / "again").symlink_to(site)  # a link back up: read once, never forever
     assert set(read_content(site)) == {"bots/helper.md", "commands/recap.md"}
-    registry = compile_content(site, server_name="localhost", fetch_spec=None)
+    registry = compile_content(site, kinds=KINDS, server_name="localhost", fetch_spec=None)
     assert isinstance(registry, Registry) and set(registry.commands) == {"recap"}

@@ -13,6 +13,7 @@ import yaml  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from appservice.kinds import KINDS  # noqa: E402
 from engine.content import Registry, compile_sources, write_bot  # noqa: E402
 from engine.content.files import read_kit  # noqa: E402
 from engine.core.messages import ENDINGS  # noqa: E402
@@ -101,7 +102,7 @@ def bot_files(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def compiled(text: str) -> Registry:
-    result = compile_sources({"bots/b.md": text}, server_name=SERVER, kit=KIT)
+    result = compile_sources({"bots/b.md": text}, kinds=KINDS, server_name=SERVER, kit=KIT)
     assert isinstance(result, Registry), "\n".join(map(str, result))
     return result
 
@@ -124,7 +125,7 @@ def test_an_unknown_key_is_refused_at_its_line(front: dict[str, Any], key: str) 
         return
     head = "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True)
     text = head + f"{key}: 1\n---\nx\n"
-    result = compile_sources({"bots/b.md": text}, server_name=SERVER, kit=KIT)
+    result = compile_sources({"bots/b.md": text}, kinds=KINDS, server_name=SERVER, kit=KIT)
     assert isinstance(result, list)
     line = head.count("\n") + 1
     assert [str(e).split(" (")[0] for e in result] == [f"bots/b.md:{line}: unknown key '{key}'"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import CompileError, Unavailable, compile_sources
 
 SERVER = "example.org"
@@ -33,7 +34,7 @@ def skill(front: str = "description: When to open it.\n", body: str = "What it k
 
 def errors(sources: dict[str, str], referenced: dict[str, str | Unavailable] | None = None) -> list[str]:
     result = compile_sources(
-        sources, server_name=SERVER, kit=KIT, referenced={"tools/pets.yaml": SPEC} if referenced is None else referenced
+        sources, kinds=KINDS, server_name=SERVER, kit=KIT, referenced={"tools/pets.yaml": SPEC} if referenced is None else referenced
     )
     assert isinstance(result, list), "it compiled"
     assert all(isinstance(error, CompileError) for error in result)
@@ -408,7 +409,7 @@ def test_refusal(sources: dict[str, str], expected: str, request: pytest.Fixture
 
 def test_an_encrypted_room_cannot_be_scheduled_into() -> None:
     text = schedule("  - schedule: {every: day}\n    in: '!sealed:example.org'\n    ask: x\n")
-    result = compile_sources({"bots/b.md": text}, server_name=SERVER, encrypted_rooms={"!sealed:example.org"})
+    result = compile_sources({"bots/b.md": text}, kinds=KINDS, server_name=SERVER, encrypted_rooms={"!sealed:example.org"})
     assert [str(error) for error in result] == [  # type: ignore[union-attr]
         "bots/b.md:5: hears[0].in: !sealed:example.org is encrypted; a bot cannot read it, so it cannot speak there"
     ]
@@ -416,8 +417,8 @@ def test_an_encrypted_room_cannot_be_scheduled_into() -> None:
 
 def test_site_events_a_deployment_declares() -> None:
     text = schedule("  - event: site.purchase.paid\n    ask: x\n")
-    assert not isinstance(compile_sources({"bots/b.md": text}, server_name=SERVER), list)
-    refused = compile_sources({"bots/b.md": text}, server_name=SERVER, site_events={"site.support.escalated"})
+    assert not isinstance(compile_sources({"bots/b.md": text}, kinds=KINDS, server_name=SERVER), list)
+    refused = compile_sources({"bots/b.md": text}, kinds=KINDS, server_name=SERVER, site_events={"site.support.escalated"})
     assert [str(error) for error in refused] == [  # type: ignore[union-attr]
         "bots/b.md:4: hears[0].event: 'site.purchase.paid' is not a site event this deployment posts"
         " (site events: site.support.escalated)"
@@ -426,8 +427,8 @@ def test_site_events_a_deployment_declares() -> None:
 
 def test_zones_can_be_handed_in() -> None:
     text = schedule("  - schedule: {every: day, zone: Europe/Dublin}\n    in: '!r:example.org'\n    ask: x\n")
-    assert not isinstance(compile_sources({"bots/b.md": text}, server_name=SERVER), list)
-    refused = compile_sources({"bots/b.md": text}, server_name=SERVER, zones={"UTC"})
+    assert not isinstance(compile_sources({"bots/b.md": text}, kinds=KINDS, server_name=SERVER), list)
+    refused = compile_sources({"bots/b.md": text}, kinds=KINDS, server_name=SERVER, zones={"UTC"})
     assert isinstance(refused, list) and "'Europe/Dublin' is not an IANA time zone" in str(refused[0])
 
 
@@ -470,7 +471,7 @@ def test_an_openapi_tool_whose_spec_names_no_callable_server_is_refused(servers:
 
     spec = f"openapi: 3.0.0\ninfo: {{title: P, version: '1'}}\n{servers}paths:\n  /p:\n    get: {{operationId: listP}}\n"
     result = compile_sources({"tools/p.md": "---\nopenapi: tools/p.yaml\noperations: [listP]\n---\n"},
-                             server_name="example.org", referenced={"tools/p.yaml": spec})
+                             kinds=KINDS, server_name="example.org", referenced={"tools/p.yaml": spec})
     assert isinstance(result, list) and all(isinstance(e, CompileError) for e in result)
     assert len(result) == 1 and said in str(result[0]) and str(result[0]).startswith("tools/p.md:2: openapi:")
 
@@ -478,5 +479,5 @@ def test_an_openapi_tool_whose_spec_names_no_callable_server_is_refused(servers:
 @pytest.mark.parametrize("event", ["room.created", "reaction", "member.left"])
 def test_every_matrix_event_a_bot_may_hear_is_raised_so_it_compiles(event: str) -> None:
     # Refused as "not raised yet" until the Matrix surface raised them (tests/matrix/test_events_live.py).
-    result = compile_sources({"bots/b.md": schedule(f"  - event: {event}\n    ask: say hello\n")}, server_name=SERVER)
+    result = compile_sources({"bots/b.md": schedule(f"  - event: {event}\n    ask: say hello\n")}, kinds=KINDS, server_name=SERVER)
     assert not isinstance(result, list), result

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources, write_bot, write_command, write_skill, write_tool
 from engine.content.files import KIT_DIR, compile_content, read_content, read_kit
 from engine.core.messages import ENDINGS
@@ -27,13 +28,13 @@ paths:
 
 
 def compiled(sources: dict[str, str], **options: Any) -> Registry:
-    result = compile_sources(sources, server_name=SERVER, kit=KIT, **options)
+    result = compile_sources(sources, kinds=KINDS, server_name=SERVER, kit=KIT, **options)
     assert isinstance(result, Registry), "\n".join(map(str, result))
     return result
 
 
 def shipped() -> Registry:
-    result = compile_content(CONTENT, server_name=SERVER, fetch_spec=None)
+    result = compile_content(CONTENT, kinds=KINDS, server_name=SERVER, fetch_spec=None)
     assert isinstance(result, Registry), "\n".join(map(str, result))
     return result
 
@@ -47,7 +48,7 @@ def test_every_shipped_bot_round_trips(slug: str) -> None:
     if slug.startswith("kit:"):
         original = SHIPPED.kit_bots[slug.removeprefix("kit:")]
         kit = {**read_kit(), original.source_path.removeprefix("kit/"): write_bot(original)}
-        again = compile_sources(read_content(CONTENT), server_name=SERVER, kit=kit)
+        again = compile_sources(read_content(CONTENT), kinds=KINDS, server_name=SERVER, kit=kit)
         assert isinstance(again, Registry), again
         assert again.kit_bots[original.slug] == original
     else:
@@ -64,9 +65,9 @@ def test_every_shipped_skill_and_command_round_trips() -> None:
         path = skill.source_path
         if path.startswith("kit/"):
             kit = {**read_kit(), path.removeprefix("kit/"): write_skill(skill)}
-            again = compile_sources(sources, server_name=SERVER, kit=kit)
+            again = compile_sources(sources, kinds=KINDS, server_name=SERVER, kit=kit)
         else:
-            again = compile_sources({**sources, path: write_skill(skill)}, server_name=SERVER, kit=read_kit())
+            again = compile_sources({**sources, path: write_skill(skill)}, kinds=KINDS, server_name=SERVER, kit=read_kit())
         assert isinstance(again, Registry) and again.skills[skill.name] == skill
     for command in SHIPPED.commands.values():
         again = compiled({**sources, command.source_path: write_command(command)})

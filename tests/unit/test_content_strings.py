@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, Strings, compile_sources
 from engine.content.strings import CATALOGUE, parse_strings
 
@@ -51,14 +52,14 @@ def test_refusal(text: str, expected: str) -> None:
 def test_the_sites_words_override_the_kits_per_key() -> None:
     kit = {"strings.md": "## bots\n### endings\n- failed: Kit failed.\n- cancelled: Kit cancelled.\n"}
     site = {"strings.md": "## bots\n### endings\n- failed: Site failed.\n### words\n- asking: what, how\n"}
-    registry = compile_sources(site, server_name=SERVER, kit=kit)
+    registry = compile_sources(site, kinds=KINDS, server_name=SERVER, kit=kit)
     assert isinstance(registry, Registry)
     assert dict(registry.strings.section("endings")) == {"failed": "Site failed.", "cancelled": "Kit cancelled."}
     assert registry.strings.get("words", "asking") == "what, how"
 
 
 def test_a_kit_strings_error_is_the_kits() -> None:
-    result = compile_sources({}, server_name=SERVER, kit={"strings.md": "## bots\n### endings\n- nope: x\n"})
+    result = compile_sources({}, kinds=KINDS, server_name=SERVER, kit={"strings.md": "## bots\n### endings\n- nope: x\n"})
     assert isinstance(result, list) and str(result[0]).startswith("kit/strings.md:3: unknown key 'nope'")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry
 from engine.content.watch import snapshot, watch
 
@@ -55,7 +56,7 @@ async def watched(tmp_path: Path) -> AsyncIterator[tuple[Path, Seen]]:
     (tmp_path / "bots").mkdir()
     touch(tmp_path / "bots" / "helper.md", bot("Helper"))
     seen = Seen()
-    task = asyncio.create_task(watch(tmp_path, None, SERVER, seen.on_registry, seen.on_errors, INTERVAL, fetch_spec=None))
+    task = asyncio.create_task(watch(tmp_path, None, SERVER, seen.on_registry, seen.on_errors, INTERVAL, kinds=KINDS, fetch_spec=None))
     await asyncio.sleep(INTERVAL * 3)  # its first look
     yield tmp_path, seen
     task.cancel()
@@ -121,7 +122,7 @@ async def test_an_edit_that_schedules_into_an_encrypted_room_is_refused(tmp_path
         return ["!sealed:example.org"]
 
     task = asyncio.create_task(watch(tmp_path, None, SERVER, seen.on_registry, seen.on_errors, INTERVAL,
-                                     fetch_spec=None, encrypted_rooms=sealed))
+                                     kinds=KINDS, fetch_spec=None, encrypted_rooms=sealed))
     await asyncio.sleep(INTERVAL * 3)
     try:
         morning = ("---\nname: Helper\nhears:\n  - schedule: {every: day, at: '08:00'}\n"
@@ -145,7 +146,7 @@ async def test_a_watch_ends_promptly_when_told_to_stop(tmp_path: Path) -> None:
     touch(tmp_path / "bots" / "a.md", bot("A"))
     seen = Seen()
     stop = asyncio.Event()
-    task = asyncio.create_task(watch(tmp_path, None, SERVER, seen.on_registry, seen.on_errors, 60.0, fetch_spec=None,
+    task = asyncio.create_task(watch(tmp_path, None, SERVER, seen.on_registry, seen.on_errors, 60.0, kinds=KINDS, fetch_spec=None,
                                      stop=stop))
     await asyncio.sleep(0.1)
     stop.set()

@@ -8,6 +8,7 @@ import pytest
 from appservice.config import ConfigError, parse_config
 from appservice.desk import rules
 from appservice.desk.rules import State
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources
 
 PENDING = State("pending", handler_bot="clerk")
@@ -50,7 +51,7 @@ def test_an_inbox_roster_sorts_its_bots_by_how_the_desk_starts_them() -> None:
         "bots/b.md": bot.format(n="B", s="desk", extra="offer: ask\n"),
         "bots/c.md": bot.format(n="C", s="desk", extra="hears: [support-message]\n"),
         "bots/r.md": bot.format(n="R", s="rooms", extra=""),
-    }, server_name="x")
+    }, kinds=KINDS, server_name="x")
     assert isinstance(registry, Registry), registry
     everyone = rules.roster(registry.bots.values(), None)
     assert [[b.slug for b in group] for group in (everyone.always, everyone.ask, everyone.hearers)] == [["a"], ["b"], ["c"]]

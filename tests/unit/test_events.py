@@ -24,6 +24,7 @@ from appservice.hooks import (
     site_event,
     verify,
 )
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources
 from engine.run.events import hearers, wake
 
@@ -59,7 +60,7 @@ You only answer when asked.
 
 def registry() -> Registry:
     result = compile_sources(
-        {"bots/greeter.md": GREETER, "bots/cashier.md": CASHIER, "bots/quiet.md": QUIET}, server_name="localhost",
+        {"bots/greeter.md": GREETER, "bots/cashier.md": CASHIER, "bots/quiet.md": QUIET}, kinds=KINDS, server_name="localhost",
     )
     assert isinstance(result, Registry), result
     return result
@@ -83,7 +84,7 @@ def test_an_event_nobody_hears_has_no_hearers() -> None:
 def test_hearers_follow_a_new_registry() -> None:
     first = registry()
     assert [b.slug for b, _ in hearers(first, "member.joined")] == ["greeter"]
-    only_quiet = compile_sources({"bots/quiet.md": QUIET}, server_name="localhost")
+    only_quiet = compile_sources({"bots/quiet.md": QUIET}, kinds=KINDS, server_name="localhost")
     assert isinstance(only_quiet, Registry)
     assert hearers(only_quiet, "member.joined") == []
     assert [b.slug for b, _ in hearers(first, "member.joined")] == ["greeter"]

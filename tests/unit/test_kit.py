@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from appservice.desk.kind import OFFER, answers_on_desk
+from appservice.kinds import KINDS
 from engine.content import Bot, Registry, compile_sources
 from engine.content.files import KIT_DIR, check, read_kit
 from engine.core.messages import ENDINGS
@@ -20,7 +22,7 @@ def bot(front: str, body: str = "Be helpful.") -> str:
 
 
 def site(sources: dict[str, str]) -> Registry:
-    result = compile_sources(sources, server_name=SERVER, kit=read_kit())
+    result = compile_sources(sources, kinds=KINDS, server_name=SERVER, kit=read_kit())
     assert isinstance(result, Registry), "\n".join(map(str, result))
     return result
 
@@ -37,7 +39,7 @@ def test_the_kit_compiles_on_its_own_and_its_bot_is_off() -> None:
     assert list(registry.kit_bots) == ["builder", "desk"]
     assert list(registry.skills) == HARM_SKILLS
     desk = registry.kit_bots["desk"]
-    assert desk.surfaces == ("desk",) and desk.offer == "off" and desk.answers_on("desk") == "draft"
+    assert desk.surfaces == ("desk",) and OFFER.of(desk) == "off" and answers_on_desk(desk) == "draft"
     assert desk.skills == "all" and desk.limits.per
     assert desk.source_path == "kit/bots/desk.md"
     assert all(registry.skills[name].description for name in HARM_SKILLS)
@@ -126,7 +128,7 @@ def test_endings_the_kits_then_the_sites_then_the_bots_own() -> None:
 
 
 def test_with_no_words_a_bot_says_nothing() -> None:
-    alone = compile_sources({"bots/b.md": bot("name: B\n")}, server_name=SERVER)
+    alone = compile_sources({"bots/b.md": bot("name: B\n")}, kinds=KINDS, server_name=SERVER)
     assert isinstance(alone, Registry)
     only: Bot = alone.bots["b"]
     assert only.endings == {} and only.ending("failed") is None
@@ -138,7 +140,7 @@ def test_a_broken_kit_file_is_reported_as_the_kits(tmp_path: Path) -> None:
     (kit / "skills" / "x.md").write_text("---\ntools: []\n---\nx\n", encoding="utf-8")
     content = tmp_path / "content"
     content.mkdir()
-    lines = check(content, SERVER, kit=kit)
+    lines = check(content, SERVER, kinds=KINDS, kit=kit)
     assert lines == [f"{(kit / 'skills' / 'x.md').as_posix()}:1: a skill needs a description: the one line a bot"
                      " sees, saying when to open it (without one it would never be opened)"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, compile_sources
 from engine.content.audience import AudienceFacts
 from engine.content.parts import BUILTIN_TOOLS
@@ -43,7 +44,7 @@ SOURCES = {
 
 
 def registry(extra: dict[str, str] | None = None) -> Registry:
-    result = compile_sources({**SOURCES, **(extra or {})}, server_name=SERVER, referenced={"tools/shop.yaml": SPEC})
+    result = compile_sources({**SOURCES, **(extra or {})}, kinds=KINDS, server_name=SERVER, referenced={"tools/shop.yaml": SPEC})
     assert isinstance(result, Registry), "\n".join(map(str, result))
     return result
 
@@ -178,10 +179,13 @@ def test_opened_skills_are_read_off_the_steps_in_order() -> None:
 
 
 def test_the_builtins_are_exactly_nine_each_saying_when_to_reach_for_it() -> None:
-    # Issue 14 added the member bots' three: card, create_bot and remove_bot.
-    assert set(BUILTIN_SPECS) == set(BUILTIN_TOOLS) == {"open_skill", "search_site", "about_me", "raise_ticket", "fetch",
-                                                        "current_room", "card", "create_bot", "remove_bot"}
-    for name, spec in BUILTIN_SPECS.items():
+    # Issue 14 added the member bots' three: card, create_bot and remove_bot. Two are a surface's own, registered
+    # with it (the door's current_room, the member bots' card), offered only there.
+    assert set(BUILTIN_SPECS) == set(BUILTIN_TOOLS)
+    assert set(BUILTIN_TOOLS) | set(KINDS.tools) == {"open_skill", "search_site", "about_me", "raise_ticket", "fetch",
+                                                      "current_room", "card", "create_bot", "remove_bot"}
+    assert {name: needs for name, (_, needs) in KINDS.tools.items()} == {"current_room": "voice", "card": "members"}
+    for name, spec in {**BUILTIN_SPECS, **{name: spec for name, (spec, _) in KINDS.tools.items()}}.items():
         assert spec.name == name
         assert len(spec.description) > 60, f"{name}: a tool's description is prompt; say when to use it"
         assert spec.parameters["type"] == "object"
@@ -212,7 +216,7 @@ PERSONAL = {
 
 
 def personal_registry(extra: dict[str, str] | None = None) -> Registry:
-    result = compile_sources({**SOURCES, **PERSONAL, **(extra or {})}, server_name=SERVER,
+    result = compile_sources({**SOURCES, **PERSONAL, **(extra or {})}, kinds=KINDS, server_name=SERVER,
                              referenced={"tools/shop.yaml": PEOPLE_SPEC})
     assert isinstance(result, Registry), "\n".join(map(str, result))
     return result

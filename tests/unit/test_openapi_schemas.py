@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content import Registry, Tool, compile_sources
 from engine.content.openapi import Spec, read_spec, tool_name
 from engine.content.parts import Operation, Param
@@ -232,10 +233,10 @@ def test_a_problem_is_refused_only_where_a_tool_allows_it() -> None:
     text = spec("  /ok:\n    get: {operationId: fine}\n"
                 "  /bad:\n    get:\n      operationId: broken\n      parameters: [{$ref: '#/nope'}]\n")
     ok = compile_sources({"tools/t.md": "---\nopenapi: tools/t.yaml\noperations: [fine]\n---\n"},
-                         server_name=SERVER, referenced={"tools/t.yaml": text})
+                         kinds=KINDS, server_name=SERVER, referenced={"tools/t.yaml": text})
     assert isinstance(ok, Registry)
     refused = compile_sources({"tools/t.md": "---\nopenapi: tools/t.yaml\noperations: [fine, broken]\n---\n"},
-                              server_name=SERVER, referenced={"tools/t.yaml": text})
+                              kinds=KINDS, server_name=SERVER, referenced={"tools/t.yaml": text})
     assert [str(e) for e in refused] == [
         "tools/t.md:3: operations: 'broken' of tools/t.yaml cannot be offered to a model:"
         " its $ref #/nope points at nothing in the spec"
@@ -250,7 +251,7 @@ def test_server_variables_and_a_relative_server_against_the_specs_url() -> None:
     relative = spec("  /x:\n    get: {operationId: op}\n").replace("https://api.example.org/v1", "/api")
     url = "https://docs.example.org/specs/openapi.yaml"
     registry = compile_sources({"tools/t.md": f"---\nopenapi: {url}\noperations: [op]\n---\n"},
-                               server_name=SERVER, referenced={url: relative})
+                               kinds=KINDS, server_name=SERVER, referenced={url: relative})
     assert isinstance(registry, Registry) and registry.tools["t"].base_url == "https://docs.example.org/api"
 
 
@@ -285,7 +286,7 @@ SHOP = spec(
 
 
 def registry(sources: dict[str, str], **referenced: str) -> Registry:
-    compiled = compile_sources(sources, server_name=SERVER, referenced={"tools/shop.yaml": SHOP, **referenced})
+    compiled = compile_sources(sources, kinds=KINDS, server_name=SERVER, referenced={"tools/shop.yaml": SHOP, **referenced})
     assert isinstance(compiled, Registry), "\n".join(map(str, compiled))
     return compiled
 
@@ -352,7 +353,7 @@ def test_a_name_a_model_would_call_two_things_is_refused() -> None:
             "tools/a_b.md": "---\nopenapi: tools/api.yaml\noperations: [me, c]\n---\n",
             "tools/fetch.md": "---\ndescription: Mine.\nmodule: tools/c.py\n---\n",
         },
-        server_name=SERVER,
+        kinds=KINDS, server_name=SERVER,
         referenced={"tools/api.yaml": spec_text, "tools/c.py": "def run(run, arguments): ...\n"},
     )
     assert isinstance(refused, list)

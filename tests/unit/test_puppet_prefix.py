@@ -8,6 +8,7 @@ import re
 import pytest
 
 from appservice.config import parse_config, registration
+from appservice.kinds import KINDS
 from appservice.matrix.ours import in_our_namespace
 from engine.content.compile import compile_bot
 from engine.errors import ConfigError
@@ -29,7 +30,7 @@ def test_a_custom_prefix_makes_the_puppets_and_the_registration() -> None:
     bots = re.compile(users[0]["regex"])
     assert bots.fullmatch("@ai.helper:localhost")
     assert not bots.fullmatch("@aiXhelper:localhost") and not bots.fullmatch("@bot_helper:localhost")
-    bot = compile_bot("bots/helper.md", HELPER, server_name="localhost", puppet_prefix="ai.")
+    bot = compile_bot("bots/helper.md", HELPER, kinds=KINDS, server_name="localhost", puppet_prefix="ai.")
     assert not isinstance(bot, list) and bot.user_id == "@ai.helper:localhost"
 
 
@@ -51,6 +52,6 @@ def test_what_is_ours_follows_the_prefix() -> None:
 
 def test_a_slug_too_long_for_the_prefix_is_refused() -> None:
     slug = "a" * (255 - len("@:localhost") - len("bot_") - 1)
-    assert not isinstance(compile_bot(f"bots/{slug}.md", HELPER, server_name="localhost"), list)
-    refused = compile_bot(f"bots/{slug}.md", HELPER, server_name="localhost", puppet_prefix="longer_prefix_")
+    assert not isinstance(compile_bot(f"bots/{slug}.md", HELPER, kinds=KINDS, server_name="localhost"), list)
+    refused = compile_bot(f"bots/{slug}.md", HELPER, kinds=KINDS, server_name="localhost", puppet_prefix="longer_prefix_")
     assert isinstance(refused, list) and "too long for a Matrix user id" in refused[0].message

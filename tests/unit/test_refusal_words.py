@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from appservice.kinds import KINDS
 from engine.content.strings import Strings, parse_strings
 from engine.core.limits import Breach
 from engine.run.refusals import TOLD, Refused, refusal_words
@@ -23,7 +24,7 @@ CODE = sorted(p for top in ("engine", "appservice") for p in (ROOT / top).rglob(
 
 
 def kit() -> Strings:
-    strings = parse_strings(str(KIT_STRINGS), KIT_STRINGS.read_text(encoding="utf-8"))
+    strings = parse_strings(str(KIT_STRINGS), KIT_STRINGS.read_text(encoding="utf-8"), KINDS.sections)
     assert isinstance(strings, Strings)
     return strings
 

@@ -1,0 +1,19 @@
+"""What Matrix rooms bring to content (``engine.content.kinds``): content commands are offered in them, and the
+words a voice note a bot could not hear is answered with."""
+
+from __future__ import annotations
+
+from engine.content.kinds import Kind
+
+ROOMS = Kind(
+    "rooms",
+    commands=True,
+    strings={
+        # A voice note a bot could not hear, answered in words: over the size cap ({mib}), over the length cap
+        # ({minutes}), not audio, a link that is not a content URI, or the download or the transcription failed;
+        # ``no_words``: it heard nothing; ``refused``: a summons's gate said no where ``### refusals`` has no words;
+        # ``slow_down``: over the sender's rate ({per_minute}); ``busy``: every hearing of the process is taken.
+        "voice": {"too_large": ("mib",), "too_long": ("minutes",), "not_audio": (), "not_heard": (), "no_words": (),
+                  "bad_link": (), "refused": (), "slow_down": ("per_minute",), "busy": ()},
+    },
+)
