@@ -10,20 +10,9 @@ VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3))
 RETURNING id;
 
 -- name: claim_room_actions
--- Take up to $1 due actions, oldest first, hiding them for $2 seconds (another process sees them due again only
--- after that).
-WITH due AS (
-    SELECT id FROM room_actions
-     WHERE status = 'pending' AND next_attempt_at <= clock_timestamp()
-     ORDER BY id
-     LIMIT $1
-       FOR UPDATE SKIP LOCKED
-)
-UPDATE room_actions a
-   SET attempts = a.attempts + 1, next_attempt_at = clock_timestamp() + make_interval(secs => $2)
-  FROM due
- WHERE a.id = due.id
-RETURNING a.id, a.action, a.attempts;
+-- Take up to $1 due actions, oldest first, hiding them for $2 seconds.
+-- Another process sees them due again only after that.
+-- from template: claim_due(table=room_actions, held_back=)
 
 -- name: room_action_done
 -- Action $1 was carried out, on attempt $2.
@@ -43,9 +32,7 @@ UPDATE room_actions SET status = 'failed', attempts = $3, last_error = $2
 
 -- name: next_room_action_due
 -- Seconds until the next pending action is due (NULL when none waits).
-SELECT CASE WHEN min(next_attempt_at) IS NULL THEN NULL
-            ELSE greatest(0, extract(epoch FROM min(next_attempt_at) - clock_timestamp())) END::float8 AS seconds
-  FROM room_actions WHERE status = 'pending';
+-- from template: next_due(table=room_actions)
 
 -- name: prune_room_actions
 -- Forget actions finished more than $1 seconds ago.
