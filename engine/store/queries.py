@@ -92,7 +92,7 @@ def expand(query: Query, templates: Mapping[str, Query]) -> Query:
     if holes != set(values):
         raise ValueError(f"query {query.name!r}: template {template.name!r} has holes {sorted(holes)}, "
                          f"given {sorted(values)}")
-    return Query(query.name, query.description, _HOLE.sub(lambda h: values[h.group(1)], template.sql))
+    return Query(query.name, query.description, _HOLE.sub(lambda h: values[h.group(1)], template.sql).strip())
 
 
 def query_files(*paths: Path) -> list[Path]:
