@@ -15,8 +15,6 @@ gives the conversation to people, as Chatwoot does.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import hmac
 import json
@@ -33,6 +31,7 @@ from appservice.desk.errors import RequestRefused
 from appservice.desk.shapes import webhook_conversation, webhook_message
 from engine.clock import Clock
 from engine.errors import StoreError
+from engine.run.delivery import DeliveryLoop, Outcome, Refused, Sent
 from engine.store import Store, Tx
 from engine.store.desk import Conversation, Message
 from engine.store.desk_webhooks import Delivery
@@ -54,6 +53,10 @@ ERROR_CHARS = 500
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+
+
+def _extra(d: Delivery) -> dict[str, object]:
+    return {"delivery": str(d.delivery), "event": d.event, "room": f"desk:{d.conversation_id}"}
 
 
 def body_of(payload: dict[str, object]) -> str:
@@ -98,56 +101,35 @@ class Webhooks:
                 await self._queue(tx, where, event, body_of(payload), None)
 
 
-class WebhookSender:
-    """Posts what is queued, woken by NOTIFY on insert, and otherwise when the next retry falls due."""
+class WebhookSender(DeliveryLoop[Delivery]):
+    """Posts what is queued, woken by NOTIFY on insert, and otherwise when the next retry falls due: the one
+    delivery loop (``engine/run/delivery.py``), this its sender."""
 
     def __init__(self, store: Store, desk: Desk, session: aiohttp.ClientSession, clock: Clock, *,
                  retry_after: Sequence[float] = RETRY_AFTER) -> None:
+        super().__init__("desk webhooks", store.desk_webhooks, self, self._backoff, clock, listen=store.listen,
+                         channel=CHANNEL, batch=CLAIM_BATCH, hide_seconds=HIDE_SECONDS, idle_seconds=IDLE_SECONDS)
         self.store = store
         self.desk = desk
         self.session = session
-        self.clock = clock
         self.retry_after = tuple(retry_after)
-        self._wake = asyncio.Event()
 
-    def wake(self) -> None:
-        self._wake.set()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        listening = asyncio.ensure_future(self.store.listen(CHANNEL, self.wake, stop))
-        try:
-            while not stop.is_set():
-                self._wake.clear()
-                try:
-                    if await self.send_due():
-                        continue
-                    wait = await self.store.desk_webhooks.next_due()
-                except StoreError:
-                    log.warning("desk webhooks: the database is unavailable; retrying in 1s")
-                    wait = 1.0
-                await self.clock.wait(self._wake, IDLE_SECONDS if wait is None else max(0.01, min(IDLE_SECONDS, wait)))
-        finally:
-            listening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listening
-
-    async def send_due(self) -> int:
-        due = await self.store.desk_webhooks.claim(CLAIM_BATCH, HIDE_SECONDS)
-        await asyncio.gather(*(self._send(d) for d in due))
-        return len(due)
+    def _backoff(self, attempts: int) -> float | None:
+        return None if attempts > len(self.retry_after) else self.retry_after[attempts - 1]
 
     def _hook(self, d: Delivery) -> DeskWebhook | None:
         inbox = self.desk.inboxes.get(d.inbox_id)
         return next((h for h in (inbox.settings.webhooks if inbox else ()) if h.url == d.url), None)
 
-    async def _send(self, d: Delivery) -> None:
-        extra = {"delivery": str(d.delivery), "event": d.event, "room": f"desk:{d.conversation_id}"}
+    # --- the sender -------------------------------------------------------------------------------------
+
+    async def send(self, d: Delivery) -> Outcome:
         hook = self._hook(d)
         if hook is None:
             log.error("desk webhook %s is no longer configured; delivery %s kept as failed", d.url, d.delivery,
-                      extra=extra)
+                      extra=_extra(d))
             await self.store.desk_webhooks.failed(d.id, None, "the webhook is no longer configured")
-            return
+            return None
         body = d.body.encode()
         timestamp = str(int(self.clock.now().timestamp()))
         headers = {"Content-Type": "application/json", SIGNATURE: sign(hook.secret, timestamp, body),
@@ -158,21 +140,32 @@ class WebhookSender:
                                          timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)) as resp:
                 status = resp.status
                 if 200 <= resp.status < 300:
-                    await self.store.desk_webhooks.delivered(d.id, resp.status)
-                    log.info("desk webhook %s delivered (%s)", d.event, resp.status, extra=extra)
-                    return
+                    return Sent(resp.status)
                 error = f"{resp.status} {(await resp.text())[:ERROR_CHARS]}".strip()
         except (aiohttp.ClientError, TimeoutError) as exc:
             error = f"unreachable: {type(exc).__name__}: {exc}"[:ERROR_CHARS]
-        if d.attempts > len(self.retry_after):
-            log.error("desk webhook %s to %s failed for good after %d attempts: %s", d.event, d.url, d.attempts, error,
-                      extra=extra)
-            await self.store.desk_webhooks.failed(d.id, status, error)
-        else:
-            wait = self.retry_after[d.attempts - 1]
-            log.warning("desk webhook %s to %s failed (%s); retrying in %.0fs", d.event, d.url, error, wait, extra=extra)
-            await self.store.desk_webhooks.retry(d.id, status, error, wait)
-        if hook.agent_bot and d.event == "message_created" and d.message_id is not None:
+        return Refused(error, retryable=True, detail=(status, hook.agent_bot))
+
+    async def done(self, d: Delivery, sent: Sent) -> None:
+        await self.store.desk_webhooks.delivered(d.id, int(sent.detail))
+        log.info("desk webhook %s delivered (%s)", d.event, sent.detail, extra=_extra(d))
+
+    async def retry(self, d: Delivery, after: float, refused: Refused) -> None:
+        status, agent_bot = refused.detail
+        log.warning("desk webhook %s to %s failed (%s); retrying in %.0fs", d.event, d.url, refused.error, after,
+                    extra=_extra(d))
+        await self.store.desk_webhooks.retry(d.id, status, refused.error, after)
+        await self._unanswered(d, agent_bot)
+
+    async def failed(self, d: Delivery, refused: Refused, *, gave_up: bool) -> None:
+        status, agent_bot = refused.detail
+        log.error("desk webhook %s to %s failed for good after %d attempts: %s", d.event, d.url, d.attempts,
+                  refused.error, extra=_extra(d))
+        await self.store.desk_webhooks.failed(d.id, status, refused.error)
+        await self._unanswered(d, agent_bot)
+
+    async def _unanswered(self, d: Delivery, agent_bot: bool) -> None:
+        if agent_bot and d.event == "message_created" and d.message_id is not None:
             await self._bot_unreachable(d)
 
     async def _bot_unreachable(self, d: Delivery) -> None:

@@ -11,8 +11,6 @@ of a 429, so ``retry_after_ms`` could not be honoured through it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 from typing import Any
@@ -25,6 +23,7 @@ from appservice.matrix.undelivered import Undelivered, is_outcome
 from appservice.matrix.voice import SPEAK, Speaking
 from engine.clock import Clock
 from engine.errors import StoreError
+from engine.run.delivery import DeliveryLoop, Outcome, Refused, Sent
 from engine.store import Store
 from engine.store.outbox import Outgoing
 
@@ -40,12 +39,18 @@ TXN_MARKER = "org.summon.txn"
 RELATED_WAIT = 0.2  # an edit or redaction whose message is not sent yet waits this long
 # Relations that only point at the earlier message (a thread's reply points at its root, the desk's staff room).
 POINTING = frozenset({"m.annotation", "m.reference", "m.thread"})
-IDLE_SECONDS = 60.0  # with nothing pending the sender waits on NOTIFY; this is only a safety net
-MIN_WAIT = 0.01  # a retry falling due now is still waited for on the clock, never spun on
+CHANNEL = "summon_outbox"
 
 
-def backoff(attempts: int) -> float:
+def backoff(attempts: int) -> float | None:
+    """The wait after a failed attempt (``attempts`` so far), or None: that was the last."""
+    if attempts >= GIVE_UP_ATTEMPTS:
+        return None
     return float(min(MAX_BACKOFF, 0.5 * 2 ** max(0, attempts - 1)))
+
+
+def _extra(row: Outgoing) -> dict[str, object]:
+    return {"room": row.room_id, "run": row.run_id, "txn": row.txn_id}
 
 
 class MatrixSender:
@@ -128,45 +133,23 @@ def edit_of(content: dict[str, Any], event_id: str) -> dict[str, Any]:
     return edit
 
 
-class Outbox:
+class Outbox(DeliveryLoop[Outgoing]):
     """Sends what is queued (``tx.outbox.enqueue``: with ``of_txn`` a message edits (``m.room.message``) or
     redacts (``m.room.redaction``) the earlier message queued under that transaction id — or, when its content
     carries an ``m.annotation`` or ``m.reference`` relation without an event id (a reaction, a poll's end),
-    points at that message)."""
+    points at that message). The one delivery loop (``engine/run/delivery.py``) runs it, this its sender: each
+    run's messages in order (and, in order, a room's messages that belong to no run), different runs and rooms
+    at the same time — twenty people answered at once in one busy room are not answered one after another (the
+    homeserver orders a room's events itself)."""
 
     def __init__(self, store: Store, sender: MatrixSender, clock: Clock, *,
                  undelivered: Undelivered | None = None, speaking: Speaking | None = None) -> None:
+        super().__init__("outbox", store.outbox, self, backoff, clock, listen=store.listen, channel=CHANNEL,
+                         batch=CLAIM_BATCH, hide_seconds=HIDE_SECONDS, order=lambda row: (row.room_id, row.run_id))
         self.store = store
         self.sender = sender
-        self.clock = clock
         self.undelivered = undelivered
-        self._wake = asyncio.Event()
         self.speaking = speaking  # turns a speak row into a voice message (none: dropped)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Send what is due, woken by NOTIFY on insert, and otherwise when the next retry falls due."""
-        listening = asyncio.ensure_future(self.store.listen("summon_outbox", self.wake, stop))
-        try:
-            while not stop.is_set():
-                self._wake.clear()
-                try:
-                    if await self.send_due():
-                        continue
-                    wait = await self.store.outbox.next_due()
-                except StoreError:
-                    log.warning("outbox: the database is unavailable; retrying in 1s")
-                    wait = 1.0
-                # Nothing waits: sleep until NOTIFY (an insert, or the LISTEN connection coming back) wakes
-                # us; the long safety net only covers a notification lost some way we do not know of.
-                timeout = IDLE_SECONDS if wait is None else max(MIN_WAIT, min(IDLE_SECONDS, wait))
-                await self.clock.wait(self._wake, timeout)
-        finally:
-            listening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listening
-
-    def wake(self) -> None:
-        self._wake.set()
 
     async def send_now(self, txn_ids: list[str]) -> None:
         """The fast path: messages just committed (an answer) are sent at once, without waiting for this
@@ -180,26 +163,11 @@ class Outbox:
             log.warning("outbox: could not take a fresh message to send at once (%s); the loop will", exc)
             return
         for row in rows:
-            await self._send_one(row)
+            await self.deliver_one(row)
 
-    async def send_due(self) -> int:
-        """Send what is due: each run's messages in order (and, in order, a room's messages that belong to no
-        run), different runs and rooms at the same time — twenty people answered at once in one busy room
-        are not answered one after another (the homeserver orders a room's events itself)."""
-        rows = await self.store.outbox.claim(CLAIM_BATCH, HIDE_SECONDS)
-        by_run: dict[tuple[str, int | None], list[Outgoing]] = {}
-        for row in rows:
-            by_run.setdefault((row.room_id, row.run_id), []).append(row)
+    # --- the sender -------------------------------------------------------------------------------------
 
-        async def in_order(batch: list[Outgoing]) -> None:
-            for row in batch:
-                await self._send_one(row)
-
-        await asyncio.gather(*(in_order(batch) for batch in by_run.values()))
-        return len(rows)
-
-    async def _send_one(self, row: Outgoing) -> None:
-        extra = {"room": row.room_id, "run": row.run_id, "txn": row.txn_id}
+    async def send(self, row: Outgoing) -> Outcome:
         try:
             found = None
             if row.attempts > 1 and row.event_type != "m.room.redaction":
@@ -207,35 +175,37 @@ class Outbox:
                 # away, and a restarted Synapse no longer knows the txn id): look before sending again.
                 found = await self.sender.already_sent(row.room_id, row.txn_id, row.sender)
             if found is not None:
-                event_id = found
-            elif SPEAK in row.content:
+                return Sent(found)
+            if SPEAK in row.content:
                 voiced = await self.speaking.voiced(row.run_id, row.sender, row.content) if self.speaking else None
                 if voiced is None:
                     # No endpoint, or it has fallen (said once in the log): the answer stands in text alone.
                     await self.store.outbox.failed(row.id, "not spoken: the answer went as text only")
-                    return
-                event_id = await self.sender.send(row.room_id, row.event_type, voiced, row.txn_id, row.sender)
-            elif row.of_txn is None:
-                event_id = await self.sender.send(row.room_id, row.event_type, row.content, row.txn_id, row.sender)
-            else:
-                sent = await self._related(row)
-                if sent is None:
-                    return
-                event_id = sent
+                    return None
+                return Sent(await self.sender.send(row.room_id, row.event_type, voiced, row.txn_id, row.sender))
+            if row.of_txn is None:
+                return Sent(await self.sender.send(row.room_id, row.event_type, row.content, row.txn_id, row.sender))
+            sent = await self._related(row)
+            return None if sent is None else Sent(sent)
         except MatrixError as exc:
-            if exc.retryable and row.attempts < GIVE_UP_ATTEMPTS:
-                wait = exc.retry_after_ms / 1000 if exc.retry_after_ms else backoff(row.attempts)
-                log.warning("outbox: send failed (%s); retrying in %.1fs", exc, wait, extra=extra)
-                await self.store.outbox.retry(row.id, wait, str(exc))
-            elif exc.retryable:
-                log.error("outbox: gave up on a message after %d attempts: %s", row.attempts, exc, extra=extra)
-                await self._failed(row, f"gave up after {row.attempts} attempts: {exc}")
-            else:
-                log.error("outbox: the homeserver refused a message for good: %s", exc, extra=extra)
-                await self._failed(row, str(exc))
-            return
-        await self.store.outbox.sent(row.id, event_id)
-        log.info("outbox: sent %s", event_id, extra=extra)
+            return Refused(str(exc), exc.retryable, wait=exc.retry_after_ms / 1000 if exc.retry_after_ms else None)
+
+    async def done(self, row: Outgoing, sent: Sent) -> None:
+        await self.store.outbox.sent(row.id, str(sent.detail))
+        log.info("outbox: sent %s", sent.detail, extra=_extra(row))
+
+    async def retry(self, row: Outgoing, after: float, refused: Refused) -> None:
+        log.warning("outbox: send failed (%s); retrying in %.1fs", refused.error, after, extra=_extra(row))
+        await self.store.outbox.retry(row.id, after, refused.error)
+
+    async def failed(self, row: Outgoing, refused: Refused, *, gave_up: bool) -> None:
+        if gave_up:
+            log.error("outbox: gave up on a message after %d attempts: %s", row.attempts, refused.error,
+                      extra=_extra(row))
+            await self._failed(row, f"gave up after {row.attempts} attempts: {refused.error}")
+        else:
+            log.error("outbox: the homeserver refused a message for good: %s", refused.error, extra=_extra(row))
+            await self._failed(row, refused.error)
 
     async def _failed(self, row: Outgoing, why: str) -> None:
         """The message will never be sent: kept with the reason — and, when it was a run's answer or ending, the

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from appservice.matrix.dispatch import FIRST_TRY_SECONDS, remember
@@ -35,6 +36,7 @@ from engine.clock import Clock
 from engine.content import Bot, Registry
 from engine.content.strings import Strings
 from engine.errors import StoreError
+from engine.run.delivery import DeliveryLoop, Outcome, Refused, Sent
 from engine.store import Store, Tx
 
 if TYPE_CHECKING:
@@ -48,6 +50,38 @@ MAX_ATTEMPTS = 6
 RESUME_SECONDS = 30.0
 # What the homeserver says when it never will (the invite was withdrawn, the room is gone).
 PERMANENT = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "M_INVALID_PARAM", "M_UNKNOWN_TOKEN"})
+
+
+def backoff(attempts: int) -> float | None:
+    """RETRY_SECONDS × 4^(attempts before this one), or None after MAX_ATTEMPTS."""
+    return None if attempts >= MAX_ATTEMPTS else RETRY_SECONDS * 4 ** (attempts - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """A remembered action taken to be carried out (``followup`` None: one this version cannot read)."""
+
+    id: int
+    followup: Followup | None
+    attempts: int
+
+
+def _room(item: Remembered) -> str | None:
+    return item.followup.room_id if item.followup is not None else None
+
+
+class _Actions:
+    """The ``room_actions`` family read as a delivery queue of followups."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def claim(self, batch: int, hide_seconds: float) -> list[Remembered]:
+        return [Remembered(r.id, followup_of(r.action), r.attempts)
+                for r in await self.store.room_actions.claim(batch, hide_seconds)]
+
+    async def next_due(self) -> float | None:
+        return await self.store.room_actions.next_due()
 
 
 def followup_of(action: Any) -> Followup | None:
@@ -110,6 +144,11 @@ class Rooms:
         self.clock = clock
         self.on_done = on_done  # told of each action done, however it got done (a puppet's join: its commands)
         self.voice = voice  # hears the voice notes that summon a bot
+        self._queue = _Actions(store)
+        # One at a time, each held for its attempt's time: a batch held at once would run past its hold.
+        self.actions: DeliveryLoop[Remembered] = DeliveryLoop(
+            "room actions", self._queue, self, backoff, clock, batch=1, hide_seconds=FIRST_TRY_SECONDS,
+            idle_seconds=RESUME_SECONDS)
 
     async def register_puppets(self) -> None:
         for bot in self._registry().bots.values():
@@ -139,57 +178,59 @@ class Rooms:
             except MatrixError as exc:
                 log.warning("could not set %s's presence: %s", bot.user_id, exc, extra={"bot": bot.slug})
 
-    # --- remembered until done ------------------------------------------------------------------------
+    # --- remembered until done: one of the delivery queues (engine/run/delivery.py), this its sender --------
 
-    async def carry_out_remembered(self, action_id: int, followup: Followup) -> bool:
+    async def carry_out_remembered(self, action_id: int, followup: Followup, attempts: int = 1) -> bool:
         """Carry out a remembered action (within ATTEMPT_SECONDS, inside the time its row is held) and
-        write down how it went; True when it is done."""
-        try:
-            async with asyncio.timeout(ATTEMPT_SECONDS):
-                why = await self.carry_out(followup)
-        except TimeoutError:
-            why = (f"the homeserver did not finish within {ATTEMPT_SECONDS:g}s", False)
-        except StoreError as exc:
-            why = (f"storing what it said failed ({type(exc).__name__}: {exc})", False)
-        except Exception as exc:  # a bug or a shape we did not expect: counted, so it is given up in the end
-            log.exception("carrying out %s failed", followup, extra={"room": followup.room_id})
-            why = (f"{type(exc).__name__}: {exc}", False)
-        if why is None:
-            await self.store.room_actions.done(action_id)
-            if self.on_done is not None:
-                await self.on_done(followup)
-            return True
-        error, permanent = why
-        status = await self.store.room_actions.failed(action_id, error, retry_seconds=RETRY_SECONDS,
-                                                      permanent=permanent, max_attempts=MAX_ATTEMPTS)
-        log.log(logging.ERROR if status == "failed" else logging.WARNING, "%s: %s (%s)", followup, error,
-                "given up" if status == "failed" else "will try again", extra={"room": followup.room_id})
-        return False
+        write down how it went; True when it is done. The fast path: just remembered, its first attempt."""
+        return await self.actions.deliver_one(Remembered(action_id, followup, attempts))
 
     async def resume_once(self, limit: int = 50) -> int:
         """Carry out what is due — remembered before a crash, or failing and due again — one at a time, each
         held for FIRST_TRY_SECONDS. How many were done."""
         done = 0
         for _ in range(limit):
-            row = await self.store.room_actions.claim(FIRST_TRY_SECONDS)
-            if row is None:
+            due = await self._queue.claim(1, FIRST_TRY_SECONDS)
+            if not due:
                 break
-            followup = followup_of(row.action)
-            if followup is None:
-                await self.store.room_actions.failed(row.id, "an action this version cannot read",
-                                                     retry_seconds=RETRY_SECONDS, permanent=True,
-                                                     max_attempts=MAX_ATTEMPTS)
-                continue
-            done += await self.carry_out_remembered(row.id, followup)
+            done += await self.actions.deliver_one(due[0])
         return done
 
-    async def resume(self, stop: asyncio.Event, every: float = RESUME_SECONDS) -> None:
-        while not stop.is_set():
-            try:
-                await self.resume_once()
-            except StoreError:
-                log.warning("could not resume room actions (the database is unavailable); will try again")
-            await self.clock.wait(stop, every)
+    async def resume(self, stop: asyncio.Event) -> None:
+        await self.actions.run(stop)
+
+    async def send(self, item: Remembered) -> Outcome:
+        if item.followup is None:
+            await self.store.room_actions.failed(item.id, "an action this version cannot read", item.attempts)
+            return None
+        try:
+            async with asyncio.timeout(ATTEMPT_SECONDS):
+                why = await self.carry_out(item.followup)
+        except TimeoutError:
+            why = (f"the homeserver did not finish within {ATTEMPT_SECONDS:g}s", False)
+        except StoreError as exc:
+            why = (f"storing what it said failed ({type(exc).__name__}: {exc})", False)
+        except Exception as exc:  # a bug or a shape we did not expect: counted, so it is given up in the end
+            log.exception("carrying out %s failed", item.followup, extra={"room": item.followup.room_id})
+            why = (f"{type(exc).__name__}: {exc}", False)
+        if why is None:
+            return Sent()
+        error, permanent = why
+        return Refused(error, retryable=not permanent)
+
+    async def done(self, item: Remembered, sent: Sent) -> None:
+        assert item.followup is not None
+        await self.store.room_actions.done(item.id, item.attempts)
+        if self.on_done is not None:
+            await self.on_done(item.followup)
+
+    async def retry(self, item: Remembered, after: float, refused: Refused) -> None:
+        await self.store.room_actions.retry(item.id, after, refused.error, item.attempts)
+        log.warning("%s: %s (will try again)", item.followup, refused.error, extra={"room": _room(item)})
+
+    async def failed(self, item: Remembered, refused: Refused, *, gave_up: bool) -> None:
+        await self.store.room_actions.failed(item.id, refused.error, item.attempts)
+        log.error("%s: %s (given up)", item.followup, refused.error, extra={"room": _room(item)})
 
     # --- carrying out ---------------------------------------------------------------------------------
 

@@ -81,7 +81,7 @@ async def enqueue(db: TestStore, txn: str, run_id: int | None = None) -> None:
 async def drain(outbox: Outbox, db: TestStore, *, until: float) -> None:
     loop = asyncio.get_running_loop()
     while loop.time() < until:
-        await outbox.send_due()
+        await outbox.deliver_due()
         row = await db.pool.fetchrow("SELECT status FROM outbox LIMIT 1")
         if row is not None and row["status"] != "pending":
             return
@@ -120,7 +120,7 @@ async def test_5xx_and_an_unreachable_homeserver_back_off_and_retry(db: TestStor
 
         unreachable = Outbox(db, MatrixSender(session, "http://127.0.0.1:9", "as_token_xxxxxxxxxxxx"), SystemClock())
         await enqueue(db, "t-down")
-        await unreachable.send_due()
+        await unreachable.deliver_due()
     row = await db.pool.fetchrow("SELECT status, last_error, next_attempt_at > now() AS later FROM outbox WHERE txn_id = 't-down'")
     assert row["status"] == "pending" and row["later"] and "unreachable" in row["last_error"]
 
@@ -131,7 +131,7 @@ async def test_a_refusal_for_good_is_kept_with_its_reason(db: TestStore, homeser
     async with aiohttp.ClientSession() as session:
         outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
         await enqueue(db, "t-403")
-        await outbox.send_due()
+        await outbox.deliver_due()
     row = await db.pool.fetchrow("SELECT status, last_error FROM outbox WHERE txn_id = 't-403'")
     assert row["status"] == "failed" and "M_FORBIDDEN" in row["last_error"]
     assert len(fake.requests) == 1
@@ -150,9 +150,9 @@ async def test_nothing_pending_is_not_due_now(db: TestStore) -> None:
 class CountingOutbox(Outbox):
     rounds = 0
 
-    async def send_due(self) -> int:
+    async def deliver_due(self) -> int:
         self.rounds += 1
-        return await super().send_due()
+        return await super().deliver_due()
 
 
 async def test_an_idle_sender_waits_for_notify_and_still_sends_at_once(
@@ -246,7 +246,7 @@ async def test_a_freshly_committed_answer_is_sent_at_once_under_its_stable_txn_i
         rows = await db.pool.fetch("SELECT txn_id, status FROM outbox WHERE room_id = '!order:localhost' ORDER BY id")
         assert [(r["txn_id"], r["status"]) for r in rows] == [("t-earlier", "pending"),
                                                               (f"summon.run{third.id}.answer", "pending")]
-        assert await outbox.send_due() == 3  # and t-other
+        assert await outbox.deliver_due() == 3  # and t-other
         paths = [r["path"].rsplit("/", 1)[1] for r in fake.requests]
         assert paths.index("t-earlier") < paths.index(f"summon.run{third.id}.answer")
     await tasks.close(grace=1.0)
@@ -280,7 +280,7 @@ async def test_answers_to_many_people_in_one_room_go_out_together_each_runs_in_o
     await enqueue(db, "t-none-b")
     async with aiohttp.ClientSession() as session:
         outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
-        assert await outbox.send_due() == 18
+        assert await outbox.deliver_due() == 18
     assert await db.pool.fetchval("SELECT count(*) FROM outbox WHERE status = 'sent'") == 18
     assert fake.most_in_flight == 9  # eight runs and the room's own messages, each at once
     order = [r["body"]["org.summon.txn"] for r in fake.requests]
@@ -305,10 +305,10 @@ async def test_a_runs_message_waits_while_an_earlier_one_of_its_run_backs_off(
                           "WHERE txn_id = 't-first'")
     async with aiohttp.ClientSession() as session:
         outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
-        assert await outbox.send_due() == 1
+        assert await outbox.deliver_due() == 1
         assert [r["body"]["org.summon.txn"] for r in fake.requests] == ["t-elsewhere"]
         await db.pool.execute("UPDATE outbox SET next_attempt_at = clock_timestamp() WHERE txn_id = 't-first'")
-        assert await outbox.send_due() == 2
+        assert await outbox.deliver_due() == 2
     order = [r["body"]["org.summon.txn"] for r in fake.requests]
     assert order.index("t-first") < order.index("t-second")
 
@@ -333,8 +333,8 @@ async def test_an_answer_refused_for_good_says_so_on_its_run_and_the_room_is_tol
                                     content={"msgtype": "m.notice", "body": "the answer",
                                              "m.relates_to": {"m.in_reply_to": {"event_id": "$asked"}},
                                              "m.mentions": {"user_ids": ["@alice:localhost"]}}, run_id=run_id)
-        await outbox.send_due()
-        await outbox.send_due()  # the room is told, by the service's own user
+        await outbox.deliver_due()
+        await outbox.deliver_due()  # the room is told, by the service's own user
     steps = await db.pool.fetch("SELECT kind, payload FROM agent_steps WHERE run_id = $1 ORDER BY seq", run_id)
     assert [s["kind"] for s in steps][-1:] == ["undelivered"] and "M_FORBIDDEN" in steps[-1]["payload"]["reason"]
     told = [r for r in fake.requests if r["user_id"] == "@summon:localhost"]
@@ -358,6 +358,6 @@ async def test_a_message_still_refused_as_try_again_after_a_day_of_it_is_given_u
         outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock())
         await enqueue(db, "t-day")
         await db.pool.execute("UPDATE outbox SET attempts = $1 WHERE txn_id = 't-day'", GIVE_UP_ATTEMPTS - 1)
-        await outbox.send_due()
+        await outbox.deliver_due()
     row = await db.pool.fetchrow("SELECT status, last_error FROM outbox WHERE txn_id = 't-day'")
     assert row["status"] == "failed" and row["last_error"].startswith(f"gave up after {GIVE_UP_ATTEMPTS} attempts")

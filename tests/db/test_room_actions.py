@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from appservice.matrix.rooms import MAX_ATTEMPTS, backoff
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db
@@ -21,35 +22,47 @@ async def remember(db: TestStore, hold: float) -> int:
 
 async def test_an_action_held_by_its_first_attempt_is_not_claimed(db: TestStore) -> None:
     await remember(db, 60)
-    assert await db.room_actions.claim(60) is None
+    assert await db.room_actions.claim(1, 60) == []
 
 
 async def test_a_due_action_is_claimed_by_exactly_one_of_many(db: TestStore) -> None:
     action_id = await remember(db, 0)
-    claims = await asyncio.gather(*(db.room_actions.claim(60) for _ in range(10)))
-    taken = [c for c in claims if c is not None]
-    assert len(taken) == 1 and taken[0].id == action_id and taken[0].action == ACTION
-    assert await db.room_actions.claim(60) is None  # held now
+    claims = await asyncio.gather(*(db.room_actions.claim(1, 60) for _ in range(10)))
+    taken = [c for claim in claims for c in claim]
+    assert len(taken) == 1 and taken[0].id == action_id and taken[0].action == ACTION and taken[0].attempts == 1
+    assert await db.room_actions.claim(1, 60) == []  # held now
 
 
 async def test_failures_back_off_and_are_given_up_and_a_finished_action_is_never_rewritten(db: TestStore) -> None:
     action_id = await remember(db, 0)
-    statuses = [await db.room_actions.failed(action_id, "M_UNKNOWN: busy", retry_seconds=15.0, permanent=False,
-                                                max_attempts=3)
-                for _ in range(3)]
+    # The waits grow (RETRY_SECONDS × 4^(attempts before)) and the last attempt gives up.
+    assert [backoff(n) for n in range(1, MAX_ATTEMPTS + 1)] == [15.0, 60.0, 240.0, 960.0, 3840.0, None]
+    statuses = []
+    for attempt in range(1, 4):
+        await db.pool.execute("UPDATE room_actions SET next_attempt_at = now() WHERE id = $1", action_id)
+        [claimed] = await db.room_actions.claim(1, 60)
+        assert claimed.attempts == attempt
+        if attempt < 3:
+            await db.room_actions.retry(action_id, 15.0 * 4 ** (attempt - 1), "M_UNKNOWN: busy", claimed.attempts)
+        else:
+            await db.room_actions.failed(action_id, "M_UNKNOWN: busy", claimed.attempts)
+        statuses.append(await db.pool.fetchval("SELECT status FROM room_actions WHERE id = $1", action_id))
     assert statuses == ["pending", "pending", "failed"]
-    assert await db.room_actions.failed(action_id, "again", retry_seconds=15.0, permanent=False, max_attempts=3) is None
+    await db.room_actions.retry(action_id, 15.0, "again", 4)
+    await db.room_actions.failed(action_id, "again", 4)
     row = await db.pool.fetchrow("SELECT status, attempts, last_error FROM room_actions WHERE id = $1", action_id)
     assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 3, "M_UNKNOWN: busy")
 
     done = await remember(db, 0)
-    await db.room_actions.done(done)
-    assert await db.room_actions.failed(done, "M_FORBIDDEN: already in", retry_seconds=15.0, permanent=True,
-                                         max_attempts=3) is None
+    await db.room_actions.done(done, 1)
+    await db.room_actions.failed(done, "M_FORBIDDEN: already in", 2)
     assert await db.pool.fetchval("SELECT status FROM room_actions WHERE id = $1", done) == "done"
 
 
 async def test_a_permanent_refusal_is_given_up_at_once(db: TestStore) -> None:
     action_id = await remember(db, 0)
-    assert await db.room_actions.failed(action_id, "M_FORBIDDEN: not invited", retry_seconds=15.0,
-                                        permanent=True, max_attempts=6) == "failed"
+    [claimed] = await db.room_actions.claim(1, 60)
+    await db.room_actions.failed(action_id, "M_FORBIDDEN: not invited", claimed.attempts)
+    row = await db.pool.fetchrow("SELECT status, attempts FROM room_actions WHERE id = $1", action_id)
+    assert (row["status"], row["attempts"]) == ("failed", 1)
+    assert await db.room_actions.next_due() is None

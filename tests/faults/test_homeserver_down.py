@@ -176,7 +176,7 @@ async def test_a_send_whose_reply_was_lost_when_synapse_stopped_is_not_posted_tw
 
         async def retry(txn: str) -> str:
             async def sent() -> str | None:
-                await outbox.send_due()
+                await outbox.deliver_due()
                 row = await db.pool.fetchrow("SELECT status, event_id FROM outbox WHERE txn_id = $1", txn)
                 return row["event_id"] if row and row["status"] == "sent" else None
             result: str = await wait_for(sent, timeout=30, interval=0.2, what=f"{txn} sent")

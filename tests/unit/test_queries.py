@@ -223,3 +223,60 @@ def test_no_sql_in_python(module: Path) -> None:
     assert sql_strings(source) == [], f"{module.name}: SQL belongs in engine/store/sql/queries/"
     quoted = re.findall(r"""["'](SELECT |INSERT INTO|UPDATE |DELETE FROM|CREATE TABLE)""", source)
     assert quoted == [], f"{module.name}: SQL belongs in engine/store/sql/queries/"
+
+
+SHAPED = """\
+-- template: take_due
+-- Take what is due of a table.
+SELECT q.id FROM {table} q WHERE q.due
+{also}
+
+-- template: not_held
+-- A fragment.
+ AND NOT q.held
+
+-- name: take_runs
+-- Take the due runs.
+-- (a second comment line stays with the file)
+-- from template: take_due(table=runs, also=not_held)
+
+-- name: take_rows
+-- Take the due rows.
+-- from template: take_due(table=rows, also=)
+"""
+
+
+def test_a_query_made_from_a_template_is_the_template_filled_in(tmp_path: Path) -> None:
+    (tmp_path / "a.sql").write_text(SHAPED, encoding="utf-8")
+    queries = Queries(tmp_path)
+    assert list(queries) == ["take_runs", "take_rows"], "a template is no query"
+    assert queries["take_runs"] == "SELECT q.id FROM runs q WHERE q.due\nAND NOT q.held"
+    assert queries["take_rows"] == "SELECT q.id FROM rows q WHERE q.due"
+    assert queries.describe("take_runs") == "Take the due runs."
+
+
+def test_a_template_may_live_in_another_file(tmp_path: Path) -> None:
+    templates, uses = SHAPED.split("-- name: take_runs")
+    (tmp_path / "b_templates.sql").write_text(templates, encoding="utf-8")
+    (tmp_path / "a_uses.sql").write_text("-- name: take_runs" + uses, encoding="utf-8")
+    assert Queries(tmp_path)["take_rows"] == "SELECT q.id FROM rows q WHERE q.due"
+
+
+@pytest.mark.parametrize(("use", "refusal"), [
+    ("take_nothing(table=rows, also=)", "which no file declares"),
+    ("take_due(table=rows)", "has holes"),
+    ("take_due(table=rows, also=, extra=x)", "has holes"),
+    ("take_due(table=rows; DROP TABLE x, also=)", "is not param=name"),
+    ("take_due(table='rows', also=)", "is not param=name"),
+], ids=["unknown", "a_hole_unfilled", "a_value_for_no_hole", "not_an_identifier", "a_literal"])
+def test_a_template_filled_in_wrongly_is_refused(tmp_path: Path, use: str, refusal: str) -> None:
+    (tmp_path / "a.sql").write_text(SHAPED + f"\n-- name: bad\n-- Bad.\n-- from template: {use}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=refusal):
+        Queries(tmp_path)
+
+
+def test_a_query_made_from_a_template_has_no_sql_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "a.sql").write_text(SHAPED + "\n-- name: bad\n-- Bad.\nSELECT 1\n-- from template: take_due(table=x, also=)\n",
+                                    encoding="utf-8")
+    with pytest.raises(ValueError, match="SQL of its own"):
+        Queries(tmp_path)

@@ -8,20 +8,9 @@ VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id;
 
 -- name: desk_claim_deliveries
--- Take up to $1 due deliveries, oldest first, hiding them for $2 seconds (a sender that dies mid-post leaves
--- them to be tried again, under the same delivery id).
-WITH due AS (
-    SELECT id FROM desk_deliveries
-     WHERE status = 'pending' AND next_attempt_at <= clock_timestamp()
-     ORDER BY id
-     LIMIT $1
-       FOR UPDATE SKIP LOCKED
-)
-UPDATE desk_deliveries d
-   SET attempts = d.attempts + 1, next_attempt_at = clock_timestamp() + make_interval(secs => $2)
-  FROM due
- WHERE d.id = due.id
-RETURNING d.id, d.delivery, d.inbox_id, d.url, d.event, d.conversation_id, d.message_id, d.body, d.attempts;
+-- Take up to $1 due deliveries, oldest first, hiding them for $2 seconds.
+-- A sender that dies mid-post leaves them to be tried again, under the same delivery id.
+-- from template: claim_due(table=desk_deliveries, held_back=)
 
 -- name: desk_delivered
 -- The receiver took delivery $1 (its status $2).
@@ -41,6 +30,4 @@ UPDATE desk_deliveries SET status = 'failed', last_status = $2, last_error = $3 
 
 -- name: desk_next_delivery_due
 -- Seconds until the next pending delivery is due (NULL when none waits).
-SELECT CASE WHEN min(next_attempt_at) IS NULL THEN NULL
-            ELSE greatest(0, extract(epoch FROM min(next_attempt_at) - clock_timestamp())) END::float8 AS seconds
-  FROM desk_deliveries WHERE status = 'pending';
+-- from template: next_due(table=desk_deliveries)

@@ -26,25 +26,11 @@ ON CONFLICT (txn_id) DO NOTHING
 RETURNING id;
 
 -- name: claim_outbox
--- Take up to $1 due messages, oldest first, hiding them for $2 seconds (a sender that dies mid-send
--- leaves them to be retried under the same transaction id). A run's messages keep their order (and so do a
--- room's messages that belong to no run): one whose run has an earlier message in flight or backing off
--- waits for it.
-WITH due AS (
-    SELECT o.id FROM outbox o
-     WHERE o.status = 'pending' AND o.next_attempt_at <= clock_timestamp()
-       AND NOT EXISTS (SELECT 1 FROM outbox e
-                        WHERE e.status = 'pending' AND e.room_id = o.room_id AND e.run_id IS NOT DISTINCT FROM o.run_id
-                          AND e.id < o.id AND e.next_attempt_at > clock_timestamp())
-     ORDER BY o.id
-     LIMIT $1
-       FOR UPDATE SKIP LOCKED
-)
-UPDATE outbox o
-   SET attempts = o.attempts + 1, next_attempt_at = clock_timestamp() + make_interval(secs => $2)
-  FROM due
- WHERE o.id = due.id
-RETURNING o.id, o.txn_id, o.run_id, o.room_id, o.sender, o.event_type, o.content, o.attempts, o.of_txn;
+-- Take up to $1 due messages, oldest first, each run's in order, hiding them for $2 seconds.
+-- A sender that dies mid-send leaves them to be retried under the same transaction id. A run's messages keep
+-- their order (and so do a room's messages that belong to no run): one whose run has an earlier message in
+-- flight or backing off waits for it.
+-- from template: claim_due(table=outbox, held_back=outbox_run_order)
 
 -- name: outbox_sent
 -- The homeserver took it: remember the event id.
@@ -60,11 +46,8 @@ UPDATE outbox SET next_attempt_at = clock_timestamp() + make_interval(secs => $2
 UPDATE outbox SET status = 'failed', last_error = $2 WHERE id = $1;
 
 -- name: next_outbox_due
--- Seconds until the next pending message is due (NULL when none waits: greatest() skips a NULL, so the
--- empty case is spelt out rather than read as "due now").
-SELECT CASE WHEN min(next_attempt_at) IS NULL THEN NULL
-            ELSE greatest(0, extract(epoch FROM min(next_attempt_at) - clock_timestamp())) END::float8 AS seconds
-  FROM outbox WHERE status = 'pending';
+-- Seconds until the next pending message is due (NULL when none waits).
+-- from template: next_due(table=outbox)
 
 -- name: outbox_event_for_txn
 -- The event id a queued message got, once sent.
