@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from appservice.matrix.voice_tables import VoiceTables
 from engine.store import Store
 from engine.store.runs import InspectedStep
 
@@ -53,7 +54,7 @@ async def runs_report(store: Store, *, run_id: int | None, room: str | None, bot
             lines.append(_step_line(step))
         # Speech is paid for outside the run's steps (a voice note heard before the run was claimed, an answer
         # said after it ended): its calls are rows of their own, shown with the run they were for.
-        for call in await store.voice.calls(run.id):
+        for call in await store.of(VoiceTables).calls(run.id):
             units = f"{call.units:g} s heard" if call.kind == "transcription" else f"{call.units:g} characters said"
             lines.append(f"  speech {call.kind:<13} {units:<28} ${call.cost_usd:.6f}  at {call.at:%H:%M:%S}")
     if run_id is None:

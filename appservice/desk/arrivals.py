@@ -25,6 +25,7 @@ from aiohttp import web
 from appservice.config import Desk as DeskConfig
 from appservice.desk.desk import InboxConfig
 from appservice.desk.errors import RequestRefused
+from appservice.desk.tables import DeskTables
 from engine.store import Tx
 
 log = logging.getLogger(__name__)
@@ -85,9 +86,9 @@ class Arrivals:
     async def contact(self, tx: Tx, origin: str, inbox: InboxConfig) -> None:
         """A contact may be made in ``inbox`` from ``origin``, else 429 (the origin's lock and the inbox's row stay
         taken until the commit, so the next one counts this one; the origin's always first)."""
-        await tx.desk.lock_origin(origin)
-        await tx.desk.lock_inbox(inbox.row.id)
-        in_inbox, from_origin = await tx.desk.contacts_made_lately(inbox.row.id, origin, HOUR)
+        await tx.of(DeskTables).lock_origin(origin)
+        await tx.of(DeskTables).lock_inbox(inbox.row.id)
+        in_inbox, from_origin = await tx.of(DeskTables).contacts_made_lately(inbox.row.id, origin, HOUR)
         name = inbox.row.name
         if from_origin >= self.config.contacts_per_address_hour:
             self._refuse(f"{from_origin} contacts made from origin {origin} in the last hour (inbox {name})")
@@ -96,8 +97,8 @@ class Arrivals:
 
     async def conversation(self, tx: Tx, origin: str, contact_id: int) -> None:
         """A conversation may be started from ``origin``, else 429."""
-        await tx.desk.lock_origin(origin)
-        started = await tx.desk.conversations_made_lately(origin, HOUR)
+        await tx.of(DeskTables).lock_origin(origin)
+        started = await tx.of(DeskTables).conversations_made_lately(origin, HOUR)
         if started >= self.config.conversations_per_address_hour:
             self._refuse(f"{started} conversations started from origin {origin} in the last hour (contact {contact_id})")
 

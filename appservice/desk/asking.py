@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from appservice.desk.changes import Changes, Where
+from appservice.desk.tables import Contact, DeskTables, Inbox, Message
 from engine.content import Bot, Registry
 from engine.content.audience import AudienceFacts
 from engine.core.messages import CHARS_PER_TOKEN
@@ -27,7 +28,6 @@ from engine.errors import Conflict
 from engine.run.refusals import TOLD, Refused, refusal_words
 from engine.run.summon import Summoned, Summons, summon
 from engine.store import Families, Tx
-from engine.store.desk import Contact, Inbox, Message
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +92,13 @@ class DeskAsking:
         registry = self._registry()
         header = registry.strings.get("context", "later")
         for n, message in enumerate(asking if command is None else []):
-            joined = await tx.desk.join_run(bot.slug, where.key, line_of(message), header)
+            joined = await tx.of(DeskTables).join_run(bot.slug, where.key, line_of(message), header)
             if joined is None:
                 break
             if n == len(asking) - 1:
                 log.info("message %s joined run %s", message.id, joined, extra={"bot": bot.slug, "room": where.key})
                 return Summoned(joined, joined=True)
-        lines = transcript(await tx.desk.last_messages(where.conversation.id, private=False, limit=TRANSCRIPT_LINES))
+        lines = transcript(await tx.of(DeskTables).last_messages(where.conversation.id, private=False, limit=TRANSCRIPT_LINES))
         framing = registry.strings.get("desk", "context")
         context: dict[str, Any] = {"kind": "desk", "lines": lines}
         if framing:
@@ -119,7 +119,7 @@ class DeskAsking:
                 if isinstance(result, Summoned):
                     await tx.runs.mark_conversation(result.run_id, where.key)
         except Conflict:
-            joined = await tx.desk.join_run(bot.slug, where.key, line_of(asking[-1]), header)
+            joined = await tx.of(DeskTables).join_run(bot.slug, where.key, line_of(asking[-1]), header)
             log.info("a run of %s started in %s meanwhile; the message joined it", bot.slug, where.key,
                      extra={"bot": bot.slug, "room": where.key})
             return Summoned(joined, joined=True) if joined is not None else Refused("busy")
@@ -136,7 +136,7 @@ class DeskAsking:
         text = refusal_words(refused, self._registry().strings, bot.name)
         if not text or await tx.refusals.lately(where.contact_key, refused.reason, TELL_EVERY_SECONDS) > 1:
             return
-        message = await tx.desk.insert_message(where.conversation.id, message_type="activity", content=text,
+        message = await tx.of(DeskTables).insert_message(where.conversation.id, message_type="activity", content=text,
                                                sender_type="system", bot=bot.slug)
         if message is not None:
             await self.changes.message(tx, where, message)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from appservice.desk.shapes import message_json, status_json
+from appservice.desk.tables import Contact, Conversation, DeskTables, Inbox, Message
 from engine.store import Tx
-from engine.store.desk import Contact, Conversation, Inbox, Message
 
 MESSAGE_CREATED = "message_created"
 MESSAGE_UPDATED = "message_updated"
@@ -73,7 +73,7 @@ class Changes:
 
     async def message(self, tx: Tx, where: Where, message: Message, *, created: bool = True) -> None:
         kind = MESSAGE_CREATED if created else MESSAGE_UPDATED
-        await tx.desk.event(message.conversation_id, kind, message_json(message, where.contact.id),
+        await tx.of(DeskTables).event(message.conversation_id, kind, message_json(message, where.contact.id),
                             private=message.private)
         for watcher in self.watchers:
             await watcher.message(tx, where, message, created=created)
@@ -81,11 +81,11 @@ class Changes:
     async def status(self, tx: Tx, where: Where, before: Conversation) -> None:
         if not changed_hands(before, where.conversation):
             return
-        await tx.desk.event(where.conversation.id, STATUS_CHANGED, status_json(where.conversation))
+        await tx.of(DeskTables).event(where.conversation.id, STATUS_CHANGED, status_json(where.conversation))
         for watcher in self.watchers:
             await watcher.status(tx, where, before)
 
     async def typing(self, tx: Tx, conversation_id: int, bot: str, name: str, on: bool) -> None:
         """A bot is (or stopped) working on an answer the contact will read."""
-        await tx.desk.event(conversation_id, TYPING, {"conversation_id": conversation_id, "bot": bot, "name": name,
+        await tx.of(DeskTables).event(conversation_id, TYPING, {"conversation_id": conversation_id, "bot": bot, "name": name,
                                                       "on": on})

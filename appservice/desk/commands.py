@@ -25,13 +25,13 @@ from appservice.desk.asking import contact_facts, contact_name
 from appservice.desk.changes import Where
 from appservice.desk.desk import Desk, state_of
 from appservice.desk.errors import RequestRefused
+from appservice.desk.tables import Contact, Message
 from engine.content import AudienceFacts, Bot, Command, Registry, admits
 from engine.content.command_words import accepts, explain
 from engine.content.commands import Problem, args_json, parse_args, span_text
 from engine.content.parts import parse_span
 from engine.run.summon import LIVENESS_SECONDS
 from engine.store import Families, Tx
-from engine.store.desk import Contact, Message
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ from appservice.desk.asking import DeskAsking, contact_facts, contact_name
 from appservice.desk.changes import Changes, Where, conversation_key
 from appservice.desk.errors import RequestRefused
 from appservice.desk.rules import Resolution, Roster, State, Status
+from appservice.desk.tables import Contact, Conversation, DeskTables, Inbox, Message
 from engine.content import Registry
 from engine.run.refusals import Refused
 from engine.run.summon import LIVENESS_SECONDS, Summoned
 from engine.store import Families, Tx
-from engine.store.desk import Contact, Conversation, Inbox, Message
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +92,11 @@ class Desk:
         finishing commit holds its run and then takes the conversation (``runs=False``, as it delivers), so
         everything takes them in that order and nothing waits on the other in a circle."""
         if lock and runs:
-            await tx.desk.lock_runs(conversation_key(conversation_id))
-        conversation = await (tx.desk.lock_conversation(conversation_id) if lock else tx.desk.conversation(conversation_id))
+            await tx.of(DeskTables).lock_runs(conversation_key(conversation_id))
+        conversation = await (tx.of(DeskTables).lock_conversation(conversation_id) if lock else tx.of(DeskTables).conversation(conversation_id))
         if conversation is None or conversation.inbox_id not in self.inboxes:
             raise RequestRefused(404, "no such conversation")
-        contact = await tx.desk.contact(conversation.contact_id)
+        contact = await tx.of(DeskTables).contact(conversation.contact_id)
         assert contact is not None  # a foreign key
         return Where(conversation, contact, self.inboxes[conversation.inbox_id].row)
 
@@ -113,7 +113,7 @@ class Desk:
         before = where.conversation
         if state == state_of(before):
             return where
-        after = await tx.desk.save_conversation(before.id, status=state.status, handler_bot=state.handler_bot,
+        after = await tx.of(DeskTables).save_conversation(before.id, status=state.status, handler_bot=state.handler_bot,
                                                 assignee=state.assignee, bot_off=state.bot_off,
                                                 resolution=state.resolution)
         now = where.now(after)
@@ -124,10 +124,10 @@ class Desk:
 
     async def say(self, tx: Tx, where: Where, *, message_type: str, content: str, sender_type: str,
                   **fields: Any) -> Message:
-        message = await tx.desk.insert_message(where.conversation.id, message_type=message_type, content=content,
+        message = await tx.of(DeskTables).insert_message(where.conversation.id, message_type=message_type, content=content,
                                                sender_type=sender_type, **fields)
         assert message is not None  # only a contact's send carries an echo id
-        await tx.desk.touch(where.conversation.id)
+        await tx.of(DeskTables).touch(where.conversation.id)
         await self.changes.message(tx, where, message)
         return message
 
@@ -145,8 +145,8 @@ class Desk:
         a person will answer. Refused when the contact holds as many as they may (open or pending, or started
         in the last day), counted under their row."""
         assert contact.inbox_id is not None
-        await tx.desk.lock_contact(contact.id)
-        held = await tx.desk.conversations_held(contact.id, DAY)
+        await tx.of(DeskTables).lock_contact(contact.id)
+        held = await tx.of(DeskTables).conversations_held(contact.id, DAY)
         if held >= self.conversations_per_contact:
             log.warning("contact %s holds %d conversations; a new one refused", contact.id, held)
             raise RequestRefused(429, self.words("too_many_new"))
@@ -155,7 +155,7 @@ class Desk:
         always = roster.handler_for(facts)
         usable = await tx.workers.provider_usable(LIVENESS_SECONDS)
         state = rules.at_start(always if usable else None, agent_bot=self.has_agent_bot(contact.inbox_id))
-        conversation = await tx.desk.insert_conversation(contact.inbox_id, contact.id, status=state.status,
+        conversation = await tx.of(DeskTables).insert_conversation(contact.inbox_id, contact.id, status=state.status,
                                                          handler_bot=state.handler_bot)
         log.info("desk conversation %s started (%s)", conversation.id, conversation.status,
                  extra={"room": f"desk:{conversation.id}", "bot": conversation.handler_bot})
@@ -174,15 +174,15 @@ class Desk:
         if len(text) > MAX_CHARS:
             raise RequestRefused(413, f"a message is at most {MAX_CHARS} characters")
         if echo_id is not None:
-            seen = await tx.desk.message_by_echo(where.conversation.id, echo_id)
+            seen = await tx.of(DeskTables).message_by_echo(where.conversation.id, echo_id)
             if seen is not None:
                 return seen
         await self.pace(tx, where)
-        message = await tx.desk.insert_message(
+        message = await tx.of(DeskTables).insert_message(
             where.conversation.id, message_type="incoming", content=text, sender_type="contact",
             sender_name=contact_name(where.contact, self._registry()), echo_id=echo_id)
         assert message is not None  # the echo id was free under the conversation's lock
-        await tx.desk.touch(where.conversation.id)
+        await tx.of(DeskTables).touch(where.conversation.id)
         await self.changes.message(tx, where, message)
         where = await self.become(tx, where, rules.written(state_of(where.conversation)))
         await self.wake(tx, where, [message])
@@ -190,8 +190,8 @@ class Desk:
 
     async def pace(self, tx: Tx, where: Where) -> None:
         """Refused (429, in the site's words) when the contact is over their messages a minute."""
-        await tx.desk.lock_contact(where.contact.id)
-        if await tx.desk.sent_lately(where.contact.id, 60) >= self.messages_per_minute:
+        await tx.of(DeskTables).lock_contact(where.contact.id)
+        if await tx.of(DeskTables).sent_lately(where.contact.id, 60) >= self.messages_per_minute:
             log.warning("contact %s is over %d messages a minute; refused", where.contact.id, self.messages_per_minute,
                         extra={"room": where.key})
             raise RequestRefused(429, self.words("too_fast"))
@@ -239,7 +239,7 @@ class Desk:
         under every message: routing is the desk's job, not the person's)."""
         facts = await contact_facts(tx, where.contact, self.server_name, private=True)
         bots = roster.offered_to(facts)
-        if not bots or await tx.desk.offered_since_answer(where.conversation.id):
+        if not bots or await tx.of(DeskTables).offered_since_answer(where.conversation.id):
             return
         if not await tx.workers.provider_usable(LIVENESS_SECONDS):
             log.info("desk conversation %s: no provider can answer; no assistant is offered", where.conversation.id,
@@ -257,7 +257,7 @@ class Desk:
         another tab too, gets None: it is gone — and is recorded all the same); a bot's offer of itself makes
         it the conversation's bot, and a choice under an answer is said in the contact's name, as their
         next words."""
-        message = await tx.desk.message(message_id)
+        message = await tx.of(DeskTables).message(message_id)
         if message is None or message.conversation_id != where.conversation.id or message.private:
             raise RequestRefused(404, "no such message")
         if message.content_type != "input_select":
@@ -266,8 +266,8 @@ class Desk:
         item = next((i for i in items if i.get("value") == value), None)
         if item is None:
             raise RequestRefused(422, f"no choice {value!r} here (choices: {', '.join(str(i.get('value')) for i in items)})")
-        taken = await tx.desk.take_choice(message.id, value)
-        await tx.desk.record_press(message.id, where.contact.id, value, taken=taken is not None)
+        taken = await tx.of(DeskTables).take_choice(message.id, value)
+        await tx.of(DeskTables).record_press(message.id, where.contact.id, value, taken=taken is not None)
         if taken is None:
             return None
         await self.changes.message(tx, where, taken, created=False)
@@ -276,7 +276,7 @@ class Desk:
             if bot is None:
                 raise RequestRefused(410, "that assistant is not available any more")
             where = await self.become(tx, where, rules.chosen(state_of(where.conversation), bot.slug))
-            asking = await tx.desk.unanswered(where.conversation.id)
+            asking = await tx.of(DeskTables).unanswered(where.conversation.id)
             if asking:
                 asked = await self.asking.ask(tx, where, bot, asking, asked=True)
                 await self._unless_no_assistant(tx, where, asked)
@@ -297,7 +297,7 @@ class Desk:
         if cancelled:
             log.info("desk conversation %s: the contact asked for a person; run(s) %s told to stop",
                      where.conversation.id, cancelled, extra={"room": where.key})
-        for gone in await tx.desk.withdraw_choices(where.conversation.id):
+        for gone in await tx.of(DeskTables).withdraw_choices(where.conversation.id):
             await self.changes.message(tx, where, gone, created=False)
         where = await self.become(tx, where, rules.talk_to_a_person(state))
         await self.activity(tx, where, "handed_over")
@@ -305,10 +305,10 @@ class Desk:
 
     async def feedback(self, tx: Tx, where: Where, message_id: int, helped: bool) -> Where:
         """Did that help? Yes: a confirmed resolution. No: a person."""
-        message = await tx.desk.message(message_id)
+        message = await tx.of(DeskTables).message(message_id)
         if message is None or message.conversation_id != where.conversation.id:
             raise RequestRefused(404, "no such message")
-        marked = await tx.desk.set_feedback(message.id, "helped" if helped else "human")
+        marked = await tx.of(DeskTables).set_feedback(message.id, "helped" if helped else "human")
         if marked is None:
             raise RequestRefused(422, "only a bot's answer is asked whether it helped")
         await self.changes.message(tx, where, marked, created=False)
@@ -354,7 +354,7 @@ class Desk:
 
     async def _people_take_it(self, tx: Tx, where: Where) -> None:
         await tx.runs.request_cancel(where.key, None, None)
-        for gone in await tx.desk.withdraw_choices(where.conversation.id):
+        for gone in await tx.of(DeskTables).withdraw_choices(where.conversation.id):
             await self.changes.message(tx, where, gone, created=False)
 
     async def toggle(self, tx: Tx, where: Where, status: Status) -> Where:
@@ -370,7 +370,7 @@ class Desk:
         where = await self.become(tx, where, then)
         if status == "pending" and state.status != "pending":
             # Given back to the bot: it answers what is still unanswered.
-            asking = await tx.desk.unanswered(where.conversation.id)
+            asking = await tx.of(DeskTables).unanswered(where.conversation.id)
             if asking:
                 await self.wake(tx, where, asking)
         return where
@@ -384,7 +384,7 @@ class Desk:
                          matrix_event: str | None = None) -> Message:
         """A person sends a bot's draft to the contact — as it is, or in their own words."""
         draft = await self._draft(tx, where, message_id)
-        settled = await tx.desk.settle_draft(draft.id, "sent" if content is None else "edited", staff)
+        settled = await tx.of(DeskTables).settle_draft(draft.id, "sent" if content is None else "edited", staff)
         if settled is None:
             raise RequestRefused(409, "this draft was already sent or discarded")
         await self.changes.message(tx, where, settled, created=False)
@@ -393,14 +393,14 @@ class Desk:
 
     async def discard_draft(self, tx: Tx, where: Where, message_id: int, *, staff: str) -> Message:
         draft = await self._draft(tx, where, message_id)
-        settled = await tx.desk.settle_draft(draft.id, "discarded", staff)
+        settled = await tx.of(DeskTables).settle_draft(draft.id, "discarded", staff)
         if settled is None:
             raise RequestRefused(409, "this draft was already sent or discarded")
         await self.changes.message(tx, where, settled, created=False)
         return settled
 
     async def _draft(self, tx: Tx, where: Where, message_id: int) -> Message:
-        draft = await tx.desk.message(message_id)
+        draft = await tx.of(DeskTables).message(message_id)
         if draft is None or draft.conversation_id != where.conversation.id or draft.draft is None:
             raise RequestRefused(404, "no such draft")
         return draft

@@ -23,11 +23,11 @@ from appservice.desk.commands import DeskCommands
 from appservice.desk.desk import Desk, InboxConfig
 from appservice.desk.errors import RequestRefused
 from appservice.desk.shapes import contact_json, conversation_json, message_json
+from appservice.desk.tables import Contact, DeskTables
 from appservice.desk.web import body_of, int_of, text_field
 from engine.clock import Clock
 from engine.content import Registry
 from engine.store import Store
-from engine.store.desk import Contact
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class PublicAPI:
         if verified is None or verified.inbox_id != inbox.row.id or now >= verified.since + self.token_max_days * DAY:
             log.info("desk: a call to %s with a missing, forged or expired token", request.path)
             raise RequestRefused(401, "a valid contact token is needed")
-        contact = await self.store.desk.contact(verified.contact_id)
+        contact = await self.store.of(DeskTables).contact(verified.contact_id)
         try:
             named = UUID(request.match_info["contact"])
         except ValueError:
@@ -162,9 +162,9 @@ class PublicAPI:
         origin = self.arrivals.origin(request)
         async with self.store.transaction("desk_create_contact") as tx:
             await self.arrivals.contact(tx, origin, inbox)
-            contact = await tx.desk.insert_contact(inbox.row.id, user_id=account, name=name, email=email,
+            contact = await tx.of(DeskTables).insert_contact(inbox.row.id, user_id=account, name=name, email=email,
                                                    verified=account is not None)
-            await tx.desk.contact_made_from(contact.id, origin)
+            await tx.of(DeskTables).contact_made_from(contact.id, origin)
         log.info("desk contact %s made in inbox %s", contact.id, inbox.row.name)
         return web.json_response({**contact_json(contact), **self._token(inbox, contact.id)})
 
@@ -182,7 +182,7 @@ class PublicAPI:
 
     async def list_conversations(self, request: web.Request) -> web.Response:
         _, contact = await self._contact(request)
-        conversations = await self.store.desk.conversations_of_contact(contact.id)
+        conversations = await self.store.of(DeskTables).conversations_of_contact(contact.id)
         return web.json_response([conversation_json(c, contact, []) for c in conversations])
 
     async def create_conversation(self, request: web.Request) -> web.Response:
@@ -192,19 +192,19 @@ class PublicAPI:
         async with self.store.transaction("desk_create_conversation") as tx:
             await self.arrivals.conversation(tx, origin, contact.id)
             where = await self.desk.start(tx, contact)
-            await tx.desk.conversation_made_from(where.conversation.id, origin)
+            await tx.of(DeskTables).conversation_made_from(where.conversation.id, origin)
             first = text_field(body, "content", limit=20_000)
             if first:
                 await self.desk.write(tx, where, first, echo_id=text_field(body, "echo_id"))
             where = await self.desk.where(tx, where.conversation.id)
-            messages = await tx.desk.messages(where.conversation.id)
+            messages = await tx.of(DeskTables).messages(where.conversation.id)
         return web.json_response(conversation_json(where.conversation, contact, messages))
 
     async def show_conversation(self, request: web.Request) -> web.Response:
         _, contact = await self._contact(request)
         async with self.store.transaction("desk_show_conversation") as tx:
             where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"), lock=False)
-            messages = await tx.desk.messages(where.conversation.id, limit=500)
+            messages = await tx.of(DeskTables).messages(where.conversation.id, limit=500)
         return web.json_response(conversation_json(where.conversation, contact, messages))
 
     async def list_messages(self, request: web.Request) -> web.Response:
@@ -214,7 +214,7 @@ class PublicAPI:
             raise RequestRefused(422, "after is a message id (at most 18 digits)")
         async with self.store.transaction("desk_list_messages") as tx:
             where = await self.desk.contacts_conversation(tx, contact, int_of(request, "conversation_id"), lock=False)
-            messages = await tx.desk.messages(where.conversation.id, after=int(after), limit=500)
+            messages = await tx.of(DeskTables).messages(where.conversation.id, after=int(after), limit=500)
         return web.json_response([message_json(m, contact.id) for m in messages])
 
     async def post_message(self, request: web.Request) -> web.Response:

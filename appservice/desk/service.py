@@ -28,6 +28,7 @@ from appservice.desk.public import CORS, PublicAPI
 from appservice.desk.staff_api import StaffAPI
 from appservice.desk.stream import Streams
 from appservice.desk.surface import DeskSurface
+from appservice.desk.tables import DeskTables
 from appservice.desk.web import MAX_BODY, refusals
 from appservice.desk.webhooks import RETRY_AFTER, Webhooks, WebhookSender
 from engine.clock import Clock
@@ -82,7 +83,7 @@ class DeskService:
     async def load(self) -> None:
         """The configured inboxes, in the database and in the core (every process that delivers needs them)."""
         for name, inbox in self.config.inboxes.items():
-            row = await self.store.desk.upsert_inbox(name, inbox.identifier or name, inbox.title)
+            row = await self.store.of(DeskTables).upsert_inbox(name, inbox.identifier or name, inbox.title)
             self.desk.add_inbox(row, inbox)
             if inbox.daily_spend is not None:
                 self.asking.daily_spend[row.id] = inbox.daily_spend
@@ -159,7 +160,7 @@ class DeskService:
             await self.clock.wait(stop, every)
 
     async def resolve_idle(self) -> int:
-        ids = await self.store.desk.idle(self.config.idle_minutes * 60, IDLE_BATCH)
+        ids = await self.store.of(DeskTables).idle(self.config.idle_minutes * 60, IDLE_BATCH)
         for conversation_id in ids:
             async with self.store.transaction("desk_resolve_idle") as tx:
                 await self.desk.resolve_idle(tx, conversation_id)
@@ -196,11 +197,11 @@ class DeskService:
 
     async def prune(self) -> tuple[int, int]:
         """One sweep; how many guests and conversations went."""
-        forgot = await self.store.desk.forget_origins(DAY)
+        forgot = await self.store.of(DeskTables).forget_origins(DAY)
         contacts = conversations = 0
         while True:
             async with self.store.transaction("desk_prune_guests") as tx:
-                gone, ended = await tx.desk.prune_guests(self.config.guests_kept_days, PRUNE_BATCH)
+                gone, ended = await tx.of(DeskTables).prune_guests(self.config.guests_kept_days, PRUNE_BATCH)
             contacts, conversations = contacts + gone, conversations + ended
             if gone < PRUNE_BATCH:
                 break

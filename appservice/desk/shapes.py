@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.store.desk import Contact, Conversation, Inbox, Message
+from appservice.desk.tables import Contact, Conversation, Inbox, Message
 
 MESSAGE_TYPES = {"incoming": 0, "outgoing": 1, "activity": 2, "template": 3}
 SENDER_TYPES = {"contact": "Contact", "user": "User", "agent_bot": "AgentBot"}

@@ -19,6 +19,7 @@ from appservice.desk.changes import Where
 from appservice.desk.desk import Desk, InboxConfig
 from appservice.desk.errors import RequestRefused
 from appservice.desk.shapes import conversation_json, message_json
+from appservice.desk.tables import DeskTables
 from appservice.desk.web import body_of, int_of, text_field
 from engine.store import Store, Tx
 
@@ -75,14 +76,14 @@ class StaffAPI:
         if status not in ("open", "pending", "resolved", "all"):
             raise RequestRefused(422, "status is open, pending, resolved or all")
         async with self.store.transaction("desk_staff_list") as tx:
-            conversations = [c for inbox_id in sorted(reach) for c in await tx.desk.conversations_of_inbox(
+            conversations = [c for inbox_id in sorted(reach) for c in await tx.of(DeskTables).conversations_of_inbox(
                 inbox_id, None if status == "all" else status, LIST_LIMIT)]
             conversations.sort(key=lambda c: (c.updated_at, c.id), reverse=True)
             payload = []
             for c in conversations[:LIST_LIMIT]:
-                contact = await tx.desk.contact(c.contact_id)
+                contact = await tx.of(DeskTables).contact(c.contact_id)
                 assert contact is not None
-                payload.append(conversation_json(c, contact, await tx.desk.last_messages(c.id, private=True, limit=1)))
+                payload.append(conversation_json(c, contact, await tx.of(DeskTables).last_messages(c.id, private=True, limit=1)))
         unassigned = sum(1 for c in payload if c["meta"]["assignee"] is None)
         return web.json_response({"data": {"meta": {"all_count": len(payload), "unassigned_count": unassigned},
                                            "payload": payload}})
@@ -90,13 +91,13 @@ class StaffAPI:
     async def show_conversation(self, request: web.Request) -> web.Response:
         async with self.store.transaction("desk_staff_show") as tx:
             where = await self._conversation(tx, request, lock=False)
-            messages = await tx.desk.messages(where.conversation.id, private=True, limit=500)
+            messages = await tx.of(DeskTables).messages(where.conversation.id, private=True, limit=500)
         return web.json_response(conversation_json(where.conversation, where.contact, messages))
 
     async def list_messages(self, request: web.Request) -> web.Response:
         async with self.store.transaction("desk_staff_messages") as tx:
             where = await self._conversation(tx, request, lock=False)
-            messages = await tx.desk.messages(where.conversation.id, private=True, limit=500)
+            messages = await tx.of(DeskTables).messages(where.conversation.id, private=True, limit=500)
         shown = conversation_json(where.conversation, where.contact, [])
         return web.json_response({"meta": {"contact": shown["contact"], "assignee": shown["meta"]["assignee"]},
                                   "payload": [message_json(m, where.contact.id) for m in messages]})
@@ -167,7 +168,7 @@ class StaffAPI:
         (a contact of an inbox the key does not reach is 404)."""
         reach = self._reach(request)
         contact_id = int_of(request, "contact_id")
-        if not await self.store.desk.revoke_tokens(contact_id, sorted(reach)):
+        if not await self.store.of(DeskTables).revoke_tokens(contact_id, sorted(reach)):
             raise RequestRefused(404, "no such contact")
         log.info("desk: the tokens of contact %s revoked by the staff", contact_id)
         return web.json_response({"meta": {}, "payload": {"success": True, "contact_id": contact_id}})

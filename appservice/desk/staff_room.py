@@ -22,13 +22,14 @@ from typing import Any
 from appservice.desk.changes import Where
 from appservice.desk.desk import NO_ASSISTANT, Desk
 from appservice.desk.errors import RequestRefused
+from appservice.desk.staff_tables import DeskStaffTables
+from appservice.desk.tables import Conversation, Message
 from appservice.matrix.errors import MatrixError
 from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.render import answer_content
 from appservice.matrix.said import Line
 from engine.content import Registry
 from engine.store import Tx
-from engine.store.desk import Conversation, Message
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class StaffRoom:
         by = str(draft.content_attributes.get("settled_by") or "")
         key = {"sent": "staff_sent", "edited": "staff_edited", "discarded": "staff_discarded"}[draft.draft or ""]
         words = self._words(key, name=by)
-        if not words or await tx.desk_staff.of_message(draft.id) is None:
+        if not words or await tx.of(DeskStaffTables).of_message(draft.id) is None:
             return
         content = answer_content(f"{words}\n\n{draft.content}", thread_root=None, reply_to=None, mention=None)
         await tx.outbox.enqueue(txn_id=message_txn(draft.id, ".settled"), room_id=self.room_id,
@@ -144,7 +145,7 @@ class StaffRoom:
 
     async def _thread(self, tx: Tx, where: Where) -> str:
         txn = thread_txn(where.conversation.id)
-        if await tx.desk_staff.remember(txn, where.conversation.id, None, "thread"):
+        if await tx.of(DeskStaffTables).remember(txn, where.conversation.id, None, "thread"):
             words = self._words("staff_thread", id=where.conversation.id, contact=where.contact.name or
                                 self._words("contact") or f"#{where.contact.id}", inbox=where.inbox.title)
             content = {"msgtype": "m.notice", "body": words or f"desk:{where.conversation.id}", "m.mentions": {}}
@@ -161,7 +162,7 @@ class StaffRoom:
                       extra={"room": self.room_id})
             return False
         root = await self._thread(tx, where)
-        if not await tx.desk_staff.remember(txn, where.conversation.id, message_id, kind):
+        if not await tx.of(DeskStaffTables).remember(txn, where.conversation.id, message_id, kind):
             return False
         await tx.outbox.enqueue(txn_id=txn, room_id=self.room_id, sender=sender, event_type="m.room.message",
                                 content=in_thread(content), of_txn=root)
@@ -180,7 +181,7 @@ class StaffRoom:
         False: not the desk's (another room, no thread of ours) — it is handled as any line."""
         if line.room_id != self.room_id or line.thread_root is None:
             return False
-        root = await tx.desk_staff.by_event(line.thread_root)
+        root = await tx.of(DeskStaffTables).by_event(line.thread_root)
         if root is None or root.kind != "thread":
             return False
         if ours(line.sender) or line.is_notice or not line.text.strip():
@@ -188,7 +189,7 @@ class StaffRoom:
         staff = await self._staff_name(tx, line.sender)
         try:
             where = await self.desk.where(tx, root.conversation_id)
-            draft = await tx.desk_staff.by_event(line.reply_to) if line.reply_to else None
+            draft = await tx.of(DeskStaffTables).by_event(line.reply_to) if line.reply_to else None
             if draft is not None and draft.kind == "draft" and draft.message_id is not None:
                 await self.desk.send_draft(tx, where, draft.message_id, staff=staff, content=line.text,
                                            matrix_event=line.event_id)
@@ -210,7 +211,7 @@ class StaffRoom:
         target, key, sender = relates.get("event_id"), relates.get("key"), event.get("sender")
         if not isinstance(target, str) or not isinstance(key, str) or not isinstance(sender, str):
             return False
-        post = await tx.desk_staff.by_event(target)
+        post = await tx.of(DeskStaffTables).by_event(target)
         if post is None or post.kind != "draft" or post.message_id is None:
             return False
         key = key.replace(VARIATION, "")

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from appservice.desk.errors import RequestRefused
+from appservice.desk.tables import DeskEvent, DeskTables
 from engine.clock import Clock
 from engine.errors import StoreError
 from engine.store import Store
-from engine.store.desk import DeskEvent
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class Streams:
 
     async def _recheck(self, contact_ids: list[int]) -> None:
         try:
-            revoked = await self.store.desk.revoked_among(contact_ids)
+            revoked = await self.store.of(DeskTables).revoked_among(contact_ids)
         except StoreError as exc:
             log.warning("desk: could not ask which streaming contacts were revoked (%s)", exc)
             return
@@ -199,7 +199,7 @@ class Streams:
                 await feed.woken.wait()
                 feed.woken.clear()
                 while feed.readers:
-                    events = await self.store.desk.events_after(conversation_id, feed.head, private=True, limit=BATCH)
+                    events = await self.store.of(DeskTables).events_after(conversation_id, feed.head, private=True, limit=BATCH)
                     if events:
                         feed.head = events[-1].seq
                         for reader in list(feed.readers):
@@ -269,7 +269,7 @@ async def _catch_up(streams: Streams, conversation_id: int, last: Callable[[], i
                     send: Callable[[list[DeskEvent]], Awaitable[None]]) -> None:
     """A stream's own reads: what is after its last number, batch by batch, until it is level with the log."""
     while True:
-        events = await streams.store.desk.events_after(conversation_id, last(), private=private, limit=BATCH)
+        events = await streams.store.of(DeskTables).events_after(conversation_id, last(), private=private, limit=BATCH)
         await send(events)
         if len(events) < BATCH:
             return

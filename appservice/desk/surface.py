@@ -26,6 +26,7 @@ from appservice.desk.changes import Changes, Where
 from appservice.desk.desk import Desk, state_of
 from appservice.desk.errors import RequestRefused
 from appservice.desk.kind import answers_on_desk
+from appservice.desk.tables import DeskTables
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core import choices
@@ -59,11 +60,11 @@ class DeskSurface:
     async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
         match = _CONTACT.fullmatch(user_id or "")
-        contact = await db.desk.contact(int(match.group(1))) if match else None
+        contact = await db.of(DeskTables).contact(int(match.group(1))) if match else None
         if contact is None:
             return AudienceFacts(user_id=None, local_server=self.server_name, site_classes=site_classes)
         conversation_id = conversation_of(room_id)
-        conversation = await db.desk.conversation(conversation_id) if conversation_id is not None else None
+        conversation = await db.of(DeskTables).conversation(conversation_id) if conversation_id is not None else None
         facts = await contact_facts(db, contact, self.server_name,
                                     private=conversation is not None and conversation.contact_id == contact.id)
         return replace(facts, site_classes=facts.site_classes | site_classes)
@@ -141,7 +142,7 @@ class DeskSurface:
             return  # a draft is the staff's: the contact is not shown anybody writing
         try:
             async with self.store.transaction("desk_typing") as tx:
-                await tx.desk.lock_conversation(conversation_id)
+                await tx.of(DeskTables).lock_conversation(conversation_id)
                 await self.changes.typing(tx, conversation_id, bot.slug, bot.name, on)
         except StoreError as exc:  # a courtesy; it must not stop the run
             log.debug("typing for run %s failed: %s", run.id, exc)

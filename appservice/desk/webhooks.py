@@ -29,11 +29,11 @@ from appservice.desk.changes import Where
 from appservice.desk.desk import Desk, state_of
 from appservice.desk.errors import RequestRefused
 from appservice.desk.shapes import webhook_conversation, webhook_message
+from appservice.desk.tables import Conversation, DeskTables, Message
 from engine.clock import Clock
 from engine.errors import StoreError
 from engine.run.delivery import DeliveryLoop, Outcome, Refused, Sent
 from engine.store import Store, Tx
-from engine.store.desk import Conversation, Message
 from engine.store.desk_webhooks import Delivery
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class Webhooks:
             events.append("conversation_resolved")
         for event in events:
             if self._hooks(where, event):
-                messages = await tx.desk.last_messages(after.id, private=True, limit=20)
+                messages = await tx.of(DeskTables).last_messages(after.id, private=True, limit=20)
                 payload = webhook_conversation(event, after, where.contact, where.inbox, messages, self.account)
                 await self._queue(tx, where, event, body_of(payload), None)
 
@@ -175,10 +175,10 @@ class WebhookSender(DeliveryLoop[Delivery]):
         try:
             async with self.store.transaction("desk_webhook_handoff") as tx:
                 where = await self.desk.where(tx, d.conversation_id)
-                message = await tx.desk.message(d.message_id)
+                message = await tx.of(DeskTables).message(d.message_id)
                 if message is None or message.message_type != "incoming" or where.conversation.status != "pending":
                     return
-                failed = await tx.desk.message_failed(message.id)
+                failed = await tx.of(DeskTables).message_failed(message.id)
                 if failed is not None:
                     await self.desk.changes.message(tx, where, failed, created=False)
                 await self.desk.become(tx, where, rules.bot_failed(state_of(where.conversation)))

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from appservice.door.grants import Grant
 from appservice.door.surface import SURFACE, DoorSurface
+from appservice.door.tables import DoorTables, PastTurn, Session
 from engine.content import Registry
 from engine.core.prompt import capped
 from engine.run.refusals import Refused
 from engine.run.summon import Summoned, Summons, summon
 from engine.store import Store
-from engine.store.door import PastTurn, Session
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +46,18 @@ class DoorAsking:
     async def ask(self, grant: Grant, text: str) -> Asked | Refused:
         registry = self._registry()
         async with self.store.transaction("door_turn") as tx:
-            session = await tx.door.open_session(grant.id, bot=grant.bot, person=grant.person,
+            session = await tx.of(DoorTables).open_session(grant.id, bot=grant.bot, person=grant.person,
                                                  expires_at=grant.expires_at, one_to_one=grant.one_to_one)
             facts = await self.surface.facts(tx, session.room_id, grant.person)
             # Only the turns asked where the session is now: what was said in another room stays there.
-            past = await tx.door.past_turns(grant.id, PAST_TURNS, session.room_id)
+            past = await tx.of(DoorTables).past_turns(grant.id, PAST_TURNS, session.room_id)
             result = await summon(tx, registry, Summons(
                 bot=grant.bot, surface=SURFACE, prompt=text, asked_by=grant.person, subject=grant.person,
                 facts=facts, room_id=session.room_id, context=self.context(registry, grant, session, past, text),
                 ceilings=grant.ceilings,
             ), max_attempts=self.max_attempts)
             if isinstance(result, Summoned):
-                await tx.door.insert_turn(result.run_id, grant.id, session.room_id)
+                await tx.of(DoorTables).insert_turn(result.run_id, grant.id, session.room_id)
         if isinstance(result, Refused):
             log.info("door turn refused: %s", result.reason,
                      extra={"bot": grant.bot, "asker": grant.person, "room": session.room_id})

@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 
 from appservice.door.grants import Grant
 from appservice.door.shapes import Claim
+from appservice.door.tables import DoorTables
 from appservice.matrix.errors import MatrixError
 from engine.content import Registry
 from engine.store import Families, Store
@@ -69,14 +70,14 @@ class Binding:
         puppet = bot.user_id if bot is not None else None
         room = claim.room_id
         async with self.store.transaction("door_claim") as tx:
-            session = await tx.door.open_session(grant.id, bot=grant.bot, person=grant.person,
+            session = await tx.of(DoorTables).open_session(grant.id, bot=grant.bot, person=grant.person,
                                                  one_to_one=grant.one_to_one,
                                                  expires_at=grant.expires_at)
             if room is not None and room == session.room_id and session.pending_room is None:
                 return Ack(room, session.room_name, bound=True, surface="room")  # announced again: nothing changes
-            number = await tx.door.claim(grant.id, room)
+            number = await tx.of(DoorTables).claim(grant.id, room)
             if room is None:
-                await tx.door.bind(grant.id, number, None, None)
+                await tx.of(DoorTables).bind(grant.id, number, None, None)
                 log.info("door session %s is on the DM", grant.id, extra={"bot": grant.bot})
                 return Ack(None, None, bound=False, surface="dm")
             verdict: Verdict = "bot_not_joined" if puppet is None else await self.known(tx, room, grant.person, puppet)
@@ -84,9 +85,9 @@ class Binding:
             verdict = await self.ask_homeserver(room, grant.person, puppet)
         async with self.store.transaction("door_claim_verdict") as tx:
             if verdict == "joined":
-                latest = await tx.door.bind(grant.id, number, room, claim.room_name)
+                latest = await tx.of(DoorTables).bind(grant.id, number, room, claim.room_name)
             else:
-                latest = await tx.door.refuse(grant.id, number)
+                latest = await tx.of(DoorTables).refuse(grant.id, number)
         if not latest:
             log.info("door session %s: the claim on %s was superseded by a newer one", grant.id, room)
             return Ack(None, None, bound=False, surface="refused", reason="superseded")

@@ -3,12 +3,18 @@ ran), and its listener in ``summon serve`` when ``door.listen`` is configured.""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from appservice.door.service import DoorListener
 from appservice.door.surface import DoorSurface
+from appservice.door.tables import forget_door_sessions
 from appservice.matrix.homeserver import Homeserver
 from appservice.parts import Parts, Shared, nothing
+from engine.errors import StoreError
+
+log = logging.getLogger(__name__)
+PRUNE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -35,5 +41,14 @@ def build_door(shared: Shared, *, homeserver: Homeserver, http: bool) -> Door:
         shared.closing("the door's listener", listener.stop)
         await listener.start(shared.stop)
 
-    return Door(surface=surface, listener=listener, parts=Parts(surface=surface,
-                                                                serve=serve if listener is not None else nothing))
+    async def prune() -> None:
+        """Every minute, as the schedule ticks prune: expired sessions and their grants forgotten."""
+        while not shared.stop.is_set():
+            try:
+                await forget_door_sessions(shared.store)
+            except StoreError:
+                log.exception("door: pruning expired sessions failed; will try again")
+            await shared.clock.wait(shared.stop, PRUNE_SECONDS)
+
+    return Door(surface=surface, listener=listener, parts=Parts(
+        surface=surface, serve=serve if listener is not None else nothing, background=(("door-prune", prune),)))

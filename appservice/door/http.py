@@ -29,6 +29,7 @@ from appservice.door.issue import issue
 from appservice.door.replies import Replies
 from appservice.door.shapes import Asked, Bad, Claim, error_body, parse_completion, parse_frame
 from appservice.door.surface import SURFACE
+from appservice.door.tables import DoorTables
 from appservice.matrix.errors import MatrixError
 from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from appservice.voices import VOICE
@@ -133,7 +134,7 @@ class DoorEndpoint:
         """A grant that names a room claims it on the session's first turn (verified like any claim)."""
         if grant.room is None:
             return None
-        session = await self.store.door.session(grant.id)
+        session = await self.store.of(DoorTables).session(grant.id)
         return Claim(grant.room, None) if session is None or session.claim == 0 else None
 
     async def session_context(self, request: web.Request) -> web.Response:

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from appservice.config import Door as DoorConfig
 from appservice.door.grants import Grant, MintedBy, mint, new_grant
+from appservice.door.tables import DoorTables
 from engine.content import Bot
 from engine.core.limits import Ceilings
 from engine.store import Families
@@ -29,7 +30,7 @@ async def issue(db: Families, door: DoorConfig, *, server_name: str, bot: Bot, p
     grant = new_grant(bot=bot.slug, person=person, room=room, audience=door.audience_for(server_name),
                       ceilings=ceilings_of(bot), now=now, minutes=minutes, minted_by=minted_by, one_to_one=one_to_one)
     token = mint(grant, door.signing_key, door.keys[door.signing_key])
-    await db.door.record_grant(id=grant.id, bot=grant.bot, person=grant.person, room_id=grant.room,
+    await db.of(DoorTables).record_grant(id=grant.id, bot=grant.bot, person=grant.person, room_id=grant.room,
                                key_id=door.signing_key, minted_by=minted_by, issued_at=grant.issued_at,
                                expires_at=grant.expires_at)
     log.info("grant %s minted (%s) for %s to talk to %s until %s", grant.id, minted_by, person, bot.slug,

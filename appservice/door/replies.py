@@ -25,6 +25,7 @@ from appservice.door.binding import Ack
 from appservice.door.grants import Grant
 from appservice.door.shapes import chunk, completion, event, usage_chunk, usage_of
 from appservice.door.surface import DoorSurface
+from appservice.door.tables import DoorTables, EndedRun
 from appservice.door.waiting import Waiters
 from appservice.voices import VOICE, Voice
 from engine.clock import Clock
@@ -33,7 +34,6 @@ from engine.core.chunk import pieces
 from engine.errors import StoreError
 from engine.run.refusals import Refused, refusal_words
 from engine.store import Store
-from engine.store.door import EndedRun
 from engine.surface import Ended
 from engine.tasks import TaskGroup
 
@@ -84,7 +84,7 @@ class Replies:
         except asyncio.CancelledError:
             self.cancel(grant, asked.run_id, "the client went away")
             raise
-        tokens = await self.store.door.usage(asked.run_id)
+        tokens = await self.store.of(DoorTables).usage(asked.run_id)
         body = completion(run_id=asked.run_id, bot=grant.bot, created=self.created(), text=said.text,
                           usage=usage_of(*tokens), summon=self.extra(asked, ack, said))
         return web.json_response(body, headers=self.headers(asked))
@@ -117,7 +117,7 @@ class Replies:
             await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created, delta={},
                                              finish="stop", summon=self.extra(asked, ack, said))))
             if include_usage:
-                tokens = await self.store.door.usage(asked.run_id)
+                tokens = await self.store.of(DoorTables).usage(asked.run_id)
                 await response.write(event(usage_chunk(run_id=asked.run_id, bot=grant.bot, created=created,
                                                        usage=usage_of(*tokens))))
             await response.write(event("[DONE]"))
@@ -148,9 +148,9 @@ class Replies:
                 break
             if tick is not None:
                 await tick()
-        if not await self.store.door.outlive(asked.run_id):
+        if not await self.store.of(DoorTables).outlive(asked.run_id):
             # It finished as the response gave up: the answer is there after all.
-            ended_now = await self.store.door.ended([asked.run_id])
+            ended_now = await self.store.of(DoorTables).ended([asked.run_id])
             if ended_now:
                 return self.said(grant, ended_now[0])
         return await self.outlived(grant, asked)
@@ -188,7 +188,7 @@ class Replies:
         own task is being cancelled."""
         async def go() -> None:
             try:
-                if await self.store.door.cancel(run_id, grant.id):
+                if await self.store.of(DoorTables).cancel(run_id, grant.id):
                     log.info("run %s cancelled: %s", run_id, why, extra={"run": run_id, "bot": grant.bot})
             except StoreError:
                 log.warning("could not cancel run %s (%s); it runs on", run_id, why, extra={"run": run_id})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from appservice.door.tables import DoorTables
 from appservice.matrix.ours import PUPPET_PREFIX
 from appservice.matrix.render import answer_content
 from appservice.matrix.surface import facts_now
@@ -50,7 +51,7 @@ class DoorSurface:
         if room_id is None:
             # No room: theirs alone only when the front end said the session is one-to-one (a speakerphone in a
             # kitchen is no DM).
-            alone = user_id is not None and await db.door.alone(user_id)
+            alone = user_id is not None and await db.of(DoorTables).alone(user_id)
             return AudienceFacts(user_id=user_id, local_server=self.server_name, site_classes=site_classes,
                                  private=alone)
         return await facts_now(db, room_id, user_id, server_name=self.server_name, service_user=self.service_user,
@@ -63,12 +64,12 @@ class DoorSurface:
         return None
 
     async def deliver(self, tx: Tx, run: RunInfo, outcome: Outcome) -> None:
-        finished = await tx.door.finish_turn(run.id)
+        finished = await tx.of(DoorTables).finish_turn(run.id)
         if finished is None:
             log.error("run %s is on the door's surface but is no door turn; nothing to hand it to", run.id,
                       extra={"run": run.id, "bot": run.bot})
             return
-        await tx.door.notify(run.id)
+        await tx.of(DoorTables).notify(run.id)
         if finished.waiting:
             return  # the response waiting for it gives it (in this process or another)
         text = self.words_of(run.bot, outcome)
@@ -88,7 +89,7 @@ class DoorSurface:
         await tx.outbox.enqueue(txn_id=answer_txn(run.id), room_id=room, sender=bot.user_id,
                                 event_type="m.room.message", run_id=run.id,
                                 content=answer_content(text, thread_root=None, reply_to=None, mention=person))
-        await tx.door.posted(run.id, room)
+        await tx.of(DoorTables).posted(run.id, room)
         log.info("run %s outlived its turn: posted to %s", run.id, room, extra={"run": run.id, "room": room})
 
     def words_of(self, slug: str, outcome: Outcome) -> str:
@@ -115,7 +116,7 @@ class DoorSurface:
         alone with it); None when there is neither."""
         if origin is not None and await self.both_joined(db, origin, person, puppet):
             return origin
-        for room in await db.door.shared_rooms(person, puppet):
+        for room in await db.of(DoorTables).shared_rooms(person, puppet):
             if (await self.facts(db, room, person)).private:
                 return room
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from appservice.door.tables import DoorTables
 from engine.errors import ToolError
 from engine.store import Families
 from engine.tools.base import RunRef, ToolFn
@@ -16,7 +17,7 @@ from engine.tools.base import RunRef, ToolFn
 
 def make_current_room(db: Families) -> ToolFn:
     async def current_room(run: RunRef, arguments: dict[str, Any]) -> str:
-        session = await db.door.binding_of_run(run.id)
+        session = await db.of(DoorTables).binding_of_run(run.id)
         if session is None:
             raise ToolError("This is not a spoken conversation through the door, so it is in no room to tell.")
         answer: dict[str, Any] = {"with": session.person}

@@ -9,10 +9,10 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from appservice.door.tables import DoorTables, EndedRun
 from engine.clock import Clock
 from engine.errors import StoreError
 from engine.store import Store
-from engine.store.door import EndedRun
 from engine.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class Waiters:
             if not self._waiting:
                 continue
             try:
-                ended = await self.store.door.ended(list(self._waiting))
+                ended = await self.store.of(DoorTables).ended(list(self._waiting))
             except StoreError:
                 log.warning("could not read which door turns ended (the database is unavailable); will try again")
                 continue

@@ -61,6 +61,8 @@ from engine.surface import SurfaceFacts
 log = logging.getLogger(__name__)
 
 PRESENCE_SECONDS = 10.0
+# A finished room action is forgotten after this long (with each schedule tick).
+KEEP_ROOM_ACTIONS = 30 * 86_400.0
 
 
 def wire_dispatcher(
@@ -217,10 +219,15 @@ def build_matrix(
         surface=surface, routes=routes, serve=serve, on_publish=published,
         background=(("ping", ping), ("presence", presence),
                     ("schedule-ticks", lambda: run_ticks(store, registry, clock, stop, surface=surface,
-                                                         resolve_room=homeserver.resolve_alias))),
+                                                         resolve_room=homeserver.resolve_alias,
+                                                         prunes=(forget_room_actions,)))),
     )
     return Matrix(command_state=command_state, surface=surface, outbox=outbox, speech=speech, dispatcher=dispatcher,
                   rooms=rooms, avatars=avatars, parts=parts)
+
+
+async def forget_room_actions(store: Store) -> int:
+    return await store.room_actions.prune(KEEP_ROOM_ACTIONS)
 
 
 def wake(outbox: Outbox) -> Callable[[], Awaitable[None]]:

@@ -35,6 +35,7 @@ from appservice.matrix.power import facts_in_room
 from appservice.matrix.render import answer_content
 from appservice.matrix.said import read_event
 from appservice.matrix.voice import SPEAK
+from appservice.matrix.voice_tables import VoiceTables
 from appservice.voices import VOICE
 from engine.clock import Clock
 from engine.content import Registry
@@ -239,7 +240,7 @@ class MatrixSurface:
         voice = VOICE.of(bot) if bot is not None else None
         if not self.speaks or voice is None or run.trigger_event is None or not text.strip():
             return
-        note = await tx.voice.note(run.trigger_event)
+        note = await tx.of(VoiceTables).note(run.trigger_event)
         asked = read_event(note.event()) if note is not None else None
         if asked is None or not asked.is_voice:
             return

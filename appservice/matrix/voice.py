@@ -47,6 +47,7 @@ from appservice.matrix.render import answer_content
 from appservice.matrix.rooms import ATTEMPT_SECONDS
 from appservice.matrix.said import Line, read_event
 from appservice.matrix.voice_claims import VOICE_WORDS, claimed_bytes, claimed_refusal, media_parts
+from appservice.matrix.voice_tables import HearingState, StoredNote, VoiceTables
 from engine.content import Bot, Registry
 from engine.errors import SpeechFailed
 from engine.run.refusals import Refused
@@ -54,7 +55,6 @@ from engine.run.summon import Summoned
 from engine.speech import audio
 from engine.speech.endpoints import Speech
 from engine.store import Store, Tx
-from engine.store.voice import HearingState, StoredNote
 
 log = logging.getLogger(__name__)
 
@@ -125,14 +125,14 @@ class Hearing:
     async def hold(self, tx: Tx, line: Line, bot: Bot) -> bool:
         """Every gate before anything is fetched or paid for; True when the hearing is held (its worst case
         reserved), False when it is refused (told, and recorded) or was held before."""
-        note = await tx.voice.note(line.event_id)
+        note = await tx.of(VoiceTables).note(line.event_id)
         content = note.content if note is not None else {}
         why = claimed_refusal(content, line.media_url, max_bytes=self.max_bytes, max_seconds=self.max_seconds)
         if why is not None:
             return await self._refuse(tx, line, bot, why)
         # The sender's row first, so their notes are counted one after the other (the gates take it again).
         await tx.people.lock_spender(line.sender)
-        notes, slowed = await tx.voice.lately(line.sender, RATE_SECONDS, "slow_down")
+        notes, slowed = await tx.of(VoiceTables).lately(line.sender, RATE_SECONDS, "slow_down")
         if notes >= self.per_minute:
             log.info("voice note %s refused: %d from its sender in the last minute", line.event_id, notes,
                      extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})
@@ -144,14 +144,14 @@ class Hearing:
         # bit-rate, no longer than the longest note heard. (Should it play longer, the gates are asked again.)
         worst = self.speech.transcription_usd(min(self.max_seconds, claimed_bytes(content, self.max_bytes)
                                                   / self.floor_bytes_per_second))
-        in_flight = await tx.voice.in_flight(line.sender, IN_FLIGHT_SECONDS)
+        in_flight = await tx.of(VoiceTables).in_flight(line.sender, IN_FLIGHT_SECONDS)
         refused = await self.asking.would_refuse(tx, line, bot, also_reserve=worst, also_live=in_flight, tell=False)
         if refused is not None:
-            if await tx.voice.refuse(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug,
+            if await tx.of(VoiceTables).refuse(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug,
                                      why=refused.reason):
                 await self._say_refused(tx, line, bot, refused)
             return False
-        held = await tx.voice.hold(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug, usd=worst)
+        held = await tx.of(VoiceTables).hold(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug, usd=worst)
         if held:
             log.info("voice note %s held (%.6f USD at worst)", line.event_id, worst,
                      extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})
@@ -165,7 +165,7 @@ class Hearing:
 
     async def _refuse(self, tx: Tx, line: Line, bot: Bot, why: str, *, tell: bool = True) -> bool:
         log.info("voice note %s not heard: %s", line.event_id, why, extra={"room": line.room_id, "bot": bot.slug})
-        first = await tx.voice.refuse(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug, why=why)
+        first = await tx.of(VoiceTables).refuse(line.event_id, room_id=line.room_id, sender=line.sender, bot=bot.slug, why=why)
         if first and tell:
             await self._tell(tx, line, bot, why if why in VOICE_WORDS else "refused")
         return False
@@ -177,20 +177,20 @@ class Hearing:
         say in words why not. None when it is done with; else why it must be tried again later (its call is
         still being made by another attempt). Raises ``StoreError`` (tried again) when the database fails."""
         bot = self._registry().get(job.bot)
-        note = await self.store.voice.note(job.event_id)
+        note = await self.store.of(VoiceTables).note(job.event_id)
         line = read_event(note.event()) if note is not None else None
         if bot is None or note is None or line is None:
             log.warning("voice note %s: its bot or its line is gone; not heard", job.event_id,
                         extra={"room": job.room_id})
-            await self.store.voice.release(job.event_id, state="failed", why="gone")  # nothing left to hold for
+            await self.store.of(VoiceTables).release(job.event_id, state="failed", why="gone")  # nothing left to hold for
             return None
-        hearing = await self.store.voice.hearing(job.event_id, call_seconds=CUT_OFF_SECONDS)
+        hearing = await self.store.of(VoiceTables).hearing(job.event_id, call_seconds=CUT_OFF_SECONDS)
         if hearing is None:
             # Remembered before hearings were held as they were stored: every gate now, before anything is fetched.
             async with self.store.transaction("voice_note_held") as tx:
                 if not await self.hold(tx, line, bot):
                     return None
-            hearing = await self.store.voice.hearing(job.event_id, call_seconds=CUT_OFF_SECONDS)
+            hearing = await self.store.of(VoiceTables).hearing(job.event_id, call_seconds=CUT_OFF_SECONDS)
             assert hearing is not None
         if hearing.state == "held":
             await self._listen(line, bot, note, hearing.reserved_usd or 0.0)
@@ -198,7 +198,7 @@ class Hearing:
             if not hearing.cut_off:
                 return "its transcription is being made by another attempt"
             async with self.store.transaction("voice_note_lost") as tx:
-                if await tx.voice.lose(job.event_id, call_seconds=CUT_OFF_SECONDS):
+                if await tx.of(VoiceTables).lose(job.event_id, call_seconds=CUT_OFF_SECONDS):
                     log.warning("voice note %s: its transcription was cut off before its answer was recorded; not "
                                 "made again (counted at its worst case, %.6f USD)", job.event_id,
                                 hearing.reserved_usd or 0.0, extra={"room": job.room_id, "bot": bot.slug})
@@ -250,7 +250,7 @@ class Hearing:
         async with self.store.transaction("voice_note_called") as tx:
             if worst > reserved + 1e-9 and not await self._may_hold_more(tx, line, bot, worst):
                 return
-            called = await tx.voice.call(line.event_id, seconds=seconds, usd=worst)
+            called = await tx.of(VoiceTables).call(line.event_id, seconds=seconds, usd=worst)
         if not called:
             log.warning("voice note %s is past being held; not called again", line.event_id,
                         extra={"room": line.room_id})
@@ -264,17 +264,17 @@ class Hearing:
             # Sent and unanswered: it may have been billed, so it is counted at its worst case.
             unknown = exc.why == "unknown"
             async with self.store.transaction("voice_note_not_heard") as tx:
-                if await tx.voice.settle(line.event_id, outcome="unknown" if unknown else "refused", seconds=seconds,
+                if await tx.of(VoiceTables).settle(line.event_id, outcome="unknown" if unknown else "refused", seconds=seconds,
                                          usd=worst if unknown else 0.0, heard=None, state="failed", why="not_heard"):
                     await self._tell(tx, line, bot, "not_heard")
             return
         async with self.store.transaction("voice_note_heard") as tx:
-            settled = await tx.voice.settle(line.event_id, outcome="answered", seconds=heard.seconds,
+            settled = await tx.of(VoiceTables).settle(line.event_id, outcome="answered", seconds=heard.seconds,
                                             usd=heard.cost_usd, heard=heard.text,
                                             state="heard" if heard.text else "failed",
                                             why=None if heard.text else "no_words")
             if settled and heard.text:
-                await tx.voice.heard(line.event_id, heard.text)
+                await tx.of(VoiceTables).heard(line.event_id, heard.text)
             elif settled:
                 await self._tell(tx, line, bot, "no_words")
         if not settled:
@@ -289,12 +289,12 @@ class Hearing:
         """Raise the held note's reservation to ``usd`` and ask the gates again (this hearing no longer counted
         among the sender's in flight: it is on the ledger); False, the note let go and told why, when they refuse."""
         await tx.people.lock_spender(line.sender)
-        await tx.voice.raise_hold(line.event_id, usd=usd)
-        in_flight = await tx.voice.in_flight(line.sender, IN_FLIGHT_SECONDS)
+        await tx.of(VoiceTables).raise_hold(line.event_id, usd=usd)
+        in_flight = await tx.of(VoiceTables).in_flight(line.sender, IN_FLIGHT_SECONDS)
         refused = await self.asking.would_refuse(tx, line, bot, also_live=max(0, in_flight - 1), tell=False)
         if refused is None:
             return True
-        if await tx.voice.release(line.event_id, state="refused", why=refused.reason):
+        if await tx.of(VoiceTables).release(line.event_id, state="refused", why=refused.reason):
             await self._say_refused(tx, line, bot, refused)
         return False
 
@@ -304,15 +304,15 @@ class Hearing:
             await tx.rooms.lock(line.room_id)
             result = await self.asking.ask(tx, said, bot, tell=False)
             if isinstance(result, Summoned) or result.reason == "duplicate":  # asked before (a retried commit)
-                await tx.voice.asked(line.event_id, run_id=result.run_id if isinstance(result, Summoned) else None)
+                await tx.of(VoiceTables).asked(line.event_id, run_id=result.run_id if isinstance(result, Summoned) else None)
                 return
             # Something changed since the gates passed (a race, a setting): said in words all the same.
-            await tx.voice.asked(line.event_id, run_id=None, refused=result.reason)
+            await tx.of(VoiceTables).asked(line.event_id, run_id=None, refused=result.reason)
             await self._say_refused(tx, line, bot, result)
 
     async def _release(self, line: Line, bot: Bot, state: HearingState, why: str) -> None:
         async with self.store.transaction("voice_note_released") as tx:
-            if await tx.voice.release(line.event_id, state=state, why=why):
+            if await tx.of(VoiceTables).release(line.event_id, state=state, why=why):
                 log.info("voice note %s not heard: %s", line.event_id, why,
                          extra={"room": line.room_id, "bot": bot.slug})
                 await self._tell(tx, line, bot, why)
@@ -362,5 +362,5 @@ class Speaking:
             if key in content:
                 voiced[key] = content[key]
         if run_id is not None:
-            await self.store.voice.record_call(run_id, "speech", len(speak["text"]), spoken.cost_usd)
+            await self.store.of(VoiceTables).record_call(run_id, "speech", len(speak["text"]), spoken.cost_usd)
         return voiced

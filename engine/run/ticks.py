@@ -23,7 +23,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -190,17 +190,18 @@ async def _room(room: str, resolve_room: ResolveRoom, bot: str) -> str | None:
 # How long what only grows is kept.
 KEEP_HOOK_DELIVERIES = 86_400.0
 KEEP_REFUSALS = 30 * 86_400.0
-# A door session (and the grant that opened it) is kept a day past its grant's expiry: its turns stay runs.
-KEEP_DOOR_SESSIONS = 86_400.0
+# What a surface forgets of its own with each tick (its old rows), handed in by the root: how many rows went.
+Prune = Callable[[Store], Awaitable[int]]
 
 
-async def prune(store: Store, *, deliveries: float = KEEP_HOOK_DELIVERIES, refusals: float = KEEP_REFUSALS) -> int:
-    """Forget old hook deliveries, refused summonses, finished room actions and expired door sessions; how many
-    rows went."""
+async def prune(store: Store, *, deliveries: float = KEEP_HOOK_DELIVERIES, refusals: float = KEEP_REFUSALS,
+                theirs: Sequence[Prune] = ()) -> int:
+    """Forget old hook deliveries and refused summonses, and whatever ``theirs`` forget (finished room actions,
+    expired door sessions); how many rows went."""
     gone = await store.hooks.prune(deliveries)
     gone += await store.refusals.prune(refusals)
-    gone += await store.room_actions.prune(refusals)
-    gone += await store.door.prune(KEEP_DOOR_SESSIONS)
+    for forget in theirs:
+        gone += await forget(store)
     if gone:
         log.info("pruned %d old row(s)", gone)
     return gone
@@ -215,9 +216,10 @@ async def run_ticks(
     every: float = 60,
     surface: SurfaceFacts,
     resolve_room: ResolveRoom,
+    prunes: Sequence[Prune] = (),
 ) -> None:
     """Tick every ``every`` seconds (by ``clock``) until ``stop`` is set, against the registry published at
-    the time and the database's time."""
+    the time and the database's time; each tick prunes, the surfaces' ``prunes`` too."""
     while not stop.is_set():
         try:
             now = await store.schedules.now()
@@ -225,7 +227,7 @@ async def run_ticks(
         except StoreError:
             log.exception("schedule tick failed; will try again")
         try:
-            await prune(store)
+            await prune(store, theirs=prunes)
         except StoreError:
             log.exception("pruning failed; will try again")
         await clock.wait(stop, every)

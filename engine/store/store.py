@@ -10,17 +10,15 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import cached_property
+from typing import TypeVar, cast
 
 import asyncpg
 
 from engine.clock import Clock, SystemClock
 from engine.store import base
-from engine.store.base import FOREIGN, Executor
+from engine.store.base import FOREIGN, Executor, Family
 from engine.store.content import Content
-from engine.store.desk import Desk
-from engine.store.desk_staff import DeskStaff
 from engine.store.desk_webhooks import DeskWebhooks
-from engine.store.door import Door
 from engine.store.health import Health
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
@@ -38,17 +36,28 @@ from engine.store.rooms import Rooms
 from engine.store.runs import Runs
 from engine.store.schedules import Schedules
 from engine.store.search import Search
-from engine.store.voice import Voice
 from engine.store.workers import Workers
 
 log = logging.getLogger(__name__)
 
 
+F = TypeVar("F", bound=Family)
+
+
 class Families:
-    """Every table family, on one executor (the pool, or a transaction's connection)."""
+    """Every table family, on one executor (the pool, or a transaction's connection): the engine's as attributes,
+    a surface's own (its module in its own folder, its queries by name like any other) by ``of``."""
 
     _on: Executor
     _q: Queries
+
+    def of(self, family: type[F]) -> F:
+        """A surface's own family on this executor, made once here: ``tx.of(DeskTables).conversation(7)``."""
+        made: dict[type[Family], Family] = self.__dict__.setdefault("_theirs", {})
+        found = made.get(family)
+        if found is None:
+            found = made[family] = family(self._on, self._q)
+        return cast(F, found)
 
     @cached_property
     def runs(self) -> Runs:
@@ -103,20 +112,8 @@ class Families:
         return Workers(self._on, self._q)
 
     @cached_property
-    def door(self) -> Door:
-        return Door(self._on, self._q)
-
-    @cached_property
-    def desk(self) -> Desk:
-        return Desk(self._on, self._q)
-
-    @cached_property
     def desk_webhooks(self) -> DeskWebhooks:
         return DeskWebhooks(self._on, self._q)
-
-    @cached_property
-    def desk_staff(self) -> DeskStaff:
-        return DeskStaff(self._on, self._q)
 
     @cached_property
     def health(self) -> Health:
@@ -133,10 +130,6 @@ class Families:
     @cached_property
     def memories(self) -> Memories:
         return Memories(self._on, self._q)
-
-    @cached_property
-    def voice(self) -> Voice:
-        return Voice(self._on, self._q)
 
     @cached_property
     def members(self) -> Members:

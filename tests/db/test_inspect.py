@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from appservice.matrix.voice_tables import VoiceTables
 from engine.content import Registry
 from engine.surface import RunInfo
 from tests.db.runs import insert_run
@@ -54,8 +55,8 @@ async def test_runs_shows_the_outcome_and_every_step(db: TestStore, dsn: str, pu
     assert "tools: lookup" in one[2] and "in     12 out      3 $0.000400" in one[2]
     assert "sunny" in one[4]
     # A speech call paid for the run (a voice note heard, an answer said) is shown with it, after its steps.
-    await db.voice.record_call(run_id, "transcription", 3.5, 0.00035)
-    await db.voice.record_call(run_id, "speech", 12, 0.00018)
+    await db.of(VoiceTables).record_call(run_id, "transcription", 3.5, 0.00035)
+    await db.of(VoiceTables).record_call(run_id, "speech", 12, 0.00018)
     spoken = runs("--id", str(run_id)).splitlines()
     assert spoken[1:-2] == one[1:]
     assert spoken[-2].split()[:5] == ["speech", "transcription", "3.5", "s", "heard"] and "$0.000350" in spoken[-2]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from appservice.matrix.voice_tables import VoiceTables
 from engine.content import AudienceFacts, Registry
 from engine.core.limits import Caps
 from engine.run.refusals import Refused
@@ -45,7 +46,7 @@ async def test_speech_is_counted_while_reserved_at_the_settle_and_after_it(
     assert isinstance(summoned, Summoned)
     run_id = summoned.run_id
     async with db.transaction("test_said") as tx:
-        await tx.voice.record_call(run_id, "speech", 20, 0.0002)
+        await tx.of(VoiceTables).record_call(run_id, "speech", 20, 0.0002)
     assert await ledger(db, run_id) == {"usd": pytest.approx(0.01), "spent": pytest.approx(0.0002), "drawn": 0,
                                         "reserved": True}
     # A model call in flight draws its worst case on top of what was said.
@@ -57,7 +58,7 @@ async def test_speech_is_counted_while_reserved_at_the_settle_and_after_it(
     await db.people.settle(run_id)
     assert await ledger(db, run_id) == {"usd": pytest.approx(0.0032), "spent": pytest.approx(0.0032), "drawn": 0,
                                         "reserved": False}
-    await db.voice.record_call(run_id, "speech", 100, 0.0015)  # the answer said aloud, after the settle
+    await db.of(VoiceTables).record_call(run_id, "speech", 100, 0.0015)  # the answer said aloud, after the settle
     assert await ledger(db, run_id) == {"usd": pytest.approx(0.0047), "spent": pytest.approx(0.0047), "drawn": 0,
                                         "reserved": False}
 
@@ -65,20 +66,20 @@ async def test_speech_is_counted_while_reserved_at_the_settle_and_after_it(
 async def test_a_hearing_holds_its_worst_case_settles_to_its_call_and_is_counted_once(
         db: TestStore, thrifty: Registry) -> None:  # noqa: F811
     await db.people.lock_spender(WHO)  # the spender's row, as the gates make it
-    assert await db.voice.hold(NOTE, room_id="!room:localhost", sender=WHO, bot="thrifty", usd=0.06)
-    assert not await db.voice.hold(NOTE, room_id="!room:localhost", sender=WHO, bot="thrifty", usd=0.06)
+    assert await db.of(VoiceTables).hold(NOTE, room_id="!room:localhost", sender=WHO, bot="thrifty", usd=0.06)
+    assert not await db.of(VoiceTables).hold(NOTE, room_id="!room:localhost", sender=WHO, bot="thrifty", usd=0.06)
     assert await held(db) == {"state": "held", "who": WHO, "bot": "thrifty", "run_id": None, "usd": 0.06, "spent": 0,
                               "reserved": True}
     # Counted before anything is paid: by the person's windows and the deployment's day.
     assert sum(s.usd for s in await db.people.ledger(WHO, "thrifty")) == pytest.approx(0.06)
     assert await db.people.deployment_spent() == pytest.approx(0.06)
-    assert await db.voice.in_flight(WHO, 600) == 1
+    assert await db.of(VoiceTables).in_flight(WHO, 600) == 1
     # The marker, then the call: a second attempt gets no row back and must not call.
-    assert await db.voice.call(NOTE, seconds=2.0, usd=0.0002)
-    assert not await db.voice.call(NOTE, seconds=2.0, usd=0.0002)
+    assert await db.of(VoiceTables).call(NOTE, seconds=2.0, usd=0.0002)
+    assert not await db.of(VoiceTables).call(NOTE, seconds=2.0, usd=0.0002)
     assert (await held(db))["usd"] == pytest.approx(0.0002)  # lowered to the note's own bound
-    assert await db.voice.settle(NOTE, outcome="answered", seconds=2.0, usd=0.0002, heard="hello", state="heard")
-    assert not await db.voice.settle(NOTE, outcome="answered", seconds=2.0, usd=0.0002, heard="hello", state="heard")
+    assert await db.of(VoiceTables).settle(NOTE, outcome="answered", seconds=2.0, usd=0.0002, heard="hello", state="heard")
+    assert not await db.of(VoiceTables).settle(NOTE, outcome="answered", seconds=2.0, usd=0.0002, heard="hello", state="heard")
     assert await held(db) == {"state": "heard", "who": WHO, "bot": "thrifty", "run_id": None, "usd": 0.0002,
                               "spent": 0.0002, "reserved": False}
     calls = await db.pool.fetch("SELECT kind, units::float8 AS units, cost_usd::float8 AS cost, outcome, run_id "
@@ -88,47 +89,47 @@ async def test_a_hearing_holds_its_worst_case_settles_to_its_call_and_is_counted
     # The run its words ask is settled to its own calls: the hearing stays on its own row, counted once.
     summoned = await ask(db, thrifty, "hello", n=1)
     assert isinstance(summoned, Summoned)
-    await db.voice.asked(NOTE, run_id=summoned.run_id)
+    await db.of(VoiceTables).asked(NOTE, run_id=summoned.run_id)
     await db.people.settle(summoned.run_id)
     assert (await ledger(db, summoned.run_id))["usd"] == 0
-    assert [c.kind for c in await db.voice.calls(summoned.run_id)] == ["transcription"]
-    assert await db.voice.in_flight(WHO, 600) == 0
+    assert [c.kind for c in await db.of(VoiceTables).calls(summoned.run_id)] == ["transcription"]
+    assert await db.of(VoiceTables).in_flight(WHO, 600) == 0
     assert await db.people.deployment_spent() == pytest.approx(0.0002)
 
 
 async def test_a_call_cut_off_is_never_made_again_and_is_counted_at_its_worst(
         db: TestStore, thrifty: Registry) -> None:  # noqa: F811
     await db.people.lock_spender(WHO)
-    await db.voice.hold(NOTE, room_id="!room:localhost", sender=WHO, bot="thrifty", usd=0.06)
-    assert await db.voice.call(NOTE, seconds=30.0, usd=0.003)
+    await db.of(VoiceTables).hold(NOTE, room_id="!room:localhost", sender=WHO, bot="thrifty", usd=0.06)
+    assert await db.of(VoiceTables).call(NOTE, seconds=30.0, usd=0.003)
     # Not yet: an attempt may still be making it.
-    assert not await db.voice.lose(NOTE, call_seconds=60)
-    found = await db.voice.hearing(NOTE, call_seconds=60)
+    assert not await db.of(VoiceTables).lose(NOTE, call_seconds=60)
+    found = await db.of(VoiceTables).hearing(NOTE, call_seconds=60)
     assert found is not None and (found.state, found.cut_off) == ("calling", False)
     await db.pool.execute("UPDATE voice_hearings SET called_at = now() - interval '2 minutes' WHERE event_id = $1", NOTE)
-    found = await db.voice.hearing(NOTE, call_seconds=60)
+    found = await db.of(VoiceTables).hearing(NOTE, call_seconds=60)
     assert found is not None and found.cut_off
-    assert await db.voice.lose(NOTE, call_seconds=60)
-    assert not await db.voice.lose(NOTE, call_seconds=60)
+    assert await db.of(VoiceTables).lose(NOTE, call_seconds=60)
+    assert not await db.of(VoiceTables).lose(NOTE, call_seconds=60)
     assert await held(db) == {"state": "lost", "who": WHO, "bot": "thrifty", "run_id": None, "usd": 0.003,
                               "spent": 0.003, "reserved": False}
     call = await db.pool.fetchrow("SELECT units::float8 AS units, cost_usd::float8 AS cost, outcome FROM speech_calls "
                                   "WHERE event_id = $1", NOTE)
     assert dict(call) == {"units": 30.0, "cost": 0.003, "outcome": "unknown"}
     # Its late answer changes nothing, and nothing calls again.
-    assert not await db.voice.settle(NOTE, outcome="answered", seconds=30.0, usd=0.003, heard="late", state="heard")
-    assert not await db.voice.call(NOTE, seconds=30.0, usd=0.003)
+    assert not await db.of(VoiceTables).settle(NOTE, outcome="answered", seconds=30.0, usd=0.003, heard="late", state="heard")
+    assert not await db.of(VoiceTables).call(NOTE, seconds=30.0, usd=0.003)
     assert await db.pool.fetchval("SELECT count(*) FROM speech_calls WHERE event_id = $1", NOTE) == 1
 
 
 async def test_a_note_let_go_before_its_call_pays_nothing(db: TestStore, thrifty: Registry) -> None:  # noqa: F811
     await db.people.lock_spender(WHO)
-    await db.voice.hold(NOTE, room_id="!room:localhost", sender=WHO, bot="thrifty", usd=0.06)
-    assert await db.voice.release(NOTE, state="refused", why="too_long")
-    assert not await db.voice.release(NOTE, state="refused", why="too_long")
+    await db.of(VoiceTables).hold(NOTE, room_id="!room:localhost", sender=WHO, bot="thrifty", usd=0.06)
+    assert await db.of(VoiceTables).release(NOTE, state="refused", why="too_long")
+    assert not await db.of(VoiceTables).release(NOTE, state="refused", why="too_long")
     assert await held(db) == {"state": "refused", "who": WHO, "bot": "thrifty", "run_id": None, "usd": 0, "spent": 0,
                               "reserved": False}
-    assert not await db.voice.call(NOTE, seconds=1.0, usd=0.0001)
+    assert not await db.of(VoiceTables).call(NOTE, seconds=1.0, usd=0.0001)
     assert await db.pool.fetchval("SELECT count(*) FROM speech_calls WHERE event_id = $1", NOTE) == 0
 
 

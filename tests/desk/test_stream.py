@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from appservice.desk import tokens
-from engine.store.desk import Desk as DeskFamily
+from appservice.desk.tables import DeskTables as DeskFamily
 from tests.desk.conftest import SECRET, STAFF_KEY, Contact, DeskRig
 
 pytestmark = pytest.mark.db

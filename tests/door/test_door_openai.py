@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from appservice.door.tables import DoorTables
 from tests.door.conftest import PERSON, Harness
 from tests.providers.fake_provider import Canned, openai_text, openai_tools
 
@@ -145,7 +146,7 @@ async def test_work_that_outlives_its_turn_is_said_so_and_goes_on(door: Harness)
 
     from tests.support import eventually
     await eventually(answered, timeout=15)
-    turn = await door.db.door.turn(run_id)
+    turn = await door.db.of(DoorTables).turn(run_id)
     assert turn is not None and (turn.waiting, turn.finished, turn.delivered_to) == (False, True, None)
     assert await door.db.pool.fetchval("SELECT count(*) FROM outbox") == 0
     # The next turn of the session is given it (its own context), so "again" has it.

@@ -15,6 +15,7 @@ import pytest
 from nio import JoinedMembersResponse, RoomMessagesResponse, RoomSendResponse
 
 from appservice.app import Service
+from appservice.desk.tables import DeskTables
 from tests.book import BOOK
 from tests.conftest import TEST_RUN
 from tests.matrix.conftest import DeskStaff
@@ -147,7 +148,7 @@ async def test_the_widget_to_a_staff_reply_from_the_matrix_room(service: Service
         SHOTS.mkdir(parents=True, exist_ok=True)
         await page.screenshot(path=str(SHOTS / "desk-widget-staff-reply.png"))
         async with service.store.transaction("check") as tx:
-            row = await tx.desk.conversation(conversation)
+            row = await tx.of(DeskTables).conversation(conversation)
         assert row is not None and (row.status, row.assignee) == ("open", "Bea from support")
     finally:
         await context.close()
@@ -226,5 +227,5 @@ async def _has(seen: Any, text: str) -> bool:
 
 async def _drafts(service: Service, conversation: int) -> list[tuple[str, str]]:
     async with service.store.transaction("check") as tx:
-        messages = await tx.desk.messages(conversation, private=True)
+        messages = await tx.of(DeskTables).messages(conversation, private=True)
     return [(m.content, m.draft or "") for m in messages if m.draft]

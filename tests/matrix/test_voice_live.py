@@ -26,6 +26,7 @@ from nio import UploadResponse
 
 from appservice.app import Service
 from appservice.matrix.followups import Transcribe
+from appservice.matrix.voice_tables import VoiceTables
 from tests.book import BOOK
 from tests.conftest import TEST_RUN
 from tests.matrix.people import Person
@@ -81,7 +82,7 @@ async def test_a_voice_note_in_a_dm_is_heard_and_answered(people: Any, service: 
     assert call["outcome"] == "answered" and call["run_id"] is None
     hearing = await sql.fetchrow("SELECT state, run_id, ledger_id FROM voice_hearings WHERE event_id = $1", asked)
     assert hearing["state"] == "asked" and hearing["run_id"] == run["id"]
-    assert [c.kind for c in await service.store.voice.calls(run["id"])] == ["transcription"]  # `summon runs`
+    assert [c.kind for c in await service.store.of(VoiceTables).calls(run["id"])] == ["transcription"]  # `summon runs`
     # Its reservation (10 minutes at worst) settled to what it cost, on the asker's ledger — usd and spent alike.
     held = await sql.fetchrow("SELECT who, bot, run_id, usd::float8 AS usd, spent::float8 AS spent, reserved "
                               "FROM spend_ledger WHERE id = $1", hearing["ledger_id"])

@@ -147,8 +147,19 @@ def test_the_detector_finds_query_names() -> None:
     assert names_called(source) == {"get_room", "mark", "migration_lock"}
 
 
+def family_modules() -> list[Path]:
+    """The store's modules, and each surface's own families (a module of its folder defining a ``Family``)."""
+    theirs = [p for p in (ROOT / "appservice").rglob("*.py") if re.search(r"^class \w+\(Family\):", p.read_text(encoding="utf-8"), re.M)]
+    return [*STORE.glob("*.py"), *theirs]
+
+
+def test_the_surfaces_families_are_found_with_the_stores() -> None:
+    names = {p.relative_to(ROOT).as_posix() for p in family_modules()}
+    assert {"engine/store/runs.py", "appservice/desk/tables.py", "appservice/door/tables.py"} <= names
+
+
 def test_every_named_query_is_used_by_the_store_and_every_name_it_uses_exists() -> None:
-    used = set().union(*(names_called(p.read_text(encoding="utf-8")) for p in STORE.glob("*.py")))
+    used = set().union(*(names_called(p.read_text(encoding="utf-8")) for p in family_modules()))
     declared = set(declared_in(QUERIES_DIR))
     assert used - declared == set(), f"the store runs queries nobody defined: {sorted(used - declared)}"
     assert declared - used == set(), f"queries nothing runs (a test's own belong in tests/sql/): {sorted(declared - used)}"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from engine.store.base import Family, maybe, rows
+from engine.store.store import Families
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ class EndedRun:
     reason: str | None
 
 
-class Door(Family):
+class DoorTables(Family):
     __slots__ = ()
 
     # --- grants ----------------------------------------------------------------------------------------
@@ -164,3 +165,12 @@ class Door(Family):
 
     async def prune(self, keep_seconds: float) -> int:
         return int(await self._value("prune_door_sessions", keep_seconds))
+
+
+# A door session (and the grant that opened it) is kept a day past its grant's expiry: its turns stay runs.
+KEEP_DOOR_SESSIONS = 86_400.0
+
+
+async def forget_door_sessions(store: Families) -> int:
+    """The door's share of the ticks' pruning: expired sessions and their grants; how many rows went."""
+    return await store.of(DoorTables).prune(KEEP_DOOR_SESSIONS)

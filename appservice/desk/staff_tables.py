@@ -17,7 +17,7 @@ class StaffPost:
     kind: str
 
 
-class DeskStaff(Family):
+class DeskStaffTables(Family):
     __slots__ = ()
 
     async def remember(self, txn_id: str, conversation_id: int, message_id: int | None, kind: str) -> bool:

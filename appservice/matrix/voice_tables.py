@@ -57,7 +57,7 @@ class SpeechCall:
     at: datetime
 
 
-class Voice(Family):
+class VoiceTables(Family):
     __slots__ = ()
 
     async def note(self, event_id: str) -> StoredNote | None:

@@ -81,7 +81,7 @@ class DeskEvent:
     payload: dict[str, Any]
 
 
-class Desk(Family):
+class DeskTables(Family):
     __slots__ = ()
 
     # --- inboxes and contacts ---------------------------------------------------------------------------
