@@ -22,10 +22,10 @@ from typing import Any
 from appservice.desk.changes import Where
 from appservice.desk.desk import NO_ASSISTANT, Desk
 from appservice.desk.errors import RequestRefused
+from appservice.matrix.delivery.homeserver import Homeserver
+from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.render import answer_content
-from appservice.matrix.said import Line
+from appservice.matrix.inbound.said import Line
 from engine.content import Registry
 from engine.store import Tx
 from engine.store.desk import Conversation, Message

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.ours import PUPPET_PREFIX
-from appservice.matrix.render import answer_content
 from appservice.matrix.surface import facts_now
 from engine.content import Registry
 from engine.content.audience import AudienceFacts

@@ -24,30 +24,30 @@ from aiohttp import web
 
 from appservice.config import speech_from_env
 from appservice.hooks import EventHooks
-from appservice.matrix.admin import RoomAdmin
-from appservice.matrix.asking import Asking
-from appservice.matrix.avatar_art import EMOJI_FONT
-from appservice.matrix.avatars import Avatars, Face
-from appservice.matrix.cancels import Cancels
-from appservice.matrix.command_state import CommandState
-from appservice.matrix.commands import Commands
-from appservice.matrix.context import ContextReader, ContextSettings, ThreadBackfill, ThreadFetch
-from appservice.matrix.dispatch import Dispatcher
+from appservice.matrix.asking.asking import Asking
+from appservice.matrix.asking.context import ContextReader, ContextSettings, ThreadBackfill, ThreadFetch
+from appservice.matrix.asking.voice import Hearing, Speaking
+from appservice.matrix.claimers.admin import RoomAdmin
+from appservice.matrix.claimers.cancels import Cancels
+from appservice.matrix.claimers.commands import Commands
+from appservice.matrix.claimers.memories import MemoryCommands
+from appservice.matrix.claimers.presses import Presses
+from appservice.matrix.delivery.avatar_art import EMOJI_FONT
+from appservice.matrix.delivery.avatars import Avatars, Face
+from appservice.matrix.delivery.command_state import CommandState
+from appservice.matrix.delivery.homeserver import Homeserver
+from appservice.matrix.delivery.waiting import WaitingLines
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.followups import Followup, Join
-from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.lines import LineHandler, OwnMemories, OwnRooms, RoomWork, VoiceNotes
-from appservice.matrix.memories import MemoryCommands
+from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.inbound.followups import Followup, Join
+from appservice.matrix.inbound.lines import LineHandler, OwnMemories, OwnRooms, RoomWork, VoiceNotes
+from appservice.matrix.inbound.state import Invites, StateHandler
+from appservice.matrix.inbound.transactions import TransactionEndpoint, TransactionHandler, UserQuery
 from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
-from appservice.matrix.presses import Presses
 from appservice.matrix.rooms import Rooms
-from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
-from appservice.matrix.transactions import TransactionEndpoint, TransactionHandler, UserQuery
 from appservice.matrix.undelivered import Undelivered
-from appservice.matrix.voice import Hearing, Speaking
-from appservice.matrix.waiting import WaitingLines
 from appservice.parts import Parts, Shared
 from engine.content import Bot, Registry
 from engine.errors import StoreError

@@ -17,9 +17,10 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from appservice.matrix.dispatch import FIRST_TRY_SECONDS, remember
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError, NotLeft
-from appservice.matrix.followups import (
+from appservice.matrix.inbound.dispatch import FIRST_TRY_SECONDS, remember
+from appservice.matrix.inbound.followups import (
     KINDS,
     Decline,
     Followup,
@@ -29,7 +30,6 @@ from appservice.matrix.followups import (
     PuppetLeaves,
     Transcribe,
 )
-from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.ours import Ours
 from engine.clock import Clock
 from engine.content import Bot, Registry
@@ -38,7 +38,7 @@ from engine.errors import StoreError
 from engine.store import Store, Tx
 
 if TYPE_CHECKING:
-    from appservice.matrix.voice import Hearing
+    from appservice.matrix.asking.voice import Hearing
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from appservice.matrix.build import wire_dispatcher
-from appservice.matrix.dispatch import Dispatcher
-from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
+from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.inbound.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.surface import RoomFacts
 from engine.content import Registry
 from tests.store import TestStore

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from appservice.matrix.memories import MemoryCommands
+from appservice.matrix.claimers.memories import MemoryCommands
 from appservice.matrix.ours import Ours
 from engine.content import Registry
 from engine.content.files import compile_content

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.dispatch import Dispatcher
-from appservice.matrix.followups import Followup, InvitePuppet, PuppetLeaves
+from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.inbound.followups import Followup, InvitePuppet, PuppetLeaves
 from appservice.matrix.surface import RoomFacts
 from engine.content import AudienceFacts, Registry
 from engine.content.audience import parse_audience

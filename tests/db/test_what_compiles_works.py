@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from appservice.matrix.commands import help_text
+from appservice.matrix.claimers.commands import help_text
 from appservice.matrix.power import standing
 from appservice.matrix.surface import MatrixSurface
 from engine.clock import SystemClock

@@ -9,16 +9,16 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from appservice.matrix.admin import RoomAdmin
-from appservice.matrix.asking import Asking
-from appservice.matrix.cancels import Cancels
-from appservice.matrix.commands import Commands
-from appservice.matrix.followups import Followup
-from appservice.matrix.mentions import named_bots
+from appservice.matrix.asking.asking import Asking
+from appservice.matrix.claimers.admin import RoomAdmin
+from appservice.matrix.claimers.cancels import Cancels
+from appservice.matrix.claimers.commands import Commands
+from appservice.matrix.claimers.presses import Presses
+from appservice.matrix.inbound.followups import Followup
+from appservice.matrix.inbound.mentions import named_bots
+from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.power import redact_level, standing_in
-from appservice.matrix.presses import Presses
-from appservice.matrix.said import Line
 from engine.content import Registry
 from engine.errors import StoreUnavailable
 from engine.store import Tx

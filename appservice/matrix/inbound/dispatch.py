@@ -42,13 +42,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from appservice.matrix.cancels import Cancels
-from appservice.matrix.context import Fetched, ThreadBackfill
-from appservice.matrix.followups import Followup
-from appservice.matrix.lines import LineHandler
-from appservice.matrix.presses import POLL_RESPONSES, Presses
-from appservice.matrix.said import read_event
-from appservice.matrix.state import StateHandler
+from appservice.matrix.asking.context import Fetched, ThreadBackfill
+from appservice.matrix.claimers.cancels import Cancels
+from appservice.matrix.claimers.presses import POLL_RESPONSES, Presses
+from appservice.matrix.inbound.followups import Followup
+from appservice.matrix.inbound.lines import LineHandler
+from appservice.matrix.inbound.said import read_event
+from appservice.matrix.inbound.state import StateHandler
 from engine.errors import StoreError, StoreUnavailable, SurfaceError
 from engine.store import Store, Tx
 
