@@ -36,8 +36,8 @@ from appservice.door.service import DoorListener
 from appservice.door.tools import make_current_room
 from appservice.kinds import KINDS
 from appservice.matrix.build import build_matrix
-from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.staff import tell_staff
+from appservice.matrix.delivery.homeserver import Homeserver
+from appservice.matrix.delivery.staff import tell_staff
 from appservice.members.build import build_members
 from appservice.members.service import MemberBots
 from appservice.metrics import Metrics

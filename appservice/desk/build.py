@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from appservice.desk.service import DeskService
 from appservice.desk.staff_room import StaffRoom
-from appservice.matrix.homeserver import Homeserver
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.parts import Parts, Shared
 from engine.content import Registry
 

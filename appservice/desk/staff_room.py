@@ -24,10 +24,10 @@ from appservice.desk.desk import NO_ASSISTANT, Desk
 from appservice.desk.errors import RequestRefused
 from appservice.desk.staff_tables import DeskStaffTables
 from appservice.desk.tables import Conversation, Message
+from appservice.matrix.delivery.homeserver import Homeserver
+from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.render import answer_content
-from appservice.matrix.said import Line
+from appservice.matrix.inbound.said import Line
 from engine.content import Registry
 from engine.store import Tx
 

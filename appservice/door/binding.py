@@ -32,7 +32,7 @@ Verdict = Literal["joined", "person_not_joined", "bot_not_joined", "encrypted", 
 
 
 class MemberState(Protocol):
-    """The homeserver, as the binding asks it (``appservice.matrix.homeserver.Homeserver``)."""
+    """The homeserver, as the binding asks it (``appservice.matrix.delivery.homeserver.Homeserver``)."""
 
     async def state_event(self, user_id: str, room_id: str, event_type: str, state_key: str) -> Any: ...
 

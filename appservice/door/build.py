@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from appservice.door.service import DoorListener
 from appservice.door.surface import DoorSurface
 from appservice.door.tables import forget_door_sessions
-from appservice.matrix.homeserver import Homeserver
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.parts import Parts, Shared, nothing
 from engine.errors import StoreError
 

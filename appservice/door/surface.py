@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 
 from appservice.door.tables import DoorTables
+from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.ours import PUPPET_PREFIX
-from appservice.matrix.render import answer_content
 from appservice.matrix.surface import facts_now
 from engine.content import Registry
 from engine.content.audience import AudienceFacts

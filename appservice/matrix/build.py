@@ -3,7 +3,7 @@ set on an object after it is made.
 
     TransactionEndpoint (HTTP: the homeserver's token, the body)
       → Dispatcher (one DB transaction: the durable txn id, a savepoint per event, by kind to:)
-          StateHandler · LineHandler (Cancels, RoomAdmin, Presses, Commands, then a mention) · Presses · Cancels
+          StateHandler · LineHandler (the claimers in ``claim_order``'s order, a mention last) · Presses · Cancels
           each asking a bot through Asking (engine.run.summon, every refusal)
       → Rooms (after the commit: what the homeserver must be told, remembered until done)
 
@@ -18,36 +18,39 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from appservice.config import speech_from_env
 from appservice.hooks import EventHooks
-from appservice.matrix.admin import RoomAdmin
-from appservice.matrix.asking import Asking
-from appservice.matrix.avatar_art import EMOJI_FONT
-from appservice.matrix.avatars import Avatars, Face
-from appservice.matrix.cancels import Cancels
-from appservice.matrix.command_state import CommandState
-from appservice.matrix.commands import Commands
-from appservice.matrix.context import ContextReader, ContextSettings, ThreadBackfill, ThreadFetch
-from appservice.matrix.dispatch import Dispatcher
+from appservice.matrix.asking.asking import Asking
+from appservice.matrix.asking.context import ContextReader, ContextSettings, ThreadBackfill, ThreadFetch
+from appservice.matrix.asking.mention import Mention
+from appservice.matrix.asking.voice import Hearing, Speaking
+from appservice.matrix.claimers.admin import RoomAdmin
+from appservice.matrix.claimers.cancels import Cancels
+from appservice.matrix.claimers.commands import Commands
+from appservice.matrix.claimers.memories import MemoryCommands
+from appservice.matrix.claimers.presses import Presses
+from appservice.matrix.delivery.avatar_art import EMOJI_FONT
+from appservice.matrix.delivery.avatars import Avatars, Face
+from appservice.matrix.delivery.command_state import CommandState
+from appservice.matrix.delivery.homeserver import Homeserver
+from appservice.matrix.delivery.waiting import WaitingLines
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.followups import Followup, Join
-from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.lines import LineHandler, OwnMemories, OwnRooms, RoomWork, VoiceNotes
-from appservice.matrix.memories import MemoryCommands
+from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.inbound.followups import Followup, Join
+from appservice.matrix.inbound.lines import Claim, LineHandler, OwnMemories, OwnRooms, RoomWork, VoiceNotes
+from appservice.matrix.inbound.said import Line
+from appservice.matrix.inbound.state import Invites, StateHandler
+from appservice.matrix.inbound.transactions import TransactionEndpoint, TransactionHandler, UserQuery
 from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
-from appservice.matrix.presses import Presses
 from appservice.matrix.rooms import Rooms
-from appservice.matrix.state import Invites, StateHandler
 from appservice.matrix.surface import MatrixSurface
-from appservice.matrix.transactions import TransactionEndpoint, TransactionHandler, UserQuery
 from appservice.matrix.undelivered import Undelivered
-from appservice.matrix.voice import Hearing, Speaking
-from appservice.matrix.waiting import WaitingLines
 from appservice.parts import Parts, Shared
 from engine.content import Bot, Registry
 from engine.errors import StoreError
@@ -55,7 +58,7 @@ from engine.meter import Meter
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
 from engine.speech.endpoints import Speech
-from engine.store import Store
+from engine.store import Store, Tx
 from engine.surface import SurfaceFacts
 
 log = logging.getLogger(__name__)
@@ -84,15 +87,61 @@ def wire_dispatcher(
                             meter=meter)
     cancels = Cancels(ours, server_name=server_name)
     presses = Presses(registry, ours, asking)
-    lines = LineHandler(
-        registry, ours, asking=asking, cancels=cancels, presses=presses,
-        admin=RoomAdmin(registry, server_name=server_name, service_user=service_user),
-        commands=Commands(registry, asking, server_name=server_name, service_user=service_user),
-        elsewhere=elsewhere, own_rooms=own_rooms(asking) if own_rooms is not None else None,
-        voice=voice, memories=memories,
+    claims = claim_order(
+        ours, elsewhere=elsewhere, cancels=cancels,
+        admin=RoomAdmin(registry, server_name=server_name, service_user=service_user), presses=presses,
+        memories=memories, commands=Commands(registry, asking, server_name=server_name, service_user=service_user),
+        voice=voice, own_rooms=own_rooms(asking) if own_rooms is not None else None,
+        mention=Mention(registry, ours, asking),
     )
-    return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites), lines=lines, presses=presses,
-                      cancels=cancels, threads=ThreadBackfill(thread_fetch, registry, ours, context))
+    return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites),
+                      lines=LineHandler(ours, claims), presses=presses, cancels=cancels,
+                      threads=ThreadBackfill(thread_fetch, registry, ours, context), elsewhere=elsewhere)
+
+
+def claim_order(
+    ours: Ours, *, elsewhere: RoomWork | None, cancels: Cancels, admin: RoomAdmin, presses: Presses,
+    memories: OwnMemories | None, commands: Commands, voice: VoiceNotes | None, own_rooms: OwnRooms | None,
+    mention: Mention,
+) -> tuple[Claim, ...]:
+    """The one order a new line is offered in (``LineHandler``): the first that claims it acts on it, and
+    the rest never see it. A step another surface brings (``elsewhere``: the desk's staff room; ``own_rooms``:
+    the member bots') or a part of this one's that may be absent (``memories``, ``voice``) is left out when
+    it is None; the others keep their places."""
+
+    async def cancel(tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
+        if not cancels.is_cancel(line):
+            return False
+        await cancels.line(tx, line)
+        return True
+
+    async def voice_note(tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
+        return line.is_voice and voice is not None and await voice.heard(tx, line, followups)
+
+    steps = (
+        # The staff room is the desk's to work: a staff member's line there is a reply or a draft's word, never
+        # a command or a mention (the desk sees it first, and says when it is any other line).
+        None if elsewhere is None else Claim("staff room", lambda tx, line, _e, _f: elsewhere.line(tx, line, ours)),
+        # Stopping must work whatever else the line could be read as: a !cancel is never a command or a question.
+        Claim("cancel", cancel),
+        # !bots is the service's own word to a room's admins, before any bot's command could take it.
+        Claim("room admin", lambda tx, line, _e, followups: admin.heard(tx, line, followups)),
+        # A bare number answers the choices a bot just offered here, before it could read as anything else.
+        Claim("press", lambda tx, line, _e, _f: presses.line(tx, line)),
+        # !memories and !forget are the person's own (SPEC §11), whatever a bot's commands are called.
+        None if memories is None else Claim("memories", lambda tx, line, _e, _f: memories.heard(tx, line)),
+        # A !command a bot has (content/commands), before its words could be taken as a mention.
+        Claim("command", lambda tx, line, event, _f: commands.heard(tx, line, event)),
+        # A voice note asks once its words are heard (its hearing remembered); only a voice line is one.
+        None if voice is None else Claim("voice note", voice_note),
+        # A !word close to a command is answered as a typo, not put to a bot as a question.
+        Claim("typo", lambda tx, line, event, _f: commands.typo(tx, line, event)),
+        # In a member bot's own room (or a DM with its builder) a bot is talked to without being named.
+        None if own_rooms is None else Claim("own room", lambda tx, line, event, _f: own_rooms.line(tx, line, event)),
+        # Last, whatever is left: a line that names a bot (or any line in a DM with one) asks it.
+        Claim("mention", mention.claim),
+    )
+    return tuple(step for step in steps if step is not None)
 
 
 def new_asking(registry: Callable[[], Registry], *, server_name: str, max_attempts: int = 3,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from appservice.matrix.mentions import Puppet
+from appservice.matrix.inbound.mentions import Puppet
 from engine.content import Registry
 
 PUPPET_PREFIX = "bot_"  # the default of appservice.puppet_prefix

@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 import aiohttp
 
+from appservice.matrix.asking.voice import SPEAK, Speaking
 from appservice.matrix.errors import MatrixError
 from appservice.matrix.undelivered import Undelivered, is_outcome
-from appservice.matrix.voice import SPEAK, Speaking
 from engine.clock import Clock
 from engine.errors import StoreError
 from engine.run.delivery import DeliveryLoop, Outcome, Refused, Sent

@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from appservice.matrix.dispatch import FIRST_TRY_SECONDS, remember
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError, NotLeft
-from appservice.matrix.followups import (
+from appservice.matrix.inbound.dispatch import FIRST_TRY_SECONDS, remember
+from appservice.matrix.inbound.followups import (
     KINDS,
     Decline,
     Followup,
@@ -30,7 +31,6 @@ from appservice.matrix.followups import (
     PuppetLeaves,
     Transcribe,
 )
-from appservice.matrix.homeserver import Homeserver
 from appservice.matrix.ours import Ours
 from engine.clock import Clock
 from engine.content import Bot, Registry
@@ -40,7 +40,7 @@ from engine.run.delivery import DeliveryLoop, Outcome, Refused, Sent
 from engine.store import Store, Tx
 
 if TYPE_CHECKING:
-    from appservice.matrix.voice import Hearing
+    from appservice.matrix.asking.voice import Hearing
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ An answer is an ``m.notice`` (bots never answer notices, so no bot loops), markd
 and sanitised to the spec's allowed tags, always with a plain ``body`` and an explicit ``m.mentions``
 (the asker, so they are notified). In a thread it goes into that thread; otherwise it is a reply to
 the asking line. It is queued in the outbox in the transaction that finishes the run. An answer that
-ends in choices is cut here, once, and recorded as an offer (``appservice.matrix.offers``; pressed in
+ends in choices is cut here, once, and recorded as an offer (``appservice.matrix.delivery.offers``; pressed in
 ``presses``).
 """
 
@@ -16,10 +16,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
-from appservice.matrix.command_state import CommandState
-from appservice.matrix.errors import MatrixError
-from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.offers import (
+from appservice.matrix.asking.voice import SPEAK
+from appservice.matrix.delivery.command_state import CommandState
+from appservice.matrix.delivery.homeserver import Homeserver
+from appservice.matrix.delivery.offers import (
     POLL_START,
     answer_txn,
     keycap_content,
@@ -30,11 +30,11 @@ from appservice.matrix.offers import (
     poll_txn,
     style_of,
 )
+from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.errors import MatrixError
+from appservice.matrix.inbound.said import read_event
 from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from appservice.matrix.power import facts_in_room
-from appservice.matrix.render import answer_content
-from appservice.matrix.said import read_event
-from appservice.matrix.voice import SPEAK
 from appservice.matrix.voice_tables import VoiceTables
 from appservice.voices import VOICE
 from engine.clock import Clock
@@ -328,7 +328,7 @@ class MatrixSurface:
                 txn_id=first if n == 0 else f"{first}.{n}", run_id=run.id, room_id=run.room_id, sender=bot.user_id,
                 content=content, of_txn=None if n == 0 else first)
             if not queued and n == 0 and await self.store.outbox.sent_as(first) is not None:
-                # The line is there already: it said the run was waiting (appservice.matrix.waiting, which puts
+                # The line is there already: it said the run was waiting (appservice.matrix.delivery.waiting, which puts
                 # it back to "working" when the wait is over); it is kept up to date from here.
                 queued = True
             if not queued or not still:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from appservice.matrix.render import answer_content
+from appservice.matrix.delivery.render import answer_content
 from appservice.metrics import Metrics
 from engine.content import Registry
 from engine.core.redact import redact

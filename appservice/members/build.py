@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appservice.matrix.homeserver import Homeserver
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.members.service import MemberBots
 from appservice.parts import Parts, Shared
 from engine.tools.quarantine import Quarantine

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.homeserver import Homeserver
 from appservice.members.content import edition_content, notice
 from engine.clock import Clock
 from engine.content import Registry

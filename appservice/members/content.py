@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from appservice.matrix.render import render
+from appservice.matrix.delivery.render import render
 from engine.members.card import Card, card_html, card_text
 
 

@@ -10,10 +10,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from appservice.matrix.asking import Asking
-from appservice.matrix.mentions import named_bots
+from appservice.matrix.asking.asking import Asking
+from appservice.matrix.inbound.mentions import named_bots
+from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
-from appservice.matrix.said import Line
 from appservice.matrix.surface import facts_now
 from engine.content import Registry
 from engine.members.book import Book

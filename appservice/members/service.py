@@ -8,8 +8,8 @@ import logging
 from collections.abc import Callable
 
 from appservice.config import Members
-from appservice.matrix.asking import Asking
-from appservice.matrix.homeserver import Homeserver
+from appservice.matrix.asking.asking import Asking
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.members.building import Builder, BuildSettings
 from appservice.members.rooms import MemberRooms

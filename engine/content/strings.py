@@ -65,7 +65,7 @@ CATALOGUE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
                  "not_published": ("bot",), "not_on_surface": ("bot",), "audience": ("bot",),
                  "encrypted": ("bot",), "not_enabled": ("bot",), "quiet": ("bot",), "no_provider": ("bot",),
                  "busy": ("bot",), "duplicate": ("bot",)},
-    # `!bots …` to the service (appservice.matrix.admin): every reply shows a setting's current value and
+    # `!bots …` to the service (appservice.matrix.claimers.admin): every reply shows a setting's current value and
     # the allowed ones; a bad field names what it takes; a non-admin is told the power level it needs.
     "admin": {
         "usage": ("commands",), "not_admin": ("level", "yours"), "bad": ("field", "value", "allowed", "why"),

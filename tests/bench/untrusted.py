@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from appservice.matrix.mentions import Puppet, named_bots
-from appservice.matrix.said import read_event
+from appservice.matrix.inbound.mentions import Puppet, named_bots
+from appservice.matrix.inbound.said import read_event
 from engine.tools.fenced import html_to_text as page_text
 from engine.tools.fetch import FetchSettings
 from tests.untrusted import ISSUE_INPUTS, KIB, constructs, message

@@ -10,8 +10,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from appservice.matrix.commands import help_text
-from appservice.matrix.dispatch import Dispatcher
+from appservice.matrix.claimers.commands import help_text
+from appservice.matrix.inbound.dispatch import Dispatcher
 from appservice.matrix.power import standing
 from engine.content import Registry
 from engine.content.commands import command_prompt

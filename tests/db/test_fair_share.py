@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.followups import Decline, Join
+from appservice.matrix.inbound.followups import Decline, Join
 from engine.content import AudienceFacts, Registry
 from engine.core.limits import Caps
 from engine.run.refusals import Refused

@@ -11,8 +11,9 @@ import pytest
 
 from appservice.kinds import KINDS
 from appservice.matrix.build import wire_dispatcher
-from appservice.matrix.dispatch import Dispatcher
-from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
+from appservice.matrix.claimers.commands import Commands
+from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.inbound.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.surface import RoomFacts
 from engine.content import Registry
 from tests.store import TestStore
@@ -237,7 +238,7 @@ async def test_a_handler_that_fails_loses_neither_its_line_nor_the_other_events(
     async def broken(*args: Any, **kwargs: Any) -> bool:
         raise OverflowError("a number too big for a handler")
 
-    monkeypatch.setattr(ingest.lines.commands, "heard", broken)
+    monkeypatch.setattr(Commands, "heard", broken)  # the claimer the built order calls
     bad = message("!summarise since=99999999999d")
     fine = message("Helper, hello", mentions=[HELPER])
     await feed(ingest, db, "t1", [bad, fine])

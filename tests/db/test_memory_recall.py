@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from appservice.kinds import KINDS
-from appservice.matrix.memories import MemoryCommands
+from appservice.matrix.claimers.memories import MemoryCommands
 from appservice.matrix.ours import Ours
 from engine.content import Registry
 from engine.content.files import compile_content
@@ -141,10 +141,9 @@ async def test_memories_and_forget_are_the_persons_own(db: TestStore, tmp_path: 
     for said in ("My dog is called Biscuit.", "I live in Lyon.", "I am allergic to peanuts."):
         await told(db, registry, ANN, said)
     await told(db, registry, BOB, "Bob's own secret.")
-    ingest = pipeline(db, registry)
-    ingest.lines.memories = MemoryCommands(lambda: registry, Ours(lambda: registry, server_name="localhost",
-                                                                 service_user="@summon:localhost"),
-                                           server_name="localhost", service_user="@summon:localhost")
+    ingest = pipeline(db, registry, memories=MemoryCommands(
+        lambda: registry, Ours(lambda: registry, server_name="localhost", service_user="@summon:localhost"),
+        server_name="localhost", service_user="@summon:localhost"))
 
     async def say(body: str, room_id: str = DM) -> str:
         event = {**message(body, sender=ANN), "room_id": room_id}
@@ -212,11 +211,10 @@ async def test_memories_are_listed_in_a_dm_with_a_puppet_of_another_prefix(db: T
     assert registry.bots["rememberer"].user_id == "@ai_rememberer:localhost"
     assert await publish(db, registry)
     await room(db, DM, {ANN: "join", "@ai_rememberer:localhost": "join"})
-    ingest = pipeline(db, registry)
-    ingest.lines.memories = MemoryCommands(
+    ingest = pipeline(db, registry, memories=MemoryCommands(
         lambda: registry, Ours(lambda: registry, server_name="localhost", service_user="@summon:localhost",
                                puppet_prefix="ai_"),
-        server_name="localhost", service_user="@summon:localhost")
+        server_name="localhost", service_user="@summon:localhost"))
     event = {**message("!memories", sender=ANN), "room_id": DM}
     await feed(ingest, db, f"t{uuid.uuid4().hex}", [event])
     reply = await db.pool.fetchval("SELECT content->>'body' FROM outbox WHERE txn_id = $1",

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from appservice.config import provider_settings
-from appservice.matrix.commands import help_text
+from appservice.matrix.claimers.commands import help_text
 from appservice.matrix.rooms import REASONS, presence_status
 from engine.clock import SystemClock
 from engine.content import Registry

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.dispatch import Dispatcher
-from appservice.matrix.offers import KEYCAPS
+from appservice.matrix.delivery.offers import KEYCAPS
+from appservice.matrix.inbound.dispatch import Dispatcher
 from appservice.matrix.surface import MatrixSurface
 from engine.clock import SystemClock
 from engine.content import Registry

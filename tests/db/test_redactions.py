@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.dispatch import Dispatcher
+from appservice.matrix.inbound.dispatch import Dispatcher
 from engine.content import Registry
 from engine.core.messages import HeardStep, dump_step
 from engine.core.prompt import said_since

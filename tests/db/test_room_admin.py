@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.dispatch import Dispatcher
-from appservice.matrix.followups import Followup, InvitePuppet, PuppetLeaves
+from appservice.matrix.claimers.admin import RoomAdmin
+from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.inbound.followups import Followup, InvitePuppet, PuppetLeaves
 from appservice.matrix.surface import RoomFacts
 from engine.content import AudienceFacts, Registry
 from engine.content.audience import parse_audience
@@ -359,7 +360,7 @@ async def test_an_add_whose_reply_fails_invites_nobody_and_changes_nothing(
     async def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the reply could not be queued")
 
-    monkeypatch.setattr(ingest.lines.admin, "_reply", broken)
+    monkeypatch.setattr(RoomAdmin, "_reply", broken)
     before = await here.settings()
     _, followups = await here.say("!bots add helper")
     assert followups == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from appservice.kinds import KINDS
-from appservice.matrix.commands import help_text
+from appservice.matrix.claimers.commands import help_text
 from appservice.matrix.power import standing
 from appservice.matrix.surface import MatrixSurface
 from engine.clock import SystemClock

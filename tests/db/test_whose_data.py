@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from appservice.kinds import KINDS
-from appservice.matrix.staff import TICKET_MARKER, tell_staff
+from appservice.matrix.delivery.staff import TICKET_MARKER, tell_staff
 from engine.content.strings import Strings, parse_strings
 from engine.errors import StoreRefused, ToolError
 from engine.store import Store, Tx, migrate

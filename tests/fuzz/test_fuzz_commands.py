@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from appservice.kinds import KINDS
-from appservice.matrix.htmltext import person_link
+from appservice.matrix.inbound.htmltext import person_link
 from engine.content import Arg, Command, Strings
 from engine.content.command_words import explain
 from engine.content.commands import Person, Problem, args_json, parse_args, parse_command, strip_address

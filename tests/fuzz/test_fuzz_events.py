@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appservice.matrix.htmltext import flatten, person_link, strip_mx_reply, strip_reply_fallback
-from appservice.matrix.mentions import Puppet, named_bots
-from appservice.matrix.said import Line, apply_edits, read_event
+from appservice.matrix.inbound.htmltext import flatten, person_link, strip_mx_reply, strip_reply_fallback
+from appservice.matrix.inbound.mentions import Puppet, named_bots
+from appservice.matrix.inbound.said import Line, apply_edits, read_event
 from engine.content.commands import parse_command, strip_address
 from tests.fuzz.budget import FUZZ, outcome, within_budget
 from tests.untrusted import LINE_HTML

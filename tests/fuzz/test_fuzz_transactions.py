@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appservice.matrix.transactions import BadBody, Transaction, read_transaction
+from appservice.matrix.inbound.transactions import BadBody, Transaction, read_transaction
 from tests.fuzz.budget import FUZZ, clear, outcome, within_budget
 
 JSON = st.recursive(

@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appservice.matrix.said import read_event
-from appservice.matrix.voice_claims import VOICE_WORDS, claimed_refusal, media_parts
+from appservice.matrix.asking.voice_claims import VOICE_WORDS, claimed_refusal, media_parts
+from appservice.matrix.inbound.said import read_event
 from engine.speech import audio
 from engine.speech.endpoints import _heard_seconds
 from tests.fuzz.budget import FUZZ, outcome, within_budget

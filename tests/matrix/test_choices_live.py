@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from appservice.app import Service
-from appservice.matrix.offers import KEYCAPS
+from appservice.matrix.delivery.offers import KEYCAPS
 from tests.matrix.people import Person
 from tests.support import eventually
 

@@ -11,7 +11,7 @@ import pytest
 from nio import RoomCreateResponse
 
 from appservice.app import Service
-from appservice.matrix.followups import Followup
+from appservice.matrix.inbound.followups import Followup
 from tests.matrix.people import Person
 from tests.support import eventually
 

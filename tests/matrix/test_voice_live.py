@@ -25,7 +25,7 @@ import pytest
 from nio import UploadResponse
 
 from appservice.app import Service
-from appservice.matrix.followups import Transcribe
+from appservice.matrix.inbound.followups import Transcribe
 from appservice.matrix.voice_tables import VoiceTables
 from tests.book import BOOK
 from tests.conftest import TEST_RUN

@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from appservice.app import Service
-from appservice.matrix.followups import Transcribe
+from appservice.matrix.inbound.followups import Transcribe
 from tests.matrix.test_voice_live import voice_note
 from tests.speech.fake_speech import FakeSpeech, tone_wav
 from tests.support import eventually

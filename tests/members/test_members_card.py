@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.render import sanitize
+from appservice.matrix.delivery.render import sanitize
 from engine.core.messages import AnswerStep, ToolCall, ToolCallStep, ToolResultStep
 from engine.members.card import card_html, card_text, read_card
 from engine.members.edition import accepted_card, judge

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from appservice.kinds import KINDS
-from appservice.matrix.avatar_art import EMOJI_FONT, SIZE, colour, draw, initial, is_emoji
+from appservice.matrix.delivery.avatar_art import EMOJI_FONT, SIZE, colour, draw, initial, is_emoji
 from engine.content.compile import compile_bot
 from engine.content.files import check_images, compile_content
 

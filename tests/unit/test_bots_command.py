@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from appservice.matrix import admin_words as w
+from appservice.matrix.claimers import admin_words as w
 from appservice.matrix.power import state_level
 from engine.content import Schedule
 from engine.core import room_settings as rs
@@ -210,7 +210,7 @@ def test_the_level_needed_is_the_rooms_state_default(power_levels: dict[str, obj
     assert state_level(power_levels) == needed
 
 
-@pytest.mark.parametrize("module", ["appservice/matrix/admin_words.py", "engine/core/room_settings.py"])
+@pytest.mark.parametrize("module", ["appservice/matrix/claimers/admin_words.py", "engine/core/room_settings.py"])
 def test_the_words_and_the_settings_are_pure(module: str) -> None:
     tree = ast.parse((ROOT / module).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

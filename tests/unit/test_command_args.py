@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from appservice.kinds import KINDS
-from appservice.matrix.htmltext import person_link
-from appservice.matrix.msc4332 import command_state, from_block, may_send_state
+from appservice.matrix.claimers.msc4332 import command_state, from_block, may_send_state
+from appservice.matrix.inbound.htmltext import person_link
 from engine.content import Arg, Command, Strings
 from engine.content.command_words import explain
 from engine.content.commands import (

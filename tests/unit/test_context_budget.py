@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from appservice.matrix.context import cost, within_budget
+from appservice.matrix.asking.context import cost, within_budget
 from engine.core.prompt import opening, said_since
 
 

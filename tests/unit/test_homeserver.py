@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from mautrix.errors import MForbidden, MNotFound
 
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.homeserver import Homeserver
 
 
 class NoAPI:

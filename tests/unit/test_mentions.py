@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.mentions import Puppet, named_bots
-from appservice.matrix.said import read_event
+from appservice.matrix.inbound.mentions import Puppet, named_bots
+from appservice.matrix.inbound.said import read_event
 
 EVENTS = Path(__file__).parent / "events"
 HELPER = Puppet("@bot_helper:localhost", "Helper")

@@ -1,10 +1,10 @@
-"""How an offer reads in Matrix (appservice/matrix/offers.py): pure, no services."""
+"""How an offer reads in Matrix (appservice/matrix/delivery/offers.py): pure, no services."""
 
 from __future__ import annotations
 
 import pytest
 
-from appservice.matrix.offers import (
+from appservice.matrix.delivery.offers import (
     KEYCAPS,
     bare_number,
     keycap_number,
@@ -14,7 +14,7 @@ from appservice.matrix.offers import (
     style_of,
     voted,
 )
-from appservice.matrix.render import render
+from appservice.matrix.delivery.render import render
 from engine.core.choices import Choice, Link, cut
 
 CHOICES = (Choice("The paperback"), Choice("The hardcover", "signed\nfirst edition"))

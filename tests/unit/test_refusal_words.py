@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KIT_STRINGS = ROOT / "engine" / "content" / "kit" / "strings.md"
 THE_ONE = ROOT / "engine" / "run" / "refusals.py"
 # Where each surface tells a person a summons was refused.
-TELLERS = ("appservice/matrix/asking.py", "appservice/desk/asking.py", "appservice/door/replies.py")
+TELLERS = ("appservice/matrix/asking/asking.py", "appservice/desk/asking.py", "appservice/door/replies.py")
 CODE = sorted(p for top in ("engine", "appservice") for p in (ROOT / top).rglob("*.py"))
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from appservice.matrix.render import Rendered, render, sanitize
+from appservice.matrix.delivery.render import Rendered, render, sanitize
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from appservice.matrix.followups import Decline, InvitePuppet, Join, LeaveEncrypted, PuppetLeaves
+from appservice.matrix.inbound.followups import Decline, InvitePuppet, Join, LeaveEncrypted, PuppetLeaves
 from appservice.matrix.rooms import followup_of
 
 ROOM, PUPPET = "!r:example.org", "@bot_helper:example.org"

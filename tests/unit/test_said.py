@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.said import (
+from appservice.matrix.inbound.said import (
     Line,
     Membership,
     apply_edits,

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, make_mocked_request
 
-from appservice.matrix.transactions import BadBody, Transaction, TransactionEndpoint, read_transaction
+from appservice.matrix.inbound.transactions import BadBody, Transaction, TransactionEndpoint, read_transaction
 
 TOKEN = "hs-token-0123456789abcdef"
 WRONG = "hs-token-0123456789abcdeX"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix import said
-from appservice.matrix.htmltext import HTML_LIMIT, Flat
-from appservice.matrix.mentions import Puppet, named_bots
-from appservice.matrix.said import Line, read_event
+from appservice.matrix.inbound import said
+from appservice.matrix.inbound.htmltext import HTML_LIMIT, Flat
+from appservice.matrix.inbound.mentions import Puppet, named_bots
+from appservice.matrix.inbound.said import Line, read_event
 from engine.content import Arg, Command
 from engine.content.commands import parse_args, parse_command, strip_address
 from engine.tools.fenced import html_to_text as page_text

@@ -9,10 +9,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from appservice.matrix.claimers.service_voice import people_in, reply, speaker
+from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.power import facts_in_room
-from appservice.matrix.said import Line
-from appservice.matrix.service_voice import people_in, reply, speaker
 from engine.content.commands import SECTION
 from engine.store import Tx
 

@@ -42,13 +42,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from appservice.matrix.cancels import Cancels
-from appservice.matrix.context import Fetched, ThreadBackfill
-from appservice.matrix.followups import Followup
-from appservice.matrix.lines import LineHandler
-from appservice.matrix.presses import POLL_RESPONSES, Presses
-from appservice.matrix.said import read_event
-from appservice.matrix.state import StateHandler
+from appservice.matrix.asking.context import Fetched, ThreadBackfill
+from appservice.matrix.claimers.cancels import Cancels
+from appservice.matrix.claimers.presses import POLL_RESPONSES, Presses
+from appservice.matrix.inbound.followups import Followup
+from appservice.matrix.inbound.lines import LineHandler, RoomWork
+from appservice.matrix.inbound.said import read_event
+from appservice.matrix.inbound.state import StateHandler
 from engine.errors import StoreError, StoreUnavailable, SurfaceError
 from engine.store import Store, Tx
 
@@ -96,13 +96,14 @@ class _EventFailed(SurfaceError):
 
 class Dispatcher:
     def __init__(self, store: Store, *, state: StateHandler, lines: LineHandler, presses: Presses,
-                 cancels: Cancels, threads: ThreadBackfill) -> None:
+                 cancels: Cancels, threads: ThreadBackfill, elsewhere: RoomWork | None = None) -> None:
         self.store = store
         self.state = state
         self.lines = lines
         self.presses = presses
         self.cancels = cancels
         self.threads = threads
+        self.elsewhere = elsewhere
 
     async def transaction(self, txn_id: str, events: list[dict[str, Any]]) -> list[tuple[int, Followup]] | None:
         """Store a transaction's events; the actions it remembered for the homeserver, or None when the
@@ -280,7 +281,7 @@ class Dispatcher:
             return
         await tx.take_room(room_id)
         if event_type == "m.reaction":
-            work = self.lines.elsewhere
+            work = self.elsewhere
             if work is not None and await work.reaction(tx, room_id, event, self.lines.ours):
                 return
             if not await self.presses.reaction(tx, room_id, event) and not await self.cancels.reaction(

@@ -37,16 +37,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from appservice.matrix.asking import Asking
+from appservice.matrix.asking.asking import Asking
+from appservice.matrix.asking.voice_claims import VOICE_WORDS, claimed_bytes, claimed_refusal, media_parts
+from appservice.matrix.delivery.homeserver import Homeserver
+from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.followups import Followup, Transcribe
-from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.mentions import named_bots
+from appservice.matrix.inbound.followups import Followup, Transcribe
+from appservice.matrix.inbound.mentions import named_bots
+from appservice.matrix.inbound.said import Line, read_event
 from appservice.matrix.ours import Ours
-from appservice.matrix.render import answer_content
 from appservice.matrix.rooms import ATTEMPT_SECONDS
-from appservice.matrix.said import Line, read_event
-from appservice.matrix.voice_claims import VOICE_WORDS, claimed_bytes, claimed_refusal, media_parts
 from appservice.matrix.voice_tables import HearingState, StoredNote, VoiceTables
 from engine.content import Bot, Registry
 from engine.errors import SpeechFailed

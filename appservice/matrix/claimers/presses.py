@@ -15,8 +15,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from appservice.matrix.asking import Asking
-from appservice.matrix.offers import (
+from appservice.matrix.asking.asking import Asking
+from appservice.matrix.delivery.offers import (
     POLL_END,
     answer_txn,
     bare_number,
@@ -27,9 +27,9 @@ from appservice.matrix.offers import (
     spent_markdown,
     voted,
 )
+from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
-from appservice.matrix.render import answer_content
-from appservice.matrix.said import Line
 from engine.content import Bot, Registry
 from engine.core.choices import Choice, Link
 from engine.run.summon import Summoned

@@ -30,13 +30,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from appservice.matrix.asking import Asking
-from appservice.matrix.htmltext import person_link
-from appservice.matrix.mentions import Puppet, named_bots
-from appservice.matrix.msc4332 import COMMAND_BLOCKS, from_block
+from appservice.matrix.asking.asking import Asking
+from appservice.matrix.claimers.msc4332 import COMMAND_BLOCKS, from_block
+from appservice.matrix.claimers.service_voice import people_in, reply, speaker
+from appservice.matrix.inbound.htmltext import person_link
+from appservice.matrix.inbound.mentions import Puppet, named_bots
+from appservice.matrix.inbound.said import Line
 from appservice.matrix.power import facts_in_room
-from appservice.matrix.said import Line
-from appservice.matrix.service_voice import people_in, reply, speaker
 from engine.content import AudienceFacts, Bot, Command, Registry, admits
 from engine.content.command_words import describe_field, explain
 from engine.content.commands import SECTION, Problem, args_json, parse_args, parse_command, strip_address

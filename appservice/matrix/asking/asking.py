@@ -10,10 +10,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from appservice.matrix.context import ContextReader
+from appservice.matrix.asking.context import ContextReader
+from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.inbound.said import Line
 from appservice.matrix.power import facts_in_room
-from appservice.matrix.render import answer_content
-from appservice.matrix.said import Line
 from engine.content import Bot, Registry
 from engine.meter import NO_METER, Meter
 from engine.run.refusals import TOLD, Refused, refusal_words

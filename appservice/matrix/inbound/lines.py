@@ -1,25 +1,20 @@
 """A line someone said: stored once (by event id) as the words a person reads, with edits and redactions
-applied; then, if it is new and somebody's (not one of ours, not a notice), the first that claims it acts
-on it — a ``!cancel``, a room admin's ``!bots``, a press on a bot's choices by its number, a ``!command``,
-or a mention of a bot."""
+applied; then, if it is new and somebody's (not one of ours, not a notice), it is offered to the claimers in
+their order — written down, with the reason for each, in ``appservice.matrix.build.claim_order`` — and the
+first that claims it acts on it (a ``!cancel``, a room admin's ``!bots``, a press on a bot's choices by its
+number, a ``!command``, … and last a mention of a bot); the rest never see it."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from appservice.matrix.admin import RoomAdmin
-from appservice.matrix.asking import Asking
-from appservice.matrix.cancels import Cancels
-from appservice.matrix.commands import Commands
-from appservice.matrix.followups import Followup
-from appservice.matrix.mentions import named_bots
+from appservice.matrix.inbound.followups import Followup
+from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.power import redact_level, standing_in
-from appservice.matrix.presses import Presses
-from appservice.matrix.said import Line
-from engine.content import Registry
 from engine.errors import StoreUnavailable
 from engine.store import Tx
 
@@ -54,22 +49,31 @@ class OwnRooms(Protocol):
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool: ...
 
 
+Claimer = Callable[[Tx, Line, Mapping[str, Any], list[Followup]], Awaitable[bool]]
+"""Whether it took a new line, acting on it (True: nothing after it sees the line)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One step of the order a new line is offered in: its name (what the log and the tests say) and its claimer."""
+
+    name: str
+    claimer: Claimer
+
+
+async def first_claim(claims: Sequence[Claim], tx: Tx, line: Line, event: Mapping[str, Any],
+                      followups: list[Followup]) -> str | None:
+    """The name of the first of ``claims`` that takes ``line`` (None: none did); the rest never see it."""
+    for claim in claims:
+        if await claim.claimer(tx, line, event, followups):
+            return claim.name
+    return None
+
+
 class LineHandler:
-    def __init__(self, registry: Callable[[], Registry], ours: Ours, *, asking: Asking, cancels: Cancels,
-                 admin: RoomAdmin, presses: Presses, commands: Commands,
-                 elsewhere: RoomWork | None = None, voice: VoiceNotes | None = None,
-                 own_rooms: OwnRooms | None = None, memories: OwnMemories | None = None) -> None:
-        self._registry = registry
+    def __init__(self, ours: Ours, claims: Sequence[Claim]) -> None:
         self.ours = ours
-        self.asking = asking
-        self.cancels = cancels
-        self.admin = admin
-        self.presses = presses
-        self.commands = commands
-        self.elsewhere = elsewhere
-        self.voice = voice
-        self.memories = memories
-        self.own_rooms = own_rooms
+        self.claims = tuple(claims)
 
     async def line(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup], *,
                    backfill: bool = False) -> None:
@@ -101,57 +105,7 @@ class LineHandler:
 
     async def _act(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> None:
         """The first that claims the line acts on it."""
-        if self.elsewhere is not None and await self.elsewhere.line(tx, line, self.ours):
-            return
-        if self.cancels.is_cancel(line):
-            await self.cancels.line(tx, line)
-            return
-        if await self.admin.heard(tx, line, followups):
-            return
-        if await self.presses.line(tx, line):
-            return
-        if self.memories is not None and await self.memories.heard(tx, line):
-            return
-        if await self.commands.heard(tx, line, event):
-            return
-        if line.is_voice and self.voice is not None and await self.voice.heard(tx, line, followups):
-            return  # asked once its words are heard
-        if await self.commands.typo(tx, line, event):
-            return
-        if self.own_rooms is not None and await self.own_rooms.line(tx, line, event):
-            return
-        await self._mention(tx, line, event)
-
-    async def _mention(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> None:
-        """The first bot the line names that hears mentions (``hears:``) is asked. A bot whose file does
-        not list ``mention`` is not summoned by being named: it wakes only as its file says."""
-        registry = self._registry()
-        named = named_bots(line, self.ours.puppets())
-        if not named:
-            named = await self._dm_of(tx, line, registry)
-        if not named:
-            return
-        by_user = {b.user_id: b for b in registry.bots.values()}
-        bots = [by_user[user_id] for user_id in named if user_id in by_user]
-        for bot in bots:
-            if bot.hears_mentions:
-                await self.asking.ask(tx, line, bot)
-                return
-            log.info("line %s names %s, which does not hear mentions (hears: in %s)", line.event_id, bot.slug,
-                     bot.source_path, extra={"room": line.room_id, "bot": bot.slug, "asker": line.sender})
-
-    async def _dm_of(self, tx: Tx, line: Line, registry: Registry) -> list[str]:
-        """In a DM with one bot — a room its puppet was invited to as a direct chat, whose only other reader
-        is that puppet (the service user aside) — every line is addressed to it, as the peers answer a DM: no
-        Matrix user expects to name whom they are talking to there. Anywhere else a line must name its bot; and
-        a ``!word`` that is no command of ours is another bot's, even there."""
-        if line.text.lstrip().startswith(("!", "/")):
-            return []
-        readers = await tx.rooms.direct_readers(line.room_id, 4)  # the person, the bot, the service user: 3 at most
-        puppets = {b.user_id for b in registry.bots.values() if "rooms" in b.surfaces}
-        people = [r.user_id for r in readers if not self.ours(r.user_id)]
-        bots = [r.user_id for r in readers if r.user_id in puppets]
-        return bots if people == [line.sender] and len(bots) == 1 else []
+        await first_claim(self.claims, tx, line, event, followups)
 
     def _may_summon(self, line: Line) -> bool:
         # m.notice is never answered (no bot loops), nor our own users' lines, nor edits and redactions.

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import logging
 
-from appservice.matrix.commands import puppet_commands
+from appservice.matrix.claimers.commands import puppet_commands
+from appservice.matrix.claimers.msc4332 import STATE_TYPES, command_state, may_send_state
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.homeserver import Homeserver
-from appservice.matrix.msc4332 import STATE_TYPES, command_state, may_send_state
 from appservice.matrix.power import facts_in_room
 from engine.content import Registry
 from engine.store import Store

@@ -12,9 +12,9 @@ import logging
 import re
 from collections.abc import Callable
 
+from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
-from appservice.matrix.render import answer_content
-from appservice.matrix.said import Line
 from appservice.matrix.surface import facts_now
 from engine.content import Bot, Registry
 from engine.core.memory import uses_recall

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from appservice.matrix.followups import Decline, Followup, Join, LeaveEncrypted
+from appservice.matrix.inbound.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.ours import Ours
 from engine.content import Registry
 from engine.run.events import hearers, wake

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from appservice.matrix.said import Line, matrix_to_user_id, read_event
+from appservice.matrix.inbound.said import Line, matrix_to_user_id, read_event
 
 __all__ = ["Puppet", "named_bots"]
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from appservice.matrix.avatar_art import EMOJI_FONT, draw
+from appservice.matrix.delivery.avatar_art import EMOJI_FONT, draw
+from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.homeserver import Homeserver
 from engine.content import Registry
 from engine.content.bots import is_mxc
 from engine.content.files import image_type

@@ -31,11 +31,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from appservice.matrix.delivery.offers import bare_number
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.mentions import named_bots
-from appservice.matrix.offers import bare_number
+from appservice.matrix.inbound.mentions import named_bots
+from appservice.matrix.inbound.said import UNTRANSCRIBED, Line, read_event
 from appservice.matrix.ours import Ours
-from appservice.matrix.said import UNTRANSCRIBED, Line, read_event
 from engine.content import Registry
 from engine.content.commands import parse_command, strip_address
 from engine.content.strings import Strings

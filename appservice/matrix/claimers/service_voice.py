@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from appservice.matrix.render import answer_content
-from appservice.matrix.said import Line
+from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.inbound.said import Line
 from engine.content import Registry
 from engine.store import Tx
 

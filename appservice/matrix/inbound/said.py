@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
-from appservice.matrix.htmltext import (
+from appservice.matrix.inbound.htmltext import (
     HTML_LIMIT,
     Flat,
     flatten,

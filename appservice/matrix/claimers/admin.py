@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from appservice.matrix import admin_words as words
-from appservice.matrix.followups import Followup, InvitePuppet, PuppetLeaves
+from appservice.matrix.claimers import admin_words as words
+from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.inbound.followups import Followup, InvitePuppet, PuppetLeaves
+from appservice.matrix.inbound.said import Line
 from appservice.matrix.power import standing_in, state_level
-from appservice.matrix.render import answer_content
-from appservice.matrix.said import Line
 from engine.content import Bot, Registry, Schedule
 from engine.content.audience import AudienceFacts, admits
 from engine.content.schedule import next_after
