@@ -102,8 +102,10 @@ async def test_a_bot_answers_by_calling_an_openapi_tool(
 
 
 async def test_the_service_gives_its_workers_every_builtin(service: Service) -> None:
+    from appservice.kinds import KINDS
     from engine.content.parts import BUILTIN_TOOLS
 
-    # open_skill is the worker's own; the other five are built by the composition root.
-    assert set(service.worker.toolbox.tools) | {"open_skill"} == set(BUILTIN_TOOLS)
+    # open_skill is the worker's own; the others are built by the composition root — the engine's, and those
+    # the surfaces registered (the door's current_room, member bots' card).
+    assert set(service.worker.toolbox.tools) | {"open_skill"} == set(BUILTIN_TOOLS) | set(KINDS.tools)
     assert service.worker.toolbox.content_tools is not None and service.worker.toolbox.site_classes is not None
