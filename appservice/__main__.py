@@ -248,14 +248,14 @@ def cmd_grant(args: argparse.Namespace) -> int:
 def cmd_keys(args: argparse.Namespace) -> int:
     """``summon keys new`` prints a fresh member-bot key; ``summon keys rotate`` re-seals every charter under
     the first key of ``members.keys`` (put the new key first, rotate, then drop the old one)."""
-    from engine.members.seal import new_key
+    from appservice.members.seal import new_key
 
     if args.action == "new":
         print(f"{args.id}:{new_key()}")
         return 0
     from appservice.database import migrate_database, open_store
-    from engine.members.book import Book
-    from engine.members.seal import Keyring
+    from appservice.members.book import Book
+    from appservice.members.seal import Keyring
 
     config = _config(args)
     if config.members is None:

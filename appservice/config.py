@@ -28,6 +28,8 @@ from pydantic import (
 )
 from pydantic.networks import IPvAnyNetwork
 
+from appservice.keys import parse_keys
+from appservice.speech.endpoints import STT_USD_PER_MINUTE, TTS_USD_PER_MILLION_CHARS, SpeechSettings
 from engine.content.bots import check_avatar
 from engine.core.limits import DEFAULT_SLOTS, Caps
 from engine.core.permits import ProviderLimits
@@ -35,7 +37,6 @@ from engine.errors import ConfigError
 from engine.providers.base import DEFAULT_TIMEOUT, ProviderConfig
 from engine.providers.config import KINDS, ProviderSettings, env_prefix
 from engine.sandbox.box import CodeLimits, Sandbox
-from engine.speech.endpoints import STT_USD_PER_MINUTE, TTS_USD_PER_MILLION_CHARS, SpeechSettings
 from engine.tools.fetch import FetchSettings, make_get
 
 log = logging.getLogger(__name__)
@@ -397,9 +398,7 @@ class Members(_Strict):
     @field_validator("keys")
     @classmethod
     def _keys(cls, keys: list[str]) -> list[str]:
-        from engine.members.seal import Keyring
-
-        Keyring.parse(keys)
+        parse_keys(keys)
         return keys
 
     @field_validator("admins")

@@ -37,9 +37,9 @@ from mautrix.types import (
 from appservice.config import Config, Desk, Door, Listen, Members, load_config, provider_settings
 from appservice.logs import configure, secrets_of
 from appservice.matrix.outbox import TXN_MARKER
+from appservice.members.seal import new_key
 from appservice.stand_in import demo_book, demo_entries, member_bots_book
 from engine.clock import SystemClock
-from engine.members.seal import new_key
 from engine.providers.config import stand_in_reason
 from engine.providers.mock import first_of
 

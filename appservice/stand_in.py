@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from appservice.members.runs import ASK
 from engine.core.messages import ModelRequest
-from engine.members.runs import ASK
 from engine.providers.mock import StandInBook, asked, parse_script
 
 DEMO_SCRIPTS = Path(__file__).with_name("demo.yaml")
@@ -68,7 +68,7 @@ def demo_book(entries: list[dict[str, Any]], *, demo_user: str,
 
 @dataclass(frozen=True)
 class SeenCharter:
-    """What a member bot's run shows of its charter (its standing note, ``engine.members.runs.charter_note``)."""
+    """What a member bot's run shows of its charter (its standing note, ``appservice.members.runs.charter_note``)."""
 
     name: str
     glyph: str

@@ -26,15 +26,16 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     │                        refused, never run unjailed
     ├── SpeechFailed         a speech endpoint (transcription, speech) failed, or was given what it cannot take
     ├── MemoryUnavailable    memories (person+recall) cannot be kept here: no pgvector, or no embedding model
-    ├── CharterError         a member bot's charter could not be used (words the builder can relay)
-    │   ├── CharterUnreadable  it does not unseal or no longer reads: fails closed for that charter alone
-    │   └── CharterRefused   not theirs to change or remove, or made for somebody else
     └── SurfaceError         a surface could not deliver or read; each surface defines its own under it, in its
                              own package (the engine names none of them):
           MatrixError        appservice/matrix/errors.py: the homeserver refused or could not be reached
             NotLeft          …: some of our users are still in a room they must leave
           RequestRefused     appservice/desk/errors.py: the desk refused what somebody asked (a status, words)
           GrantRefused       appservice/door/errors.py: a door grant that does not verify
+          CharterError       appservice/members/errors.py: a member bot's charter could not be used (words the
+                             builder can relay)
+            CharterUnreadable  …: it does not unseal or no longer reads: fails closed for that charter alone
+            CharterRefused   …: not theirs to change or remove, or made for somebody else
 """
 
 from __future__ import annotations
@@ -156,14 +157,3 @@ class SurfaceError(SummonError):
     """A surface could not deliver or read."""
 
 
-class CharterError(SummonError):
-    """A member bot's charter could not be used: the message says why, in words the builder can relay."""
-
-
-class CharterUnreadable(CharterError):
-    """A stored charter that does not unseal (a key no longer configured, a corrupt or tampered row) or no
-    longer reads as a charter. It fails closed for that charter alone: the others run on."""
-
-
-class CharterRefused(CharterError):
-    """Somebody may not do that to this charter (overwrite it, remove it, make it for somebody else)."""

@@ -109,7 +109,7 @@ class DeskCommands:
         state = state_of(where.conversation)
         if state.people_have_it:
             raise RequestRefused(409, self.desk.words("commands_off"))
-        args = parse_args(command, values, members={}, asker=where.contact_key)
+        args = parse_args(command, values, people={}, asker=where.contact_key)
         registry = self._registry()
         if isinstance(args, Problem):
             log.info("/%s from contact %s not taken: %s %s", name, where.contact.id, args.why, args.field,

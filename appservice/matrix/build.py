@@ -52,12 +52,12 @@ from appservice.matrix.rooms import Rooms
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.undelivered import Undelivered
 from appservice.parts import Parts, Shared
+from appservice.speech.endpoints import Speech
 from engine.content import Bot, Registry
 from engine.errors import StoreError
 from engine.meter import Meter
 from engine.run.summon import LIVENESS_SECONDS
 from engine.run.ticks import run_ticks
-from engine.speech.endpoints import Speech
 from engine.store import Store, Tx
 from engine.surface import SurfaceFacts
 

@@ -20,16 +20,18 @@ from typing import Any
 
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError
+from appservice.members.book import Book, Kept
+from appservice.members.charter import Charter, CharterRules, read_charter
 from appservice.members.content import edition_content, notice
+from appservice.members.edition import accepted_card, judge
+from appservice.members.errors import CharterError, CharterRefused, CharterUnreadable
+from appservice.members.feeds import Feeds
+from appservice.members.runs import edition_summons, schedule_words
+from appservice.members.tables import MemberTables
 from engine.clock import Clock
 from engine.content import Registry
 from engine.core.messages import load_step
-from engine.errors import CharterError, CharterRefused, CharterUnreadable, StoreError, ToolError
-from engine.members.book import Book, Kept
-from engine.members.charter import Charter, CharterRules, read_charter
-from engine.members.edition import accepted_card, judge
-from engine.members.feeds import Feeds
-from engine.members.runs import edition_summons, schedule_words
+from engine.errors import StoreError, ToolError
 from engine.run.refusals import Refused
 from engine.run.summon import summon
 from engine.store import Store
@@ -102,7 +104,7 @@ class Builder:
         bot_id = arguments.get("bot_id")
         if isinstance(bot_id, str) and bot_id.strip():
             return await self._change(person, bot_id.strip(), arguments)
-        owned = await self.store.members.owned_by(person)
+        owned = await self.store.of(MemberTables).owned_by(person)
         if len(owned) >= self.settings.max_per_person:
             raise ToolError(f"Nothing was made: you already have {len(owned)} bots, the most one person may keep "
                             "here. Remove one first.")
@@ -155,7 +157,7 @@ class Builder:
             if row is not None and row.status in FINISHED:
                 break
             if waited >= patience:
-                await self.store.members.cancel_run(outcome.run_id)
+                await self.store.of(MemberTables).cancel_run(outcome.run_id)
                 return DryRun(pending_id, False, f"took longer than {patience:.3g}s", "", [])
             await self.clock.sleep(0.25)
             waited += 0.25
@@ -318,14 +320,14 @@ class Builder:
         puppet = bot.user_id
         fixed = 0
         try:
-            ids = await self.store.members.ids()
+            ids = await self.store.of(MemberTables).ids()
         except StoreError as exc:
             log.warning("could not read the member bots to name the builder in their rooms: %s", exc)
             return 0
         now = self.clock.monotonic()
         for charter_id in ids:
             try:
-                row = await self.store.members.get(charter_id)
+                row = await self.store.of(MemberTables).get(charter_id)
                 charter = self.book.unseal(row).charter if row is not None else None
                 if charter is None or charter.room_id is None:
                     continue

@@ -8,7 +8,7 @@ import html
 from typing import Any
 
 from appservice.matrix.delivery.render import render
-from engine.members.card import Card, card_html, card_text
+from appservice.members.card import Card, card_html, card_text
 
 
 def edition_content(text: str, card: Card | None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """What member bots bring to content (``engine.content.kinds``): the ``card`` built-in (an edition's card, offered
-only on this surface; its runtime is ``engine.members.tools``) and the words of ``### members``."""
+only on this surface; its runtime is ``appservice.members.tools``) and the words of ``### members``."""
 
 from __future__ import annotations
 

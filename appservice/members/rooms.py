@@ -15,9 +15,9 @@ from appservice.matrix.inbound.mentions import named_bots
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.surface import facts_now
+from appservice.members.book import Book
+from appservice.members.runs import standing
 from engine.content import Registry
-from engine.members.book import Book
-from engine.members.runs import standing
 from engine.store import Tx
 
 log = logging.getLogger(__name__)

@@ -11,19 +11,19 @@ from appservice.config import Members
 from appservice.matrix.asking.asking import Asking
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.ours import PUPPET_PREFIX, Ours
+from appservice.members.book import Book
 from appservice.members.building import Builder, BuildSettings
+from appservice.members.charter import CharterRules
+from appservice.members.feeds import Feeds
 from appservice.members.rooms import MemberRooms
+from appservice.members.runs import OPENER, SURFACE, charter_opener
+from appservice.members.seal import Keyring
 from appservice.members.surface import MembersSurface
+from appservice.members.ticks import member_tick
+from appservice.members.tools import make_card, make_charter_fetch, on_surface
 from engine.clock import Clock
 from engine.content import Registry
 from engine.errors import StoreError
-from engine.members.book import Book
-from engine.members.charter import CharterRules
-from engine.members.feeds import Feeds
-from engine.members.runs import OPENER, SURFACE, charter_opener
-from engine.members.seal import Keyring
-from engine.members.ticks import member_tick
-from engine.members.tools import make_card, make_charter_fetch, on_surface
 from engine.store import Store
 from engine.surface import Opener
 from engine.tools.base import ToolFn

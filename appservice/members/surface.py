@@ -1,6 +1,6 @@
 """The ``members`` surface: where a member bot's editions are delivered (engine/surface.py's four asks).
 
-An edition is judged as the run finishes, in the same commit (``engine.members.edition.judge``):
+An edition is judged as the run finishes, in the same commit (``appservice.members.edition.judge``):
 
 - an edition (it answered, and reached at least one of its sources when it has any) is queued in the outbox
   for the bot's own room — the card over the text, as the builder's puppet (whose name there is the
@@ -17,14 +17,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from appservice.members.book import Book, Kept
 from appservice.members.content import edition_content, notice
+from appservice.members.edition import accepted_card, judge
+from appservice.members.errors import CharterUnreadable
+from appservice.members.runs import SURFACE, schedule_words
+from appservice.members.tables import MemberTables
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core.messages import load_step
-from engine.errors import CharterUnreadable
-from engine.members.book import Book, Kept
-from engine.members.edition import accepted_card, judge
-from engine.members.runs import SURFACE, schedule_words
 from engine.store import Families, Tx
 from engine.surface import Answered, Ended, Outcome, RunInfo
 
@@ -76,7 +77,7 @@ class MembersSurface:
         verdict = judge(steps, answer, has_sources=bool(kept.charter.fetches), error=error)
         room_id = kept.charter.room_id
         if verdict.ok:
-            cleared = await tx.members.succeeded(charter_id)
+            cleared = await tx.of(MemberTables).succeeded(charter_id)
             if cleared:
                 log.info("member bot %s is back after %d failed edition(s)", charter_id, cleared,
                          extra={"charter": charter_id, "run": run.id})
@@ -92,7 +93,7 @@ class MembersSurface:
         outage posts the explanation once in the bot's room, with a note that it keeps trying; later ones post
         nothing."""
         charter = kept.charter
-        failures = await tx.members.failed(kept.id)
+        failures = await tx.of(MemberTables).failed(kept.id)
         log.warning("member bot %s: failed edition (%d in a row): %s", kept.id, failures, why,
                     extra={"charter": kept.id, "run": run_id})
         if failures == 1 and charter.room_id is not None:

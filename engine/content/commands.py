@@ -4,7 +4,7 @@ A line is a command when it starts with ``!name`` (or ``/name``: clients that do
 command send it on as text). Its arguments are the command's fields, named (``since=2d``,
 ``topic="a b"``) or positional in declared order, each read by its kind: a span (``2d``, ``48h``,
 ``1 week``), a choice (one of its choices, any case), a person (``@user:server``, ``me``, a display
-name of someone in the room — the caller hands the members in — or whatever the surface reads as a
+name of someone in the room — the caller hands the people in — or whatever the surface reads as a
 reference to one: ``person_ref``), a boolean, a number, text (the last text field takes the rest of the line). What is absent
 takes its default. What does not fit is a ``Problem`` naming the field — never a guess: no prefix
 of a choice, no nearest name, no first of two people who share one.
@@ -143,10 +143,10 @@ def _tokens(raw: str) -> list[_Token]:
     return out
 
 
-def parse_args(command: Command, raw: str | Mapping[str, str], *, members: Mapping[str, str | None],
+def parse_args(command: Command, raw: str | Mapping[str, str], *, people: Mapping[str, str | None],
                asker: str, person_ref: PersonRef | None = None) -> dict[str, Value] | Problem:
     """The command's arguments from what followed its name (or from named values a client sent apart),
-    in declared order, defaults applied — or the first ``Problem``. ``members`` maps the room's
+    in declared order, defaults applied — or the first ``Problem``. ``people`` maps the room's
     people (user id → display name); ``asker`` is who ran it ("me"); ``person_ref`` reads the surface's
     own references to a person."""
     by_name = {arg.name: arg for arg in command.args}
@@ -173,7 +173,7 @@ def parse_args(command: Command, raw: str | Mapping[str, str], *, members: Mappi
                 return Problem("too_many", None, token.value)
             arg, rest = pending[0], len(pending) == 1
         stop = next((k for k in range(i + 1, len(tokens)) if tokens[k].key in by_name), len(tokens))
-        taken = _take(arg, tokens, i, stop, raw, rest=rest, members=members, asker=asker, person_ref=person_ref)
+        taken = _take(arg, tokens, i, stop, raw, rest=rest, people=people, asker=asker, person_ref=person_ref)
         if isinstance(taken, Problem):
             return taken
         given[arg.name], i = taken
@@ -184,12 +184,12 @@ def parse_args(command: Command, raw: str | Mapping[str, str], *, members: Mappi
         elif arg.default is None:
             return Problem("missing", arg.name)
         else:
-            out[arg.name] = _default(arg, members, asker)
+            out[arg.name] = _default(arg, people, asker)
     return out
 
 
 def _take(arg: Arg, tokens: Sequence[_Token], i: int, stop: int, raw: str, *, rest: bool,
-          members: Mapping[str, str | None], asker: str, person_ref: PersonRef | None) -> tuple[Value, int] | Problem:
+          people: Mapping[str, str | None], asker: str, person_ref: PersonRef | None) -> tuple[Value, int] | Problem:
     first = tokens[i]
     if arg.kind == "text":
         if first.quoted or not rest:
@@ -197,7 +197,7 @@ def _take(arg: Arg, tokens: Sequence[_Token], i: int, stop: int, raw: str, *, re
         # The last text field takes the rest of the line, up to a field given by name.
         return raw[first.value_start:tokens[stop - 1].end].strip(), stop
     if arg.kind in ("boolean", "number") or first.quoted:
-        found = _read(arg, first.value, members, asker, person_ref)
+        found = _read(arg, first.value, people, asker, person_ref)
         if found is None:
             return Problem("bad", arg.name, first.value)
         if isinstance(found, tuple):
@@ -209,7 +209,7 @@ def _take(arg: Arg, tokens: Sequence[_Token], i: int, stop: int, raw: str, *, re
         if any(t.quoted for t in tokens[i + 1:i + length]):
             continue
         words = " ".join([first.value, *(raw[t.start:t.end] for t in tokens[i + 1:i + length])])
-        found = _read(arg, words, members, asker, person_ref)
+        found = _read(arg, words, people, asker, person_ref)
         if isinstance(found, tuple):
             return Problem("ambiguous", arg.name, words, found)
         if found is not None:
@@ -217,7 +217,7 @@ def _take(arg: Arg, tokens: Sequence[_Token], i: int, stop: int, raw: str, *, re
     return Problem("bad", arg.name, first.value)
 
 
-def _read(arg: Arg, text: str, members: Mapping[str, str | None], asker: str,
+def _read(arg: Arg, text: str, people: Mapping[str, str | None], asker: str,
           person_ref: PersonRef | None) -> Value | tuple[Person, ...] | None:
     text = text.strip()
     match arg.kind:
@@ -235,39 +235,39 @@ def _read(arg: Arg, text: str, members: Mapping[str, str | None], asker: str,
                 return None
             return int(number) if number.is_integer() and "." not in text else number
         case "person":
-            return read_person(text, members, asker, person_ref)
+            return read_person(text, people, asker, person_ref)
         case _:
             return text
 
 
-def read_person(text: str, members: Mapping[str, str | None], asker: str,
+def read_person(text: str, people: Mapping[str, str | None], asker: str,
                 person_ref: PersonRef | None = None) -> Person | tuple[Person, ...] | None:
     """A person as a line names them: ``me``, ``@user:server``, a reference the surface reads as one
     (``person_ref``), or the display name (or user name) of someone in the room. Two people of that name
     → both, so the caller asks which; nobody → None."""
     text = text.strip()
     if text.lower() == "me":
-        return Person(asker, members.get(asker))
+        return Person(asker, people.get(asker))
     referred = person_ref(text) if person_ref is not None else None
     if referred is not None:
         text = referred
     if _USER_ID.fullmatch(text):
-        return Person(text, members.get(text))
+        return Person(text, people.get(text))
     name = (text[1:] if text.startswith("@") else text).casefold()
     if not name:
         return None
     for same in (
-        [uid for uid, shown in members.items() if shown and shown.casefold() == name],
-        [uid for uid in members if uid[1:].split(":", 1)[0].casefold() == name],
+        [uid for uid, shown in people.items() if shown and shown.casefold() == name],
+        [uid for uid in people if uid[1:].split(":", 1)[0].casefold() == name],
     ):
         if len(same) == 1:
-            return Person(same[0], members.get(same[0]))
+            return Person(same[0], people.get(same[0]))
         if same:
-            return tuple(Person(uid, members.get(uid)) for uid in sorted(same))
+            return tuple(Person(uid, people.get(uid)) for uid in sorted(same))
     return None
 
 
-def _default(arg: Arg, members: Mapping[str, str | None], asker: str) -> Value:
+def _default(arg: Arg, people: Mapping[str, str | None], asker: str) -> Value:
     value = arg.default
     match arg.kind:
         case "span":
@@ -276,7 +276,7 @@ def _default(arg: Arg, members: Mapping[str, str | None], asker: str) -> Value:
             return span
         case "person":
             who = asker if value == "me" else str(value)
-            return Person(who, members.get(who))
+            return Person(who, people.get(who))
         case _:
             return value  # type: ignore[no-any-return]
 

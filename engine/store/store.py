@@ -22,7 +22,6 @@ from engine.store.desk_webhooks import DeskWebhooks
 from engine.store.health import Health
 from engine.store.hooks import Hooks
 from engine.store.lines import Lines
-from engine.store.members import Members
 from engine.store.memories import Memories
 from engine.store.offers import Offers
 from engine.store.outbox import Outbox
@@ -131,9 +130,6 @@ class Families:
     def memories(self) -> Memories:
         return Memories(self._on, self._q)
 
-    @cached_property
-    def members(self) -> Members:
-        return Members(self._on, self._q)
 
 
 class Tx(Families):

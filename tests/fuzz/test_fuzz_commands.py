@@ -68,7 +68,7 @@ NAMED = st.dictionaries(st.sampled_from(["since", "who", "length", "topic", "cou
 
 
 def _read(command: Command, raw: str | dict[str, str]) -> Any:
-    return parse_args(command, raw, members=MEMBERS, asker=ASKER, person_ref=person_link)
+    return parse_args(command, raw, people=MEMBERS, asker=ASKER, person_ref=person_link)
 
 
 @FUZZ

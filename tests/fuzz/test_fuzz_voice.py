@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from appservice.matrix.asking.voice_claims import VOICE_WORDS, claimed_refusal, media_parts
 from appservice.matrix.inbound.said import read_event
-from engine.speech import audio
-from engine.speech.endpoints import _heard_seconds
+from appservice.speech import audio
+from appservice.speech.endpoints import _heard_seconds
 from tests.fuzz.budget import FUZZ, outcome, within_budget
 
 MAX_BYTES = 20 * 1024 * 1024

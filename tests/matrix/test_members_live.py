@@ -17,8 +17,8 @@ import asyncpg
 import pytest
 
 from appservice.app import Service
-from engine.members.book import Kept
-from engine.members.charter import AtSchedule, read_charter
+from appservice.members.book import Kept
+from appservice.members.charter import AtSchedule, read_charter
 from tests.matrix.people import Person
 from tests.members.feedsite import FeedSite, feed_site
 from tests.support import eventually

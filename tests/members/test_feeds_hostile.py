@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from appservice.members.charter import MAX_SOURCES, CharterRules, read_charter
+from appservice.members.feeds import Feeds
 from engine.errors import ToolError
-from engine.members.charter import MAX_SOURCES, CharterRules, read_charter
-from engine.members.feeds import Feeds
 from engine.tools.fetch import FetchSettings
 from engine.tools.quarantine import Quarantine, QuarantineLimits
 from tests.members.feedsite import RSS, FeedSite, feed_site

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from appservice.matrix.delivery.render import sanitize
+from appservice.members.card import card_html, card_text, read_card
+from appservice.members.edition import accepted_card, judge
 from engine.core.messages import AnswerStep, ToolCall, ToolCallStep, ToolResultStep
-from engine.members.card import card_html, card_text, read_card
-from engine.members.edition import accepted_card, judge
 
 CARD: dict[str, Any] = {
     "heading": "Morning News — 1 December",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine.members.charter import (
+from appservice.members.charter import (
     Charter,
     CharterRules,
     EverySchedule,

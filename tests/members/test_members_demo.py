@@ -10,14 +10,14 @@ import pytest
 from appservice.config import parse_config
 from appservice.dev import with_members
 from appservice.kinds import KINDS
+from appservice.members.charter import read_charter
+from appservice.members.runs import ASK, charter_note
 from appservice.stand_in import member_bots_book, stand_in_builder
 from engine.clock import FakeClock
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.core.messages import Message, ModelRequest, ToolSpec
 from engine.core.prompt import opening
-from engine.members.charter import read_charter
-from engine.members.runs import ASK, charter_note
 from engine.providers.mock import MockModel, StandInModel
 
 REPO = Path(__file__).resolve().parents[2]

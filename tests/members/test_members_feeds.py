@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from appservice.members.charter import CharterRules
+from appservice.members.feeds import Feeds, site_of
 from engine.errors import ToolError
-from engine.members.charter import CharterRules
-from engine.members.feeds import Feeds, site_of
 from engine.tools.fetch import FetchSettings
 from engine.tools.quarantine import Quarantine
 from tests.members.feedsite import FeedSite, feed_site

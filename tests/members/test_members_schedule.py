@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from engine.members.charter import AtSchedule, EverySchedule, read_charter
-from engine.members.schedule import next_edition, owed, step
+from appservice.members.charter import AtSchedule, EverySchedule, read_charter
+from appservice.members.schedule import next_edition, owed, step
 
 T0 = dt.datetime(2026, 12, 1, 6, 0, tzinfo=dt.UTC)
 

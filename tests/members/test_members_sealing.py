@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.errors import CharterRefused, CharterUnreadable
-from engine.members.book import Book
-from engine.members.charter import read_charter
-from engine.members.seal import Keyring, new_key
+from appservice.members.book import Book
+from appservice.members.charter import read_charter
+from appservice.members.errors import CharterRefused, CharterUnreadable
+from appservice.members.seal import Keyring, new_key
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db

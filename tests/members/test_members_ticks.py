@@ -11,14 +11,15 @@ from typing import Any
 import pytest
 
 from appservice.kinds import KINDS
+from appservice.members.book import Book
+from appservice.members.charter import read_charter
+from appservice.members.runs import charter_opener
+from appservice.members.seal import Keyring, new_key
+from appservice.members.tables import MemberTables
+from appservice.members.ticks import member_tick
 from engine.content import AudienceFacts, Registry, compile_sources
 from engine.content.files import read_kit
 from engine.core.limits import Caps
-from engine.members.book import Book
-from engine.members.charter import read_charter
-from engine.members.runs import charter_opener
-from engine.members.seal import Keyring, new_key
-from engine.members.ticks import member_tick
 from engine.run.publish import publish
 from engine.run.refusals import Refused
 from engine.run.summon import Summons, summon
@@ -100,11 +101,11 @@ async def test_failures_stretch_an_interval_bot_in_the_database(db: TestStore) -
     registry = await hosted(db)
     book = Book(Keyring.parse([KEY]))
     charter_id = await made(db, book)
-    assert await db.members.failed(charter_id) == 1
-    assert await db.members.failed(charter_id) == 2
+    assert await db.of(MemberTables).failed(charter_id) == 1
+    assert await db.of(MemberTables).failed(charter_id) == 2
     await owed(db, charter_id, 3)  # 2 failures in a row: owed 4 hours after the last try
     assert await member_tick(db, book, registry, host="builder") == []
-    assert await db.members.succeeded(charter_id) == 2
+    assert await db.of(MemberTables).succeeded(charter_id) == 2
     assert len(await member_tick(db, book, registry, host="builder")) == 1
 
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from appservice.members.book import Book
+from appservice.members.charter import CharterRules, read_charter
+from appservice.members.feeds import Feeds
+from appservice.members.seal import Keyring, new_key
+from appservice.members.tools import make_card, make_charter_fetch
 from engine.core.messages import ToolCall, ToolCallStep, ToolResultStep, dump_step
 from engine.errors import ToolError
-from engine.members.book import Book
-from engine.members.charter import CharterRules, read_charter
-from engine.members.feeds import Feeds
-from engine.members.seal import Keyring, new_key
-from engine.members.tools import make_card, make_charter_fetch
 from engine.tools.base import RunRef
 from engine.tools.fetch import FetchSettings
 from engine.tools.quarantine import Quarantine

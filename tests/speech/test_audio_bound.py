@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from engine.speech import audio
+from appservice.speech import audio
 from tests.speech.fake_speech import _ogg_page, opus_ogg, tone_wav
 
 HEAD = b"OpusHead" + bytes([1, 1]) + struct.pack("<HIhB", 312, 48_000, 0, 0)

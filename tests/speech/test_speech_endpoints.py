@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from appservice.config import speech_from_env
+from appservice.speech import audio
+from appservice.speech.endpoints import Speech, SpeechSettings, endpoint
 from engine.clock import FakeClock
 from engine.errors import SpeechFailed
-from engine.speech import audio
-from engine.speech.endpoints import Speech, SpeechSettings, endpoint
 from tests.speech.fake_speech import FakeSpeech, tone_wav
 
 
@@ -70,7 +70,7 @@ async def test_a_failing_speech_endpoint_falls_back_and_stays_fallen_for_the_coo
     assert spoken is not None and audio.sniff(spoken.audio) and spoken.cost_usd > 0
     assert fake.said[-1] == {"model": "tts-1", "voice": "nova", "input": "It will rain.", "response_format": "opus"}
     fake.failing = True
-    with caplog.at_level(logging.ERROR, logger="engine.speech.endpoints"):
+    with caplog.at_level(logging.ERROR, logger="appservice.speech.endpoints"):
         assert await speech.speak("And tomorrow?", voice="nova") is None
         fake.failing = False  # it is back, but nobody asks it: fallen is fallen until the cool-off is over
         for _ in range(3):

@@ -159,7 +159,7 @@ OK_CASES: list[tuple[Command, str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("cmd", "raw", "expected"), [c for c in OK_CASES if c[2] is not None])
 def test_arguments_parse_by_kind(cmd: Command, raw: str, expected: dict[str, Any]) -> None:
     # A person given as a matrix.to link is read the way the Matrix surface reads one (``person_link``).
-    result = parse_args(cmd, raw, members=MEMBERS, asker=ASKER, person_ref=person_link)
+    result = parse_args(cmd, raw, people=MEMBERS, asker=ASKER, person_ref=person_link)
     assert not isinstance(result, Problem), result
     assert list(result) == [a.name for a in cmd.args]  # declared order, every field
     assert {k: result[k] for k in expected} == expected
@@ -192,7 +192,7 @@ PROBLEMS: list[tuple[Command, str, Problem]] = [
 
 @pytest.mark.parametrize(("cmd", "raw", "expected"), PROBLEMS)
 def test_a_bad_argument_is_a_problem_naming_the_field(cmd: Command, raw: str, expected: Problem) -> None:
-    assert parse_args(cmd, raw, members=MEMBERS, asker=ASKER) == expected
+    assert parse_args(cmd, raw, people=MEMBERS, asker=ASKER) == expected
 
 
 @pytest.mark.parametrize(("cmd", "problem", "says"), [
@@ -234,14 +234,14 @@ def test_with_no_words_nothing_is_said() -> None:
     ("36h", "Read what was said since 1 day 12 hours and write a short catch-up."),
 ])
 def test_resolve_prompt_fills_the_placeholders_in_words(raw: str, prompt: str) -> None:
-    args = parse_args(SUMMARISE, raw, members=MEMBERS, asker=ASKER)
+    args = parse_args(SUMMARISE, raw, people=MEMBERS, asker=ASKER)
     assert not isinstance(args, Problem)
     assert resolve_prompt(SUMMARISE, args) == prompt
 
 
 def test_resolve_prompt_of_every_kind() -> None:
     cmd = command(WHO, LOUD, COUNT, TOPIC, prompt="{who} {loud} {count} {topic} {unknown} {{x}}")
-    args = parse_args(cmd, "Bob yes 7 the rest", members=MEMBERS, asker=ASKER)
+    args = parse_args(cmd, "Bob yes 7 the rest", people=MEMBERS, asker=ASKER)
     assert not isinstance(args, Problem)
     assert resolve_prompt(cmd, args) == "Bob (@bob:hs) yes 7 the rest {unknown} {{x}}"
 
@@ -260,13 +260,13 @@ def test_spans_in_words_and_as_typed(span: dt.timedelta, said: str, typed: str) 
 
 
 def test_args_json_can_be_typed_again() -> None:
-    args = parse_args(EVERYTHING, "36h detailed Bob on 2 the budget", members=MEMBERS, asker=ASKER)
+    args = parse_args(EVERYTHING, "36h detailed Bob on 2 the budget", people=MEMBERS, asker=ASKER)
     assert not isinstance(args, Problem)
     stored = args_json(args)
     assert stored == {"since": "1d 12h", "length": "detailed", "who": "@bob:hs", "loud": True, "count": 2,
                       "topic": "the budget"}
     again = parse_args(EVERYTHING, {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in stored.items()},
-                       members=MEMBERS, asker=ASKER)
+                       people=MEMBERS, asker=ASKER)
     assert again == args
 
 
@@ -284,9 +284,9 @@ def test_an_msc4332_block(block: object, expected: tuple[str, dict[str, str]] | 
 
 
 def test_named_values_from_a_block_are_one_value_each() -> None:
-    assert parse_args(SUMMARISE, {"since": "1 week", "length": "Very Long"}, members=MEMBERS, asker=ASKER) == {
+    assert parse_args(SUMMARISE, {"since": "1 week", "length": "Very Long"}, people=MEMBERS, asker=ASKER) == {
         "since": W, "length": "very long"}
-    assert parse_args(SUMMARISE, {"when": "2d"}, members=MEMBERS, asker=ASKER) == Problem("unknown", "when", "2d")
+    assert parse_args(SUMMARISE, {"when": "2d"}, people=MEMBERS, asker=ASKER) == Problem("unknown", "when", "2d")
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -349,7 +349,7 @@ def test_may_send_state(user: str, event_type: str, levels: dict[str, Any] | Non
 def test_args_read_back_resolve_the_same_prompt() -> None:
     from engine.content.commands import args_from_json
 
-    args = parse_args(EVERYTHING, "36h detailed Bob on 2 the budget", members=MEMBERS, asker=ASKER)
+    args = parse_args(EVERYTHING, "36h detailed Bob on 2 the budget", people=MEMBERS, asker=ASKER)
     assert not isinstance(args, Problem)
     back = args_from_json(EVERYTHING, args_json(args))
     assert {k: v for k, v in back.items() if k != "who"} == {k: v for k, v in args.items() if k != "who"}

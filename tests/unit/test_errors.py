@@ -62,8 +62,9 @@ def test_each_surface_keeps_its_own_errors_under_surface_error() -> None:
     from appservice.desk.errors import RequestRefused
     from appservice.door.errors import GrantRefused
     from appservice.matrix.errors import MatrixError, NotLeft
+    from appservice.members.errors import CharterError, CharterRefused, CharterUnreadable
     from engine.errors import SurfaceError
 
-    for cls in (MatrixError, NotLeft, RequestRefused, GrantRefused):
+    for cls in (MatrixError, NotLeft, RequestRefused, GrantRefused, CharterError, CharterRefused, CharterUnreadable):
         assert issubclass(cls, SurfaceError), cls
         assert not hasattr(errors, cls.__name__), f"engine/errors.py still defines {cls.__name__}"

@@ -41,7 +41,7 @@ def as_ingest_reads(event: dict[str, Any]) -> Line | None:
     named_bots(line, PUPPETS)
     words = line.text_with_ids or line.text
     parse_command(strip_address(words, NAMES))
-    parse_args(COMMAND, words, members={"@alice:localhost": "Alice"}, asker="@alice:localhost")
+    parse_args(COMMAND, words, people={"@alice:localhost": "Alice"}, asker="@alice:localhost")
     return line
 
 

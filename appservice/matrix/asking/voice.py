@@ -48,12 +48,12 @@ from appservice.matrix.inbound.said import Line, read_event
 from appservice.matrix.ours import Ours
 from appservice.matrix.rooms import ATTEMPT_SECONDS
 from appservice.matrix.voice_tables import HearingState, StoredNote, VoiceTables
+from appservice.speech import audio
+from appservice.speech.endpoints import Speech
 from engine.content import Bot, Registry
 from engine.errors import SpeechFailed
 from engine.run.refusals import Refused
 from engine.run.summon import Summoned
-from engine.speech import audio
-from engine.speech.endpoints import Speech
 from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """What a voice note says of itself, read before anything is fetched (SPEC §12, §15). Pure.
 
 A voice note's event claims a link, a size, a length and a type; every one of them is the sender's, so a claim can
-only refuse a note here — what is fetched is measured again (``engine.speech.audio.bound``). The link is followed
+only refuse a note here — what is fetched is measured again (``appservice.speech.audio.bound``). The link is followed
 only when it is a content URI by the Matrix grammar, since the homeserver is asked for it with the service's token:
 ``mxc://../..`` would otherwise be a path under the media API (``/_matrix/client/v1/``)."""
 

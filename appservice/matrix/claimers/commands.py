@@ -83,7 +83,7 @@ class Commands:
         bot = self._runner(command, registry, people, named)
         if bot is None:
             return await self._no_runner(tx, line, command, registry, people, named)
-        args = parse_args(command, raw, members=people, asker=line.sender, person_ref=person_link)
+        args = parse_args(command, raw, people=people, asker=line.sender, person_ref=person_link)
         if isinstance(args, Problem):
             words = explain(args, command, registry.strings)
             log.info("!%s from %s not taken: %s %s", name, line.sender, args.why, args.field,

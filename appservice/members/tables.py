@@ -1,5 +1,5 @@
 """Member bots' charters as the table keeps them: sealed, with only their id, author, owner, size and times in
-the clear (``sql/queries/members.sql``). Sealing and unsealing is ``engine.members.book``'s, never here's."""
+the clear (``sql/queries/members.sql``). Sealing and unsealing is ``appservice.members.book``'s, never here's."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class SealedCharter:
     updated_at: datetime
 
 
-class Members(Family):
+class MemberTables(Family):
     __slots__ = ()
 
     async def insert(self, charter_id: str, *, author: str, owner: str, key_id: str, sealed: bytes, size: int,

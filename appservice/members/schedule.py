@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+from appservice.members.charter import AtSchedule, EverySchedule
 from engine.content import Schedule
 from engine.content.schedule import last_between, next_after
-from engine.members.charter import AtSchedule, EverySchedule
 
 DAY = dt.timedelta(days=1)
 

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from appservice.members.book import Book
+from appservice.members.charter import AtSchedule, Charter
+from appservice.members.errors import CharterUnreadable
 from engine.content import AudienceFacts
-from engine.errors import CharterUnreadable
-from engine.members.book import Book
-from engine.members.charter import AtSchedule, Charter
 from engine.run.summon import Summons
 from engine.store import Store
 from engine.surface import Opened, Opener

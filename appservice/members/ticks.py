@@ -12,11 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from appservice.members.book import Book, Kept
+from appservice.members.errors import CharterUnreadable
+from appservice.members.runs import edition_summons
+from appservice.members.schedule import owed
+from appservice.members.tables import MemberTables
 from engine.content import Registry
-from engine.errors import CharterUnreadable, StoreError
-from engine.members.book import Book, Kept
-from engine.members.runs import edition_summons
-from engine.members.schedule import owed
+from engine.errors import StoreError
 from engine.run.refusals import Refused
 from engine.run.summon import summon
 from engine.store import Store, Tx
@@ -41,7 +43,7 @@ async def member_tick(store: Store, book: Book, registry: Registry, *, host: str
     if registry.get(host) is None:
         return []  # the builder is off (withdrawn, or renamed without telling the config): nothing runs
     started: list[int] = []
-    for charter_id in await store.members.ids():
+    for charter_id in await store.of(MemberTables).ids():
         try:
             run_id = await _fire(store, book, registry, charter_id, host, refused)
         except StoreError:
@@ -59,7 +61,7 @@ async def _fire(store: Store, book: Book, registry: Registry, charter_id: str, h
         if clock is None:
             return None  # another tick holds it, or it was removed meanwhile
         now = await tx.schedules.now()
-        row = await tx.members.get(charter_id)
+        row = await tx.of(MemberTables).get(charter_id)
         if row is None:
             return None
         try:

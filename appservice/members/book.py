@@ -1,5 +1,5 @@
 """The charters, kept sealed (SPEC §10): the one place a charter is sealed into the store or unsealed out of
-it, and where who-may-do-what is enforced (the rules are ``engine.members.charter``'s).
+it, and where who-may-do-what is enforced (the rules are ``appservice.members.charter``'s).
 
 A charter that does not unseal or no longer reads fails closed for that charter alone: ``read`` raises
 ``CharterUnreadable`` for it, ``owned_by`` leaves it out (logged), and the others carry on.
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.errors import CharterRefused, CharterUnreadable
-from engine.members.charter import (
+from appservice.members.charter import (
     Charter,
     CharterRules,
     may_make_for,
@@ -24,9 +23,10 @@ from engine.members.charter import (
     may_remove,
     read_charter,
 )
-from engine.members.seal import Keyring
+from appservice.members.errors import CharterRefused, CharterUnreadable
+from appservice.members.seal import Keyring
+from appservice.members.tables import MemberTables, SealedCharter
 from engine.store import Families, Store
-from engine.store.members import SealedCharter
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -95,7 +95,7 @@ class Book:
             raise CharterRefused("a bot is made for the person who asks for it; I cannot make one for somebody else")
         charter_id = charter_id or new_charter_id()
         key_id, sealed, size = self._seal(charter_id, charter)
-        await db.members.insert(charter_id, author=charter.author, owner=charter.owner, key_id=key_id,
+        await db.of(MemberTables).insert(charter_id, author=charter.author, owner=charter.owner, key_id=key_id,
                                 sealed=sealed, size=size, clock_at=clock_at, host=host)
         log.info("member bot %s stored (%d bytes sealed under %s)", charter_id, size, key_id,
                  extra={"charter": charter_id})
@@ -103,13 +103,13 @@ class Book:
 
     async def read(self, db: Families, charter_id: str) -> Kept | None:
         """The charter, or None when there is none; raises ``CharterUnreadable`` for one that will not open."""
-        row = await db.members.get(charter_id)
+        row = await db.of(MemberTables).get(charter_id)
         return None if row is None else self.unseal(row)
 
     async def owned_by(self, db: Families, owner: str) -> list[Kept]:
         """The charters ``owner`` owns that open; one that does not is logged and left out."""
         kept: list[Kept] = []
-        for row in await db.members.owned_by(owner):
+        for row in await db.of(MemberTables).owned_by(owner):
             try:
                 kept.append(self.unseal(row))
             except CharterUnreadable as exc:
@@ -120,25 +120,25 @@ class Book:
         """Replace a charter (author or owner only); its author and owner stay as they were. Raises
         ``CharterRefused`` (not theirs, or none) — checked on the row, so an unreadable charter can still be
         refused but is never overwritten blind."""
-        row = await db.members.lock(charter_id)
+        row = await db.of(MemberTables).lock(charter_id)
         if row is None:
             raise CharterRefused(f"there is no bot {charter_id}")
         if not may_overwrite(author=row.author, owner=row.owner, by=by):
             raise CharterRefused("that bot is not yours to change")
         charter = charter.model_copy(update={"owner": row.owner, "author": row.author})
         key_id, sealed, size = self._seal(charter_id, charter)
-        await db.members.reseal(charter_id, key_id=key_id, sealed=sealed, size=size)
+        await db.of(MemberTables).reseal(charter_id, key_id=key_id, sealed=sealed, size=size)
         return Kept(charter_id, charter, row.failures, row.created_at, row.updated_at)
 
     async def remove(self, db: Families, charter_id: str, *, by: str, admin: bool = False) -> bool:
         """Remove a charter and its clock (author, owner, or a server admin); False when there was none. Raises
         ``CharterRefused``. Works on an unreadable charter too: removing needs no plaintext."""
-        row = await db.members.lock(charter_id)
+        row = await db.of(MemberTables).lock(charter_id)
         if row is None:
             return False
         if not may_remove(author=row.author, owner=row.owner, by=by, admin=admin):
             raise CharterRefused("that bot is not yours to remove")
-        gone = await db.members.delete(charter_id)
+        gone = await db.of(MemberTables).delete(charter_id)
         log.info("member bot %s removed by %s", charter_id, "an admin" if admin and by not in (row.author, row.owner)
                  else "its owner or author", extra={"charter": charter_id})
         return gone
@@ -148,9 +148,9 @@ class Book:
         the ids that would not open — left as they are, for the operator)."""
         done = 0
         stuck: list[str] = []
-        for charter_id in await store.members.not_under(self.keyring.current):
+        for charter_id in await store.of(MemberTables).not_under(self.keyring.current):
             async with store.transaction("reseal_charter") as tx:
-                row = await tx.members.lock(charter_id)
+                row = await tx.of(MemberTables).lock(charter_id)
                 if row is None or row.key_id == self.keyring.current:
                     continue
                 try:
@@ -160,6 +160,6 @@ class Book:
                     stuck.append(charter_id)
                     continue
                 key_id, sealed = self.keyring.seal(row.id, plain)
-                await tx.members.reseal(row.id, key_id=key_id, sealed=sealed, size=len(plain))
+                await tx.of(MemberTables).reseal(row.id, key_id=key_id, sealed=sealed, size=len(plain))
                 done += 1
         return done, stuck

@@ -9,8 +9,6 @@ associated data, so a sealed blob copied onto another row does not open there.
 from __future__ import annotations
 
 import base64
-import binascii
-import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,11 +16,10 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from engine.errors import CharterUnreadable
+from appservice.keys import KEY_BYTES, parse_keys
+from appservice.members.errors import CharterUnreadable
 
 NONCE_BYTES = 12
-KEY_BYTES = 32
-_KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 
 
 def _aad(charter_id: str) -> bytes:
@@ -40,23 +37,7 @@ class Keyring:
     def parse(cls, entries: Sequence[str]) -> Keyring:
         """``["k2:<base64 of 32 bytes>", "k1:…"]``, the first sealing. Raises ``ValueError`` in one line naming
         the entry (never the key itself)."""
-        keys: dict[str, bytes] = {}
-        for n, entry in enumerate(entries, start=1):
-            key_id, sep, encoded = entry.strip().partition(":")
-            if not sep or not _KEY_ID.fullmatch(key_id):
-                raise ValueError(f"key {n}: write it as <id>:<base64 key>, the id letters, digits, '.', '_' or '-'")
-            try:
-                key = base64.b64decode(encoded.strip(), validate=True)
-            except (binascii.Error, ValueError):
-                raise ValueError(f"key {key_id}: not base64") from None
-            if len(key) != KEY_BYTES:
-                raise ValueError(f"key {key_id}: {len(key)} bytes; a key is {KEY_BYTES} random bytes "
-                                 "(`summon keys new` makes one)")
-            if key_id in keys:
-                raise ValueError(f"key {key_id}: named twice")
-            keys[key_id] = key
-        if not keys:
-            raise ValueError("no keys: member bots need at least one (`summon keys new` makes one)")
+        keys = parse_keys(entries)
         return cls(keys, next(iter(keys)))
 
     def seal(self, charter_id: str, plaintext: bytes) -> tuple[str, bytes]:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from appservice.members.charter import CharterRules, allow_entry_refusal
 from engine.errors import ToolError
-from engine.members.charter import CharterRules, allow_entry_refusal
 from engine.tools.fenced import fence
 from engine.tools.fetch import FetchSettings, Page, Resolve, decoded, make_get, page_text, system_resolve
 from engine.tools.quarantine import Quarantine

@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from appservice.members.book import Book, Kept
+from appservice.members.card import read_card
+from appservice.members.edition import calls_of, card_arguments, tool_calls
+from appservice.members.errors import CharterUnreadable
+from appservice.members.feeds import Feeds
 from engine.core.messages import load_step
-from engine.errors import CharterUnreadable, ToolError
-from engine.members.book import Book, Kept
-from engine.members.card import read_card
-from engine.members.edition import calls_of, card_arguments, tool_calls
-from engine.members.feeds import Feeds
+from engine.errors import ToolError
 from engine.store import Store
 from engine.tools.base import RunRef, ToolFn
 

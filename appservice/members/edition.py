@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from appservice.members.card import Card, read_card
 from engine.core.messages import Step, ToolCallStep, ToolResultStep
-from engine.members.card import Card, read_card
 
 
 def _results(steps: Sequence[Step]) -> dict[str, ToolResultStep]:
