@@ -186,7 +186,7 @@ class EventHooks:
                          extra={"event": name, "key": verdict.key_id})
                 return web.json_response({"delivery": verdict.delivery, "runs": []}, status=202)
             results = await wake(tx, registry, name, surface=self.surface, occurrence=verdict.delivery,
-                                 room_id=event.room_id, subject=event.subject, facts=event.facts,
+                                 place=event.room_id, subject=event.subject, facts=event.facts,
                                  conversation=event.conversation)
         runs = [r.run_id for r in results if isinstance(r, Summoned)]
         refused = [r.reason for r in results if not isinstance(r, Summoned)]

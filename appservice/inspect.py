@@ -46,7 +46,7 @@ async def runs_report(store: Store, *, run_id: int | None, room: str | None, bot
         if lost is not None:
             outcome = f"not delivered: {lost.payload.get('reason', '')}"
         lines.append(f"run {run.id} · {run.bot} · {run.status} ({outcome}) · asked by "
-                     f"{run.asked_by or 'nobody'} in {run.room_id} · attempts {run.attempts} · "
+                     f"{run.asked_by or 'nobody'} in {run.place} · attempts {run.attempts} · "
                      f"created {run.created_at:%Y-%m-%d %H:%M:%S}")
         if run.reason:
             lines.append(f"  reason: {run.reason}")
@@ -64,5 +64,5 @@ async def runs_report(store: Store, *, run_id: int | None, room: str | None, bot
         for r in refused:
             detail = f" ({r.detail})" if r.detail else ""
             lines.append(f"  {r.created_at:%Y-%m-%d %H:%M:%S} · {r.bot} · {r.reason}{detail} · asked by "
-                         f"{r.asked_by or 'nobody'} in {r.room_id or r.surface}")
+                         f"{r.asked_by or 'nobody'} in {r.place or r.surface}")
     return lines

@@ -37,14 +37,14 @@ class RunInfo:
     id: int
     bot: str
     surface: str
-    room_id: str | None
-    thread_root: str | None
+    place: str | None
+    thread: str | None
     trigger_event: str | None
     asked_by: str | None
 
     @classmethod
     def of(cls, run: Run) -> RunInfo:
-        return cls(id=run.id, bot=run.bot, surface=run.surface, room_id=run.room_id, thread_root=run.thread_root,
+        return cls(id=run.id, bot=run.bot, surface=run.surface, place=run.place, thread=run.thread,
                    trigger_event=run.trigger_event, asked_by=run.asked_by)
 
 
@@ -82,9 +82,9 @@ class SurfaceFacts(Protocol):
 
     name: str
 
-    async def facts(self, db: Families, room_id: str | None, user_id: str | None, *,
+    async def facts(self, db: Families, place: str | None, user_id: str | None, *,
                     site_classes: frozenset[str] = frozenset()) -> AudienceFacts:
-        """What is known about ``user_id`` where the run is (``room_id``), as they stand now; with no
+        """What is known about ``user_id`` where the run is (``place``), as they stand now; with no
         room, or nobody, just who they are. Say ``private`` only when sure that no other human reads what
         is said there: a personal tool's answer depends on it."""
 

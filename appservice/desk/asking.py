@@ -109,7 +109,7 @@ class DeskAsking:
         summons = Summons(
             bot=bot.slug, surface=SURFACE, prompt="\n".join(m.content for m in asking),
             asked_by=where.contact_key if asked else None, subject=where.contact_key, facts=facts,
-            room_id=where.key, trigger_event=f"{where.key}:{asking[-1].id}:{bot.slug}", context=context,
+            place=where.key, trigger_event=f"{where.key}:{asking[-1].id}:{bot.slug}", context=context,
             pool=inbox_pool(where.inbox), pool_daily=self.daily_spend.get(where.inbox.id),
             counts_live=True,
         )

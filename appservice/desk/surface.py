@@ -73,7 +73,7 @@ class DeskSurface:
         """Nothing to show: the widget reads the offered bots with each conversation."""
 
     async def deliver(self, tx: Tx, run: RunInfo, outcome: Outcome) -> None:
-        conversation_id = conversation_of(run.room_id)
+        conversation_id = conversation_of(run.place)
         bot = self._registry().get(run.bot)
         if conversation_id is None or bot is None:
             log.error("run %s cannot be delivered: its conversation or its bot is gone", run.id, extra={"run": run.id})
@@ -136,7 +136,7 @@ class DeskSurface:
                             sender_name=name, bot=run.bot, run_id=run.id, private=True, draft="pending")
 
     async def working(self, run: RunInfo, on: bool) -> None:
-        conversation_id = conversation_of(run.room_id)
+        conversation_id = conversation_of(run.place)
         bot = self._registry().get(run.bot)
         if conversation_id is None or bot is None or run.asked_by is None:
             return  # a draft is the staff's: the contact is not shown anybody writing

@@ -53,7 +53,7 @@ class DoorAsking:
             past = await tx.of(DoorTables).past_turns(grant.id, PAST_TURNS, session.room_id)
             result = await summon(tx, registry, Summons(
                 bot=grant.bot, surface=SURFACE, prompt=text, asked_by=grant.person, subject=grant.person,
-                facts=facts, room_id=session.room_id, context=self.context(registry, grant, session, past, text),
+                facts=facts, place=session.room_id, context=self.context(registry, grant, session, past, text),
                 ceilings=grant.ceilings,
             ), max_attempts=self.max_attempts)
             if isinstance(result, Summoned):

@@ -63,7 +63,7 @@ def progress_txn(run_id: int) -> str:
 
 def run_content(run: RunInfo, text: str, *, mention: bool = True) -> dict[str, Any]:
     """A notice about ``run``: where it was asked, mentioning the asker unless ``mention`` is False."""
-    return answer_content(text, thread_root=run.thread_root, reply_to=run.trigger_event,
+    return answer_content(text, thread_root=run.thread, reply_to=run.trigger_event,
                           mention=run.asked_by if mention else None)
 
 
@@ -177,12 +177,12 @@ class MatrixSurface:
 
     async def deliver(self, tx: Tx, run: RunInfo, outcome: Outcome) -> None:
         puppet = self._puppet(run)
-        if puppet is None or run.room_id is None:
+        if puppet is None or run.place is None:
             log.error("run %s cannot be delivered: its bot or room is gone", run.id, extra={"run": run.id})
             return
         if await tx.outbox.sent_as(progress_txn(run.id)) is not None:
             # The progress line goes when the answer (or the ending) lands.
-            await tx.outbox.enqueue(txn_id=f"{progress_txn(run.id)}.end", room_id=run.room_id, sender=puppet,
+            await tx.outbox.enqueue(txn_id=f"{progress_txn(run.id)}.end", room_id=run.place, sender=puppet,
                                     event_type="m.room.redaction", content={}, run_id=run.id,
                                     of_txn=progress_txn(run.id))
         if isinstance(outcome, Answered):
@@ -202,7 +202,7 @@ class MatrixSurface:
             return
         reason = redact(outcome.reason) if outcome.reason else ""
         text = f"{words}\n\n{reason}" if reason else words
-        await tx.outbox.enqueue(txn_id=f"summon.run{run.id}.ending", room_id=run.room_id, sender=puppet,
+        await tx.outbox.enqueue(txn_id=f"summon.run{run.id}.ending", room_id=run.place, sender=puppet,
                                 event_type="m.room.message", content=run_content(run, text), run_id=run.id)
         self._queued(run, f"summon.run{run.id}.ending")
 
@@ -216,19 +216,19 @@ class MatrixSurface:
                        for step in steps)
         if not personal:
             return False
-        facts = await facts_now(tx, run.room_id, run.asked_by, server_name=self.server_name,
+        facts = await facts_now(tx, run.place, run.asked_by, server_name=self.server_name,
                                 service_user=self.service_user, puppet_prefix=self.puppet_prefix)
         return not facts.private
 
     async def _withheld(self, tx: Tx, run: RunInfo, puppet: str) -> None:
         log.warning("run %s read the person's own things, and its room is no longer theirs alone: its answer is "
-                    "not posted there", run.id, extra={"run": run.id, "bot": run.bot, "room": run.room_id})
-        member = await tx.rooms.member(run.room_id or "", run.asked_by or "") if run.asked_by else None
+                    "not posted there", run.id, extra={"run": run.id, "bot": run.bot, "room": run.place})
+        member = await tx.rooms.member(run.place or "", run.asked_by or "") if run.asked_by else None
         name = (member.display_name if member is not None else None) or run.asked_by or ""
         words = self._registry().strings.get("tools", "shared_now")
         if not words:
             return
-        await tx.outbox.enqueue(txn_id=answer_txn(run.id), room_id=run.room_id or "", sender=puppet,
+        await tx.outbox.enqueue(txn_id=answer_txn(run.id), room_id=run.place or "", sender=puppet,
                                 event_type="m.room.message", content=run_content(run, words.format(name=name)),
                                 run_id=run.id)
         self._queued(run, answer_txn(run.id))
@@ -245,14 +245,14 @@ class MatrixSurface:
         if asked is None or not asked.is_voice:
             return
         content = {**run_content(run, text), SPEAK: {"text": text, "voice": voice.voice}}
-        await tx.outbox.enqueue(txn_id=f"{answer_txn(run.id)}.voice", room_id=run.room_id or "", sender=puppet,
+        await tx.outbox.enqueue(txn_id=f"{answer_txn(run.id)}.voice", room_id=run.place or "", sender=puppet,
                                 event_type="m.room.message", content=content, run_id=run.id)
 
     async def _answer(self, tx: Tx, run: RunInfo, puppet: str, text: str) -> None:
         """The answer, cut once, here (SPEC §4): one that ends in choices is recorded as an offer and shown
         with its choices numbered, then the puppet's keycaps under it — or, where the room chooses polls,
         a poll. Any other answer goes as it was written."""
-        room_id = run.room_id
+        room_id = run.place
         assert room_id is not None
         press = await tx.offers.taken_press_of_run(run.id)
         if press is not None and press.how != "number" and press.answer_event:
@@ -269,7 +269,7 @@ class MatrixSurface:
         room = await tx.rooms.get(room_id)
         style = style_of(room.settings if room is not None else None)
         await tx.offers.insert(
-            run_id=run.id, bot=run.bot, room_id=room_id, thread_root=run.thread_root, asked_by=run.asked_by,
+            run_id=run.id, bot=run.bot, room_id=room_id, thread_root=run.thread, asked_by=run.asked_by,
             words=cut.words, choices=[{"label": c.label, "detail": c.detail} for c in cut.choices],
             links=[{"label": link.label, "url": link.url} for link in cut.links],
             style=style, answer_txn=txn, poll_txn=poll_txn(run.id) if style == "poll" else None)
@@ -280,7 +280,7 @@ class MatrixSurface:
         if style == "poll":
             await tx.outbox.enqueue(txn_id=poll_txn(run.id), room_id=room_id, sender=puppet, event_type=POLL_START,
                                     run_id=run.id, content=poll_start_content(poll_question(cut.words), cut.choices,
-                                                                             thread_root=run.thread_root))
+                                                                             thread_root=run.thread))
             return
         for n in range(1, len(cut.choices) + 1):
             await tx.outbox.enqueue(txn_id=keycap_txn(run.id, n), room_id=room_id, sender=puppet,
@@ -316,7 +316,7 @@ class MatrixSurface:
         registry = self._registry()
         bot = registry.get(run.bot)
         working = registry.strings.get("progress", "working")
-        if bot is None or run.room_id is None or not working:
+        if bot is None or run.place is None or not working:
             return
         hint = registry.strings.get("progress", "cancel_hint")
         still = registry.strings.get("progress", "still_working")
@@ -325,7 +325,7 @@ class MatrixSurface:
         while True:
             content = run_content(run, f"{text} {hint}" if hint else text, mention=False)  # pings nobody
             queued = await self.store.outbox.enqueue_progress(
-                txn_id=first if n == 0 else f"{first}.{n}", run_id=run.id, room_id=run.room_id, sender=bot.user_id,
+                txn_id=first if n == 0 else f"{first}.{n}", run_id=run.id, room_id=run.place, sender=bot.user_id,
                 content=content, of_txn=None if n == 0 else first)
             if not queued and n == 0 and await self.store.outbox.sent_as(first) is not None:
                 # The line is there already: it said the run was waiting (appservice.matrix.delivery.waiting, which puts
@@ -344,10 +344,10 @@ class MatrixSurface:
 
     async def _set_typing(self, run: RunInfo, on: bool) -> bool:
         puppet = self._puppet(run)
-        if puppet is None or run.room_id is None:
+        if puppet is None or run.place is None:
             return False
         try:
-            await self.homeserver.typing(puppet, run.room_id, TYPING_MS if on else 0)
+            await self.homeserver.typing(puppet, run.place, TYPING_MS if on else 0)
         except MatrixError as exc:  # a courtesy; must not stop the run
             log.debug("typing for run %s failed: %s", run.id, exc)
             return False

@@ -96,6 +96,6 @@ def edition_summons(kept_id: str, charter: Charter, *, host: str, local_server: 
     trigger = f"member:{kept_id}:dry" if dry_run is not None else f"member:{kept_id}:{occurrence.isoformat() if occurrence else ''}"
     return Summons(
         bot=host, surface=SURFACE, prompt=ASK, asked_by=None, subject=charter.owner,
-        facts=AudienceFacts(user_id=None, local_server=local_server), room_id=charter.room_id,
+        facts=AudienceFacts(user_id=None, local_server=local_server), place=charter.room_id,
         trigger_event=trigger, context=context, bounded=True,
     )

@@ -66,13 +66,13 @@ class Recall:
         vector = await self.embedder.query(without_address(row.prompt, names))
         # Where others read along, only what was said in this room since all of them came in: a line from before
         # somebody joined is not repeated to them.
-        since = await store.rooms.read_by_all_since(row.room_id) if not private and row.room_id else None
+        since = await store.rooms.read_by_all_since(row.place) if not private and row.place else None
         async with store.transaction("recall") as tx:
             if not await tx.people.become(row.id):
                 return ()
             await tx.people.as_tools()
             found = await tx.memories.recall(row.bot, vector, floor=self.settings.floor, count=self.settings.count,
-                                             room_id=None if private else row.room_id, since=since)
+                                             place=None if private else row.place, since=since)
         return tuple(Recalled(f.said, f.at) for f in found)
 
     async def remember(self, store: Store, row: Run, *, names: Sequence[str] = ()) -> None:
@@ -95,7 +95,7 @@ async def private_to_subject(store: Store, surface: SurfaceFacts | None, row: Ru
     who = row.subject or (subject.user_id if subject is not None else None)
     if who is None:
         return False
-    facts = await surface.facts(store, row.room_id, who)
+    facts = await surface.facts(store, row.place, who)
     return facts.private
 
 

@@ -53,14 +53,14 @@ async def wake(
     *,
     surface: SurfaceFacts,
     occurrence: str,
-    room_id: str | None,
+    place: str | None,
     subject: str | None,
     facts: dict[str, Any],
     conversation: str,
     only: str | None = None,
 ) -> list[Summoned | Refused]:
     """Summon every bot that hears ``event_name``, in the caller's transaction; one result per bot that
-    hears it and may speak there (in ``room_id``, when given: only bots whose user is joined), on ``surface``.
+    hears it and may speak there (in ``place``, when given: only bots whose user is joined), on ``surface``.
 
     ``occurrence`` is what happened once — the Matrix event id, or the webhook's delivery id — so the
     same event delivered twice summons nothing twice. ``facts`` go on the run untouched. ``only``: the one bot
@@ -68,18 +68,18 @@ async def wake(
     hearing = [(bot, t) for bot, t in hearers(registry, event_name) if only is None or bot.user_id == only]
     if not hearing:
         return []
-    if room_id is not None:
+    if place is not None:
         # For now a bot is enabled in a room by being in it (its puppet joined, as room_members says).
-        rows = await tx.rooms.ours(room_id, [bot.user_id for bot, _ in hearing])
+        rows = await tx.rooms.ours(place, [bot.user_id for bot, _ in hearing])
         joined = {r.user_id for r in rows if r.membership == "join"}
         hearing = [(bot, trigger) for bot, trigger in hearing if bot.user_id in joined]
         if not hearing:
             return []
-    room = await tx.rooms.get(room_id) if room_id is not None else None
-    about = await surface.facts(tx, room_id, subject)
+    room = await tx.rooms.get(place) if place is not None else None
+    about = await surface.facts(tx, place, subject)
     results: list[Summoned | Refused] = []
     for bot, trigger in hearing:
-        extra = {"bot": bot.slug, "room": room_id, "event": event_name}
+        extra = {"bot": bot.slug, "room": place, "event": event_name}
         if not admits(bot.serves, about):
             log.info("event %s not for %s's serves:", event_name, bot.slug, extra=extra)
             results.append(Refused("audience"))
@@ -90,7 +90,7 @@ async def wake(
             continue
         summons = Summons(
             bot=bot.slug, surface=surface.name, prompt=trigger.ask, asked_by=None, subject=subject, facts=about,
-            room_id=room_id, trigger_event=f"event:{event_name}:{occurrence}:{bot.slug}",
+            place=place, trigger_event=f"event:{event_name}:{occurrence}:{bot.slug}",
             context={"kind": "event", "event": event_name, "facts": facts, "lines": []},
             encrypted=room is not None and room.encrypted,
         )

@@ -123,7 +123,7 @@ class Hold:
 
     async def __call__(self) -> None:
         # Every line logged while this run is held (here, in a provider, in a tool) says which run it is.
-        with about_run(self.run.id, self.run.bot, self.run.room_id):
+        with about_run(self.run.id, self.run.bot, self.run.place):
             await self._hold()
 
     async def _hold(self) -> None:
@@ -185,7 +185,7 @@ class Hold:
 
     async def _step_until_done(self, steps: list[Step], started: float, facts: AudienceFacts | None) -> None:
         run = self.run
-        ref = RunRef(run.id, run.bot, run.surface, run.room_id, run.thread_root)
+        ref = RunRef(run.id, run.bot, run.surface, run.place, run.thread)
         context: dict[str, Any] = self.row.context
         while True:
             action = decide(self.view, steps, self.now())

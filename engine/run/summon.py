@@ -41,8 +41,8 @@ class Summons:
     prompt: str
     asked_by: str | None
     facts: AudienceFacts
-    room_id: str | None = None
-    thread_root: str | None = None
+    place: str | None = None
+    thread: str | None = None
     trigger_event: str | None = None
     subject: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
@@ -93,21 +93,21 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
     refused = await _bot_and_room(tx, registry, s)
     if refused is not None:
         return refused
-    if s.later is not None and s.asked_by is not None and s.room_id is not None:
+    if s.later is not None and s.asked_by is not None and s.place is not None:
         # The live run's row is taken in this transaction, so a worker finishing it either sees the line
         # (it re-reads the context before each model call) or finished first, and this starts a new run.
-        joined = await tx.runs.join_live(bot=s.bot, surface=s.surface, asked_by=s.asked_by, room_id=s.room_id,
-                                         thread_root=s.thread_root, line=s.later,
+        joined = await tx.runs.join_live(bot=s.bot, surface=s.surface, asked_by=s.asked_by, place=s.place,
+                                         thread=s.thread, line=s.later,
                                          header=registry.strings.get("context", "later"))
         if joined is not None:
-            log.info("the line joined run %s", joined, extra={"bot": s.bot, "room": s.room_id, "run": joined})
+            log.info("the line joined run %s", joined, extra={"bot": s.bot, "room": s.place, "run": joined})
             return Summoned(joined, joined=True)
     cleared = await _caps(tx, registry, s)
     if isinstance(cleared, Refused):
         return cleared
     bot, limits, spender, live = cleared
     run_id = await tx.runs.insert(
-        bot=bot.slug, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
+        bot=bot.slug, surface=s.surface, place=s.place, thread=s.thread,
         trigger_event=s.trigger_event, asked_by=s.asked_by, subject=s.subject, prompt=s.prompt,
         context=s.context,
         limits={"steps": limits.steps, "spend": limits.spend, "minutes": limits.minutes}, max_attempts=max_attempts, turn=live,
@@ -120,7 +120,7 @@ async def summon(tx: Tx, registry: Registry, s: Summons, *, max_attempts: int = 
     await tx.people.reserve(spender, bot.slug, run_id, limits.spend)
     if s.pool is not None:
         await tx.people.reserve_in_pool(run_id, s.pool)
-    log.info("summoned run %s", run_id, extra={"bot": bot.slug, "room": s.room_id, "run": run_id})
+    log.info("summoned run %s", run_id, extra={"bot": bot.slug, "room": s.place, "run": run_id})
     return Summoned(run_id)
 
 
@@ -145,14 +145,14 @@ async def _bot_and_room(tx: Tx, registry: Registry, s: Summons) -> Refused | Non
     """The bot's own rules (``refusal``), then the room's say."""
     why = refusal(registry, s)
     if why is not None:
-        log.info("summons refused: %s", why, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+        log.info("summons refused: %s", why, extra={"bot": s.bot, "room": s.place, "asker": s.asked_by})
         return await _refused(tx, s, why)
-    if s.room_id is not None:
+    if s.place is not None:
         # The room's own say (what its admins set): which bots answer there, and its quiet hours.
-        room = await tx.rooms.settings_now(s.room_id)
+        room = await tx.rooms.settings_now(s.place)
         here = room_refusal(room.settings, s.bot, asked=s.asked_by is not None, now=room.now) if room else None
         if here is not None:
-            log.info("summons refused: %s", here, extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+            log.info("summons refused: %s", here, extra={"bot": s.bot, "room": s.place, "asker": s.asked_by})
             return await _refused(tx, s, here)
     return None
 
@@ -163,7 +163,7 @@ async def _caps(tx: Tx, registry: Registry, s: Summons, *, also_reserve: float =
     when all hold: the bot, the run's limits, who pays, and how many runs they already have live."""
     if not await tx.workers.provider_usable(LIVENESS_SECONDS):
         # No provider, no bots: nothing would answer, so nothing is started (absent means no).
-        log.warning("summons refused: no worker can answer model calls", extra={"bot": s.bot, "room": s.room_id})
+        log.warning("summons refused: no worker can answer model calls", extra={"bot": s.bot, "room": s.place})
         return await _refused(tx, s, "no_provider")
     bot = registry.get(s.bot)
     assert bot is not None
@@ -187,26 +187,26 @@ async def _caps(tx: Tx, registry: Registry, s: Summons, *, also_reserve: float =
     live = await tx.runs.live_of(live_key) if live_key is not None else 0
     if live + also_live >= caps.live_runs_per_person:
         log.info("summons refused: %d runs already waiting or running", live + also_live,
-                 extra={"bot": s.bot, "room": s.room_id, "asker": live_key})
+                 extra={"bot": s.bot, "room": s.place, "asker": live_key})
         return await _refused(tx, s, "too_many", live=live + also_live, detail=f"{live + also_live} live runs")
     # Backpressure, not collapse: past the configured depth, a new summons is refused in words rather than
     # queued behind the others for minutes. (Counted without a lock: racing summonses may pass it by a few.)
     waiting = 0 if s.bounded else await tx.runs.waiting_for(bot.slug)
     if waiting >= caps.waiting_per_bot:
         log.warning("summons refused: %d summonses already wait for %s", waiting, bot.slug,
-                    extra={"bot": s.bot, "room": s.room_id, "asker": s.asked_by})
+                    extra={"bot": s.bot, "room": s.place, "asker": s.asked_by})
         return await _refused(tx, s, "queue_full", waiting=waiting, detail=f"{waiting} waiting for the bot")
     if caps.daily_spend is not None:
         over = await _over_budget(tx, caps.daily_spend, reserve)
         if over is not None:
             log.warning("summons refused: the deployment's daily spend cap (%.2f USD) is reached", caps.daily_spend,
-                        extra={"bot": s.bot, "room": s.room_id, "asker": spender})
+                        extra={"bot": s.bot, "room": s.place, "asker": spender})
             return await _refused(tx, s, "budget", over, detail=f"the daily cap of {caps.daily_spend:g} USD")
     if s.pool is not None and s.pool_daily is not None:
         over = await _over_pool(tx, s.pool, s.pool_daily, reserve)
         if over is not None:
             log.warning("summons refused: %s's daily spend cap (%.2f USD) is reached", s.pool, s.pool_daily,
-                        extra={"bot": s.bot, "room": s.room_id, "asker": spender})
+                        extra={"bot": s.bot, "room": s.place, "asker": spender})
             return await _refused(tx, s, "budget", over, detail=f"{s.pool}'s daily cap of {s.pool_daily:g} USD")
     return bot, limits, spender, live
 
@@ -246,6 +246,6 @@ async def _over_pool(tx: Tx, pool: str, daily: float, reserve: float) -> Breach 
 async def _refused(tx: Tx, s: Summons, why: Refusal, over: Breach | None = None, *,
                    detail: str | None = None, live: int | None = None, waiting: int | None = None) -> Refused:
     """A refusal is a matter of record (``summon runs`` shows it): nothing was bought, nothing started."""
-    await tx.refusals.record(bot=s.bot, surface=s.surface, room_id=s.room_id, thread_root=s.thread_root,
+    await tx.refusals.record(bot=s.bot, surface=s.surface, place=s.place, thread=s.thread,
                              trigger_event=s.trigger_event, asked_by=s.asked_by, reason=why, detail=detail)
     return Refused(why, over, live, waiting)

@@ -135,24 +135,24 @@ async def _fire(
             return None
         await tx.schedules.advance_clock(bot, key, occurrence)
         when = occurrence.isoformat()
-        room_id = await _room(trigger.in_, resolve_room, bot)
-        if room_id is None:
+        place = await _room(trigger.in_, resolve_room, bot)
+        if place is None:
             log.error(
                 "schedule %s of %s owed %s, but room %s cannot be found; it counts as fired",
                 key, bot, when, trigger.in_, extra={"bot": bot, "room": trigger.in_},
             )
             return None
-        room = await tx.rooms.get(room_id)
+        room = await tx.rooms.get(place)
         facts = AudienceFacts(user_id=None, local_server=registry.server_name, is_member=False)
         subject = None
         if isinstance(trigger, RoomSchedule):
             # On its maker's behalf, as they stand now: a maker the bot no longer admits wakes nothing.
             subject = trigger.made_by
-            facts = await surface.facts(tx, room_id, trigger.made_by)
+            facts = await surface.facts(tx, place, trigger.made_by)
             found = registry.get(bot)
             if found is None or not admits(found.audience, facts):
                 log.warning("room schedule %s of %s: its maker %s may no longer ask %s; it counts as fired",
-                            key, bot, trigger.made_by, bot, extra={"bot": bot, "room": room_id})
+                            key, bot, trigger.made_by, bot, extra={"bot": bot, "room": place})
                 return None
         summons = Summons(
             bot=bot,
@@ -161,7 +161,7 @@ async def _fire(
             asked_by=None,
             subject=subject,
             facts=facts,
-            room_id=room_id,
+            place=place,
             trigger_event=f"schedule:{bot}:{key}:{when}",
             context={"kind": "schedule", "occurrence": when, "lines": []},
             encrypted=room is not None and room.encrypted,
@@ -170,11 +170,11 @@ async def _fire(
     if isinstance(outcome, Refused):
         log.warning(
             "schedule %s of %s owed %s, refused: %s; it counts as fired", key, bot, when, outcome.reason,
-            extra={"bot": bot, "room": room_id},
+            extra={"bot": bot, "room": place},
         )
         return None
     log.info("schedule %s of %s woke run %s for %s", key, bot, outcome.run_id, when,
-             extra={"bot": bot, "room": room_id, "run": outcome.run_id})
+             extra={"bot": bot, "room": place, "run": outcome.run_id})
     return outcome.run_id
 
 

@@ -5,10 +5,10 @@ customer, never the staff member who asked): no method takes a person, so there 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.store.base import Family, rows
+from engine.store.base import Family, column, rows
 
 Vector = list[float]
 
@@ -25,7 +25,7 @@ class AskedBefore:
     prompt: str
     answer: str
     created_at: datetime
-    room_id: str | None
+    place: str | None = field(metadata=column("room_id"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +64,12 @@ class Memories(Family):
         found = await self._value("remember", run_id, said, vector_text(vector))
         return None if found is None else int(found)
 
-    async def recall(self, bot: str, vector: Vector, *, floor: float, count: int, room_id: str | None,
+    async def recall(self, bot: str, vector: Vector, *, floor: float, count: int, place: str | None,
                      since: datetime | None = None) -> list[Recalled]:
         """In a transaction answering for a run's person as the tools role (``people.become`` + ``as_tools``):
         what they told ``bot`` nearest to ``vector``, within cosine distance ``floor``, at most ``count``; with
-        ``room_id``, only what was said there, and with ``since``, only since then."""
-        return rows(Recalled, await self._all("recall", bot, vector_text(vector), floor, count, room_id, since))
+        ``place``, only what was said there, and with ``since``, only since then."""
+        return rows(Recalled, await self._all("recall", bot, vector_text(vector), floor, count, place, since))
 
     async def of(self, person: str, bot: str, limit: int) -> list[Memory]:
         """What ``person`` told ``bot``, newest first: their own ``!memories``."""

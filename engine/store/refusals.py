@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.store.base import Family, rows
+from engine.store.base import Family, column, rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,8 +13,8 @@ class RefusalRow:
     id: int
     bot: str
     surface: str
-    room_id: str | None
-    thread_root: str | None
+    place: str | None = field(metadata=column("room_id"))
+    thread: str | None = field(metadata=column("thread_root"))
     trigger_event: str | None
     asked_by: str | None
     reason: str
@@ -25,12 +25,12 @@ class RefusalRow:
 class Refusals(Family):
     __slots__ = ()
 
-    async def record(self, *, bot: str, surface: str, room_id: str | None, thread_root: str | None,
+    async def record(self, *, bot: str, surface: str, place: str | None, thread: str | None,
                      trigger_event: str | None, asked_by: str | None, reason: str, detail: str | None) -> None:
-        await self._run("record_refusal", bot, surface, room_id, thread_root, trigger_event, asked_by, reason, detail)
+        await self._run("record_refusal", bot, surface, place, thread, trigger_event, asked_by, reason, detail)
 
-    async def latest(self, room_id: str | None, bot: str | None, limit: int) -> list[RefusalRow]:
-        return rows(RefusalRow, await self._all("inspect_refusals", room_id, bot, limit))
+    async def latest(self, place: str | None, bot: str | None, limit: int) -> list[RefusalRow]:
+        return rows(RefusalRow, await self._all("inspect_refusals", place, bot, limit))
 
     async def prune(self, keep_seconds: float) -> int:
         return await self._run("prune_refusals", keep_seconds)

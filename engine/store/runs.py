@@ -3,12 +3,12 @@ tool calls keyed by run and call id (``sql/queries/runs.sql``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from engine.errors import Conflict, LeaseLost
-from engine.store.base import Family, maybe, row, rows
+from engine.store.base import Family, column, maybe, row, rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,8 +18,8 @@ class Run:
     id: int
     bot: str
     surface: str
-    room_id: str | None
-    thread_root: str | None
+    place: str | None = field(metadata=column("room_id"))
+    thread: str | None = field(metadata=column("thread_root"))
     trigger_event: str | None
     asked_by: str | None
     subject: str | None
@@ -105,8 +105,8 @@ class BotSpend:
 class InspectedRun:
     id: int
     bot: str
-    room_id: str | None
-    thread_root: str | None
+    place: str | None = field(metadata=column("room_id"))
+    thread: str | None = field(metadata=column("thread_root"))
     asked_by: str | None
     status: str
     ending: str | None
@@ -140,8 +140,8 @@ class WaitingRun:
     id: int
     bot: str
     surface: str
-    room_id: str | None
-    thread_root: str | None
+    place: str | None = field(metadata=column("room_id"))
+    thread: str | None = field(metadata=column("thread_root"))
     trigger_event: str | None
     asked_by: str | None
     ahead: int
@@ -167,14 +167,14 @@ class Runs(Family):
 
     # --- summoned -------------------------------------------------------------------------------------
 
-    async def insert(self, *, bot: str, surface: str, room_id: str | None, thread_root: str | None,
+    async def insert(self, *, bot: str, surface: str, place: str | None, thread: str | None,
                      trigger_event: str | None, asked_by: str | None, subject: str | None, prompt: str,
                      context: dict[str, Any], limits: dict[str, Any],
                      max_attempts: int, turn: int = 0, live_for: str | None = None) -> int | None:
         """The run's id; None when its trigger already summoned one (a replayed line). ``turn``: how many runs
         its asker already has waiting or running (the claim takes lower turns first); ``live_for``: asked by
         nobody, whose live runs it counts in (the person it reserves under)."""
-        run_id = await self._value("insert_run", bot, surface, room_id, thread_root, trigger_event, asked_by,
+        run_id = await self._value("insert_run", bot, surface, place, thread, trigger_event, asked_by,
                                    subject, prompt, context, limits, max_attempts, turn, live_for)
         return None if run_id is None else int(run_id)
 
@@ -197,11 +197,11 @@ class Runs(Family):
     async def get(self, run_id: int) -> Run | None:
         return maybe(Run, await self._one("get_run", run_id))
 
-    async def join_live(self, *, bot: str, surface: str, asked_by: str, room_id: str, thread_root: str | None,
+    async def join_live(self, *, bot: str, surface: str, asked_by: str, place: str, thread: str | None,
                         line: dict[str, Any], header: str | None) -> int | None:
         """Add ``line`` to the ``later`` of this person's live run with ``bot`` in this thread, asked on the same
         surface; its id, or None when there is none."""
-        run_id = await self._value("join_live_run", bot, asked_by, room_id, thread_root, line, header, surface)
+        run_id = await self._value("join_live_run", bot, asked_by, place, thread, line, header, surface)
         return None if run_id is None else int(run_id)
 
     async def conversation_busy(self, bot: str, conversation: str) -> bool:
@@ -287,34 +287,34 @@ class Runs(Family):
 
     # --- told to stop --------------------------------------------------------------------------------
 
-    async def request_cancel(self, room_id: str, thread_root: str | None, asker: str | None) -> list[int]:
+    async def request_cancel(self, place: str, thread: str | None, asker: str | None) -> list[int]:
         """Ask the unfinished runs in a thread (or the main timeline) to stop; only ``asker``'s unless None."""
-        return [int(r["id"]) for r in await self._all("request_cancel", room_id, thread_root, asker)]
+        return [int(r["id"]) for r in await self._all("request_cancel", place, thread, asker)]
 
-    async def request_cancel_by_event(self, event_id: str, asker: str | None, room_id: str) -> list[int]:
+    async def request_cancel_by_event(self, event_id: str, asker: str | None, place: str) -> list[int]:
         """Ask the run that line (or progress line) ``event_id`` belongs to to stop."""
-        return [int(r["id"]) for r in await self._all("request_cancel_by_event", event_id, asker, room_id)]
+        return [int(r["id"]) for r in await self._all("request_cancel_by_event", event_id, asker, place)]
 
-    async def cancel_in_room(self, room_id: str) -> list[int]:
+    async def cancel_in_room(self, place: str) -> list[int]:
         """Every unfinished run in a room: queued ones end now, running ones at their next fenced write."""
-        return [int(r["id"]) for r in await self._all("cancel_room_runs", room_id)]
+        return [int(r["id"]) for r in await self._all("cancel_room_runs", place)]
 
-    async def cancel_one_in_room(self, run_id: int, room_id: str) -> bool:
-        return await self._value("cancel_room_run", run_id, room_id) is not None
+    async def cancel_one_in_room(self, run_id: int, place: str) -> bool:
+        return await self._value("cancel_room_run", run_id, place) is not None
 
-    async def unfinished_in_room(self, room_id: str) -> list[int]:
-        return [int(r["id"]) for r in await self._all("unfinished_room_runs", room_id)]
+    async def unfinished_in_room(self, place: str) -> list[int]:
+        return [int(r["id"]) for r in await self._all("unfinished_room_runs", place)]
 
     # --- read back -----------------------------------------------------------------------------------
 
-    async def latest_in_room(self, room_id: str, limit: int) -> list[RunSummary]:
-        return rows(RunSummary, await self._all("room_runs", room_id, limit))
+    async def latest_in_room(self, place: str, limit: int) -> list[RunSummary]:
+        return rows(RunSummary, await self._all("room_runs", place, limit))
 
-    async def spend_in_room(self, room_id: str) -> list[BotSpend]:
-        return rows(BotSpend, await self._all("room_spend", room_id))
+    async def spend_in_room(self, place: str) -> list[BotSpend]:
+        return rows(BotSpend, await self._all("room_spend", place))
 
-    async def inspect(self, run_id: int | None, room_id: str | None, bot: str | None, limit: int) -> list[InspectedRun]:
-        return rows(InspectedRun, await self._all("inspect_runs", run_id, room_id, bot, limit))
+    async def inspect(self, run_id: int | None, place: str | None, bot: str | None, limit: int) -> list[InspectedRun]:
+        return rows(InspectedRun, await self._all("inspect_runs", run_id, place, bot, limit))
 
     async def inspect_steps(self, run_id: int) -> list[InspectedStep]:
         return rows(InspectedStep, await self._all("inspect_steps", run_id))

@@ -14,5 +14,5 @@ class RunRef:
     id: int
     bot: str
     surface: str
-    room_id: str | None = None
-    thread_root: str | None = None
+    place: str | None = None
+    thread: str | None = None

@@ -97,7 +97,7 @@ class ToolRunner:
             # nothing is read.
             return AudienceFacts(user_id=asker, local_server=registry.server_name)
         classes = await self.site_classes(asker) if self.site_classes is not None else frozenset()
-        facts = await surface.facts(self.db, row.room_id, asker, site_classes=classes)
+        facts = await surface.facts(self.db, row.place, asker, site_classes=classes)
         if facts.private:
             subject = await self.db.people.subject(row.id)
             if subject is None or not subject.is_asker:

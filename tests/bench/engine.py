@@ -114,7 +114,7 @@ def pct(values: list[float], q: float) -> float:
 async def queue_runs(db: TestStore) -> None:
     await db.pool.execute("TRUNCATE agent_runs, agent_steps CASCADE")
     for _ in range(RUNS):
-        run_id = await db.runs.insert(bot="helper", surface="rooms", room_id="!bench:localhost", thread_root=None,
+        run_id = await db.runs.insert(bot="helper", surface="rooms", place="!bench:localhost", thread=None,
                                       trigger_event=None, asked_by="@b:localhost", subject="@b:localhost",
                                       prompt=told("go", SCRIPT), context={},
                                       limits={"steps": 8, "spend": 1, "minutes": 5}, max_attempts=3)

@@ -111,7 +111,7 @@ async def measure(store: Store, pool: asyncpg.Pool, recall: Recall, run_id: int,
             await tx.people.become(run_id)
             await tx.people.as_tools()
             got = await tx.memories.recall(BOT, vector, floor=recall.settings.floor, count=recall.settings.count,
-                                           room_id=None)
+                                           place=None)
         t2 = time.perf_counter()
         await pool.fetch(RAW_READ, person, BOT, vector_text(vector), recall.settings.floor, recall.settings.count)
         raw_ms.append((time.perf_counter() - t2) * 1000)

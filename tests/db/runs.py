@@ -14,7 +14,7 @@ async def insert_run(db: TestStore, *, script: list[dict[str, Any]] | None = Non
     """``script``: what the tests' stand-in answers the run by (written into what was asked: ``tests.book.told``)."""
     said = told("hello", script)
     run_id = await db.runs.insert(
-        bot=bot, surface="rooms", room_id=room_id, thread_root=None, trigger_event=trigger,
+        bot=bot, surface="rooms", place=room_id, thread=None, trigger_event=trigger,
         asked_by="@alice:localhost", subject="@alice:localhost", prompt=said,
         context={"kind": "timeline", "lines": [{"name": "alice", "said": said}]},
         limits=limits or {"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=max_attempts,

@@ -41,7 +41,7 @@ async def capped(db: TestStore) -> Registry:
 def summons(n: int, who: str = "@greedy:localhost") -> Summons:
     return Summons(bot="capped", surface="rooms", prompt="hi", asked_by=who,
                    facts=AudienceFacts(user_id=who, local_server="localhost", is_member=True),
-                   room_id="!r:localhost", trigger_event=f"$t{who}{n}")
+                   place="!r:localhost", trigger_event=f"$t{who}{n}")
 
 
 async def one(db: TestStore, registry: Registry, s: Summons) -> Summoned | Refused:

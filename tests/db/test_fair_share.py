@@ -83,7 +83,7 @@ async def test_a_person_has_at_most_three_live_runs_and_is_told_why_once_a_minut
 def summons(who: str, n: int, bot: str = "helper") -> Summons:
     return Summons(bot=bot, surface="rooms", prompt="hi", asked_by=who,
                    facts=AudienceFacts(user_id=who, local_server="localhost", is_member=True),
-                   room_id="!r:localhost", trigger_event=f"$t-{who}-{n}")
+                   place="!r:localhost", trigger_event=f"$t-{who}-{n}")
 
 
 async def one(db: TestStore, registry: Registry, s: Summons) -> Summoned | Refused:

@@ -172,7 +172,7 @@ async def test_a_heard_event_wakes_its_bot_with_the_body_as_facts(client: TestCl
     assert code == 202 and len(answer["runs"]) == 1 and answer["refused"] == []
     run = await db.runs.get(answer["runs"][0])
     assert run is not None
-    assert (run.bot, run.room_id, run.subject, run.asked_by) == ("cashier", ROOM, "@ann:localhost", None)
+    assert (run.bot, run.place, run.subject, run.asked_by) == ("cashier", ROOM, "@ann:localhost", None)
     assert run.context["facts"] == FACTS
     assert run.trigger_event == f"event:site.purchase.paid:{headers[DELIVERY]}:cashier"
     assert run.conversation == "@ann:localhost"

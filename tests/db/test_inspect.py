@@ -75,7 +75,7 @@ async def test_a_refused_summons_is_recorded_and_shown(db: TestStore, dsn: str, 
     async with db.transaction("test") as tx:
         result = await summon(tx, published, Summons(
             bot="helper", surface="desk", prompt="hi", asked_by="@mallory:localhost", facts=facts,
-            room_id="!r:localhost", trigger_event="$refused1"))
+            place="!r:localhost", trigger_event="$refused1"))
     assert isinstance(result, Refused) and result.reason == "not_on_surface"
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 0
     config = tmp_path / "summon.yaml"

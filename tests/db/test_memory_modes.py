@@ -71,7 +71,7 @@ async def run_in(db: TestStore, *, room_id: str, asked_by: str | None, subject: 
     """A run of the rememberer; with ``answer``, one already answered (what the person asked before)."""
     BOOK.say(prompt, [{"text": "noted"}])
     run_id = await db.runs.insert(
-        bot="rememberer", surface=surface, room_id=room_id, thread_root=thread_root, trigger_event=None,
+        bot="rememberer", surface=surface, place=room_id, thread=thread_root, trigger_event=None,
         asked_by=asked_by, subject=subject, prompt=prompt,
         context=context if context is not None else {"kind": "timeline", "header": "What was said:", "lines": []},
         limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,

@@ -185,11 +185,11 @@ async def test_an_idle_sender_waits_for_notify_and_still_sends_at_once(
 async def held_run(db: TestStore, room: str) -> RunInfo:
     await db.rooms.ensure(room)
     run_id = await db.runs.insert(
-        bot="helper", surface="rooms", room_id=room, thread_root=None, trigger_event=f"$ask-{room}",
+        bot="helper", surface="rooms", place=room, thread=None, trigger_event=f"$ask-{room}",
         asked_by="@alice:localhost", subject="@alice:localhost", prompt="hi", context={"kind": "timeline", "lines": []},
         limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
     assert run_id is not None
-    return RunInfo(id=run_id, bot="helper", surface="rooms", room_id=room, thread_root=None,
+    return RunInfo(id=run_id, bot="helper", surface="rooms", place=room, thread=None,
                    trigger_event=f"$ask-{room}", asked_by="@alice:localhost")
 
 

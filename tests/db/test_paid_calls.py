@@ -31,7 +31,7 @@ async def test_a_call_paid_before_a_crash_is_counted_at_its_estimate_and_settled
     BOOK.say("hello", [{"text": "Hello.", "cost_usd": 0.05}])
     async with db.transaction("test_summon") as tx:
         summoned = await summon(tx, published, Summons(
-            bot="helper", surface="rooms", prompt="hello", asked_by=who, room_id="!room:localhost",
+            bot="helper", surface="rooms", prompt="hello", asked_by=who, place="!room:localhost",
             facts=AudienceFacts(user_id=who, local_server="localhost", is_member=True), trigger_event="$ask"))
     assert isinstance(summoned, Summoned)
     # Worker A claims the run, records the call as started, makes it (and pays) — and dies before the answer

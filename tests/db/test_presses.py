@@ -68,11 +68,11 @@ async def answered(db: TestStore, surface: MatrixSurface, text: str, *, thread: 
     await db.rooms.ensure(ROOM)
     trigger = f"$ask{next(_ids)}"
     run_id = await db.runs.insert(
-        bot="helper", surface="rooms", room_id=ROOM, thread_root=thread, trigger_event=trigger, asked_by=asker,
+        bot="helper", surface="rooms", place=ROOM, thread=thread, trigger_event=trigger, asked_by=asker,
         subject=asker, prompt="which?", context={"kind": "timeline", "lines": []}, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
     assert run_id is not None
     await db.pool.execute("UPDATE agent_runs SET status = 'done', answer = $2 WHERE id = $1", run_id, text)
-    run = RunInfo(id=run_id, bot="helper", surface="rooms", room_id=ROOM, thread_root=thread, trigger_event=trigger,
+    run = RunInfo(id=run_id, bot="helper", surface="rooms", place=ROOM, thread=thread, trigger_event=trigger,
                   asked_by=asker)
     async with db.transaction("finish") as tx:
         await surface.deliver(tx, run, Answered(text))
@@ -170,7 +170,7 @@ async def test_twenty_presses_at_once_one_is_taken_the_rest_are_told_it_is_gone(
     # The run a keycap summoned answers under the offer, not to the reaction.
     pressed = runs[0]["id"]
     async with db.transaction("finish") as tx:
-        await surface.deliver(tx, RunInfo(id=pressed, bot="helper", surface="rooms", room_id=ROOM, thread_root=None,
+        await surface.deliver(tx, RunInfo(id=pressed, bot="helper", surface="rooms", place=ROOM, thread=None,
                                             trigger_event=winners[0]["event_id"], asked_by=offer.taken_by),
                               Answered("Paperbacks ship tomorrow."))
     reply = (await outbox(db, f"summon.run{pressed}.answer"))[0]["content"]

@@ -232,7 +232,7 @@ async def test_quiet_hours_keep_bots_from_waking_by_themselves(here: Room, db: T
     assert await here.ask(f"!bots set quiet {window}") == (
         f"quiet: {window} UTC (allowed: <from>-<to> [zone] (like 22:00-07:00 Europe/Dublin), or off)")
     unasked = Summons(bot="helper", surface="rooms", prompt="Good morning", asked_by=None,
-                      facts=AudienceFacts(user_id=None, local_server="localhost"), room_id=ROOM,
+                      facts=AudienceFacts(user_id=None, local_server="localhost"), place=ROOM,
                       trigger_event="schedule:x")
     async with db.transaction("t") as tx:
         assert await summon(tx, published, unasked) == Refused("quiet")

@@ -125,7 +125,7 @@ async def a_run(db: TestStore, *, room_id: str, asked_by: str | None, subject: s
                 script: list[dict[str, Any]] | None = None) -> int:
     BOOK.say("what have I bought?", script)
     run_id = await db.runs.insert(
-        bot="clerk", surface="rooms", room_id=room_id, thread_root=None, trigger_event=None, asked_by=asked_by,
+        bot="clerk", surface="rooms", place=room_id, thread=None, trigger_event=None, asked_by=asked_by,
         subject=subject, prompt="what have I bought?", context={"kind": "timeline", "lines": []},
         limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
     )
@@ -248,7 +248,7 @@ async def test_a_desk_run_about_nobody_sends_nothing(db: TestStore, shop: Shop, 
     registry = orders_tool(shop, tmp_path)
     await publish(db, registry)
     run_id = int(await db.runs.insert(  # type: ignore[arg-type]
-        bot="clerk", surface="desk", room_id=None, thread_root=None, trigger_event=None, asked_by=BOB, subject=None,
+        bot="clerk", surface="desk", place=None, thread=None, trigger_event=None, asked_by=BOB, subject=None,
         prompt="x", context={}, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3))
     async with OpenAPITools(timeout=2.0) as api:
         site = SiteTools(api, CodeTools(tmp_path), db=db)

@@ -136,7 +136,7 @@ async def test_a_note_let_go_before_its_call_pays_nothing(db: TestStore, thrifty
 async def gates(db: TestStore, registry: Registry, **also: float) -> Refused | None:
     async with db.transaction("test_would_refuse") as tx:
         return await would_refuse(tx, registry, Summons(
-            bot="thrifty", surface="rooms", prompt="", asked_by=WHO, room_id="!room:localhost",
+            bot="thrifty", surface="rooms", prompt="", asked_by=WHO, place="!room:localhost",
             facts=AudienceFacts(user_id=WHO, local_server="localhost", is_member=True), trigger_event="$note"),
             also_reserve=also.get("reserve", 0.0), also_live=int(also.get("live", 0)))
 

@@ -95,7 +95,7 @@ def buying_worker(db: TestStore, registry: Registry, chain: Chain, surface: Reco
 async def ask(db: TestStore, registry: Registry, prompt: str, n: int = 0) -> Summoned | Refused:
     async with db.transaction("test_summon") as tx:
         return await summon(tx, registry, Summons(
-            bot="thrifty", surface="rooms", prompt=prompt, asked_by=WHO, room_id="!room:localhost",
+            bot="thrifty", surface="rooms", prompt=prompt, asked_by=WHO, place="!room:localhost",
             facts=AudienceFacts(user_id=WHO, local_server="localhost", is_member=True), trigger_event=f"$ask{n}"))
 
 

@@ -20,13 +20,13 @@ GUEST = AudienceFacts(user_id=None, local_server="localhost", is_member=False)
 
 
 def asked(who: str, n: int, *, pool: str | None = "site", daily: float | None = 1.0) -> Summons:
-    return Summons(bot="helper", surface="rooms", prompt="hi", asked_by=who, facts=GUEST, room_id=f"!{who}:localhost",
+    return Summons(bot="helper", surface="rooms", prompt="hi", asked_by=who, facts=GUEST, place=f"!{who}:localhost",
                    trigger_event=f"$t-{who}-{n}", pool=pool, pool_daily=daily)
 
 
 def heard(subject: str, n: int, *, counts: bool = True) -> Summons:
     return Summons(bot="helper", surface="rooms", prompt="hi", asked_by=None, subject=subject, facts=GUEST,
-                   room_id=f"!{subject}:localhost", trigger_event=f"$h-{subject}-{n}", counts_live=counts)
+                   place=f"!{subject}:localhost", trigger_event=f"$h-{subject}-{n}", counts_live=counts)
 
 
 async def one(db: TestStore, registry: Registry, s: Summons) -> Summoned | Refused:

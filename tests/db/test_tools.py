@@ -153,7 +153,7 @@ async def test_a_run_nobody_asked_for_gets_nothing_with_an_audience(db: TestStor
     await db.rooms.ensure(room)
     model = RecordingModel()
     run_id = await db.runs.insert(
-        bot="clerk", surface="rooms", room_id=room, thread_root=None, trigger_event=None, asked_by=None,
+        bot="clerk", surface="rooms", place=room, thread=None, trigger_event=None, asked_by=None,
         subject=None, prompt=told("good morning", [{"text": "morning"}]), context={"kind": "event"},
         limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
     )
@@ -207,7 +207,7 @@ async def test_the_worker_resolves_a_commands_prompt_from_the_name_and_the_argum
     context = {"kind": "timeline", "lines": [{"name": "alice", "said": f"!{name} since=2d"}],
                "command": {"name": name, "args": {"since": "2d", "length": "short"}}}
     run_id = await db.runs.insert(
-        bot="helper", surface="rooms", room_id="!room:localhost", thread_root=None, trigger_event=None,
+        bot="helper", surface="rooms", place="!room:localhost", thread=None, trigger_event=None,
         asked_by="@alice:localhost", subject=None, prompt=f"!{name} since=2d", context=context,
         limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3)
     await worker(db, published, model, {}).work_once()

@@ -78,7 +78,7 @@ async def woken(db: TestStore, registry: Registry, event: str, occurrence: str, 
                 conversation: str = ROOM) -> list[Summoned | Refused]:
     async with db.transaction("test_wake") as tx:
         return await wake(tx, registry, event, surface=RoomFacts("localhost"), occurrence=occurrence,
-                          room_id=room_id, subject=subject, facts=facts if facts is not None else {"user": subject},
+                          place=room_id, subject=subject, facts=facts if facts is not None else {"user": subject},
                           conversation=conversation)
 
 

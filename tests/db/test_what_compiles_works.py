@@ -102,7 +102,7 @@ async def test_the_room_hears_the_providers_sentence_redacted_and_the_run_keeps_
     await db.rooms.ensure(ROOM)
     surface = MatrixSurface(db, None, lambda: published, TaskGroup("test"), SystemClock(),  # type: ignore[arg-type]
                             server_name="localhost")
-    run = RunInfo(id=run_id, bot="helper", surface="rooms", room_id=ROOM, thread_root=None, trigger_event="$ask",
+    run = RunInfo(id=run_id, bot="helper", surface="rooms", place=ROOM, thread=None, trigger_event="$ask",
                   asked_by="@alice:localhost")
     async with db.transaction("finish") as tx:
         await surface.deliver(tx, run, Ended("failed", LEAKY))

@@ -58,8 +58,8 @@ def said(key: str) -> str:
 
 async def new_run(db: Store, *, surface: str, asked_by: str | None, subject: str | None) -> RunRef:
     run_id = await db.runs.insert(
-        bot="helper", surface=surface, room_id="!room:localhost" if surface == "rooms" else None,
-        thread_root=None, trigger_event=None, asked_by=asked_by, subject=subject, prompt="hello", context={},
+        bot="helper", surface=surface, place="!room:localhost" if surface == "rooms" else None,
+        thread=None, trigger_event=None, asked_by=asked_by, subject=subject, prompt="hello", context={},
         limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=3,
     )
     assert run_id is not None

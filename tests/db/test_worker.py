@@ -324,8 +324,8 @@ async def test_words_that_join_while_the_model_thinks_are_heard_before_the_answe
     worker = make_worker(db, published, surface, worker_id="w")
     holding = asyncio.ensure_future(worker.work_once())
     await eventually(lambda: _running(db, run_id), timeout=10)
-    joined = await db.runs.join_live(bot="helper", surface="rooms", asked_by="@alice:localhost", room_id="!room:localhost",
-                                      thread_root=None,
+    joined = await db.runs.join_live(bot="helper", surface="rooms", asked_by="@alice:localhost", place="!room:localhost",
+                                      thread=None,
                                       line={"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"},
                                       header="Said since:")
     assert joined == run_id
@@ -351,7 +351,7 @@ async def test_an_answer_is_said_when_words_join_but_the_run_may_not_ask_again(
     worker = make_worker(db, published, surface, worker_id="w")
     holding = asyncio.ensure_future(worker.work_once())
     await eventually(lambda: _running(db, run_id), timeout=10)
-    await db.runs.join_live(bot="helper", surface="rooms", asked_by="@alice:localhost", room_id="!room:localhost", thread_root=None,
+    await db.runs.join_live(bot="helper", surface="rooms", asked_by="@alice:localhost", place="!room:localhost", thread=None,
                             line={"name": "alice", "sender": "@alice:localhost", "said": "and under 1000?"},
                             header=None)
     await holding
@@ -383,7 +383,7 @@ async def test_a_sealed_standing_note_is_opened_for_the_request_and_never_stored
     model = RecordingModel()
     BOOK.say("hello", [{"text": "ok"}])
     run_id = await db.runs.insert(
-        bot="helper", surface="rooms", room_id="!room:localhost", thread_root=None, trigger_event=None,
+        bot="helper", surface="rooms", place="!room:localhost", thread=None, trigger_event=None,
         asked_by="@alice:localhost", subject="@alice:localhost", prompt="hello",
         context={"kind": "timeline", "lines": [{"name": "alice", "said": "hello"}],
                  "standing": {"by": "sealed", "id": "x1"}},

@@ -181,12 +181,12 @@ async def test_a_line_typed_in_the_room_never_joins_a_voice_turn_bound_there(db:
     facts = AudienceFacts(user_id=PERSON, local_server=SERVER, is_member=True)
     async with db.transaction("t") as tx:
         voice = await summon(tx, published, Summons(bot="caller", surface="voice", prompt="hi", asked_by=PERSON,
-                                                    subject=PERSON, facts=facts, room_id="!r:localhost"))
+                                                    subject=PERSON, facts=facts, place="!r:localhost"))
     assert isinstance(voice, Summoned)
     line = {"event_id": "$typed", "sender": PERSON, "name": "alice", "said": "Caller, also this"}
     async with db.transaction("t") as tx:
         typed = await summon(tx, published, Summons(bot="caller", surface="rooms", prompt=line["said"],
-                                                    asked_by=PERSON, facts=facts, room_id="!r:localhost",
+                                                    asked_by=PERSON, facts=facts, place="!r:localhost",
                                                     trigger_event="$typed", later=line))
     # It expects its answer in the room, not in somebody's ear: a run of its own.
     assert isinstance(typed, Summoned) and not typed.joined and typed.run_id != voice.run_id
@@ -203,7 +203,7 @@ async def test_a_turn_is_given_only_the_earlier_turns_asked_where_the_session_is
         async with db.transaction("t") as tx:
             await tx.of(DoorTables).open_session(grant_id, bot="caller", person=PERSON, expires_at=datetime.now(UTC))
             result = await summon(tx, published, Summons(
-                bot="caller", surface="voice", prompt=prompt, asked_by=PERSON, subject=PERSON, room_id=origin,
+                bot="caller", surface="voice", prompt=prompt, asked_by=PERSON, subject=PERSON, place=origin,
                 facts=AudienceFacts(user_id=PERSON, local_server=SERVER)))
             assert isinstance(result, Summoned)
             await tx.of(DoorTables).insert_turn(result.run_id, grant_id, origin)

@@ -61,7 +61,7 @@ async def test_an_owed_edition_is_an_ordinary_run_with_its_clock_armed_first(db:
     await owed(db, charter_id, 25)  # down for a day: one edition, not twenty-five
     [run_id] = await member_tick(db, book, registry, host="builder")
     run = await db.runs.get(run_id)
-    assert run is not None and (run.bot, run.surface, run.asked_by, run.subject, run.room_id) == (
+    assert run is not None and (run.bot, run.surface, run.asked_by, run.subject, run.place) == (
         "builder", "members", None, ALICE, "!news:localhost")
     assert run.context["charter"] == charter_id and "note" not in run.context  # the charter stays sealed
     opened = await charter_opener(db, book)(run.context)  # opened only when the model's request is built
@@ -132,7 +132,7 @@ async def test_an_edition_is_never_turned_away_by_the_builders_waiting_line(db: 
     assert await db.pool.fetchval("SELECT count(*) FROM summon_refusals WHERE reason = 'queue_full'") == 0
     async with db.transaction("t") as tx:
         asked = await summon(tx, registry, Summons(
-            bot="builder", surface="rooms", prompt="make me a bot", asked_by=ALICE, room_id="!dm:localhost",
+            bot="builder", surface="rooms", prompt="make me a bot", asked_by=ALICE, place="!dm:localhost",
             facts=AudienceFacts(user_id=ALICE, local_server="localhost", private=True)))
     assert isinstance(asked, Refused) and (asked.reason, asked.waiting) == ("queue_full", 3)
 

@@ -35,7 +35,7 @@ async def charter_run(db: TestStore, **over: Any) -> tuple[Book, RunRef]:
     async with db.transaction("t") as tx:
         charter_id = await book.create(tx, read_charter(data), by=ALICE, clock_at=await tx.schedules.now(),
                                        host="builder")
-    run_id = await db.runs.insert(bot="builder", surface="members", room_id="!r:localhost", thread_root=None,
+    run_id = await db.runs.insert(bot="builder", surface="members", place="!r:localhost", thread=None,
                                   trigger_event=None, asked_by=None, subject=ALICE, prompt="edition",
                                   context={"kind": "member", "charter": charter_id}, limits={"steps": 8, "spend": 0.25, "minutes": 5}, max_attempts=1)
     assert run_id is not None

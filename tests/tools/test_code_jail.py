@@ -37,7 +37,7 @@ from engine.tools.code import CodeTools
 from tests.conftest import REPO, TEST_RUN
 
 pytestmark = [pytest.mark.db, pytest.mark.matrix]
-RUN = RunRef(id=7, bot="clerk", surface="rooms", room_id="!r:localhost")
+RUN = RunRef(id=7, bot="clerk", surface="rooms", place="!r:localhost")
 
 BURGLAR = '''
 import json, os, socket

@@ -27,7 +27,7 @@ from engine.tools.base import RunRef
 from engine.tools.code import CodeTools
 from tests.support import eventually
 
-RUN = RunRef(id=42, bot="clerk", surface="rooms", room_id="!r:example.org")
+RUN = RunRef(id=42, bot="clerk", surface="rooms", place="!r:example.org")
 
 
 def tool(root: Path, module: str, name: str = "w") -> Tool:
@@ -42,7 +42,7 @@ def tool(root: Path, module: str, name: str = "w") -> Tool:
 async def test_an_async_run_gets_the_run_and_the_arguments(tmp_path: Path) -> None:
     weather = tool(tmp_path, "PARAMETERS = {'properties': {'city': {'type': 'string'}}, 'required': ['city']}\n"
                              "async def run(run, arguments):\n"
-                             "    return f\"{run.bot} in {run.room_id} #{run.id}: sun in {arguments['city']}\"\n")
+                             "    return f\"{run.bot} in {run.place} #{run.id}: sun in {arguments['city']}\"\n")
     out = await CodeTools(tmp_path).call(weather, RUN, {"city": "Oslo"})
     assert out == "clerk in !r:example.org #42: sun in Oslo"
 

@@ -244,6 +244,6 @@ class NoDatabase:
 
 async def test_waking_an_event_nobody_hears_is_one_lookup_and_no_query() -> None:
     results = await wake(NoDatabase(), registry(), "site.support.escalated",  # type: ignore[arg-type]
-                         surface=NoDatabase(), occurrence="d-1", room_id="!r:localhost",  # type: ignore[arg-type]
+                         surface=NoDatabase(), occurrence="d-1", place="!r:localhost",  # type: ignore[arg-type]
                          subject=None, facts={}, conversation="c")
     assert results == []

@@ -60,7 +60,7 @@ def alone() -> AudienceFacts:
     return AudienceFacts(user_id="@ann:example.org", local_server=SERVER, is_member=True, private=True)
 
 
-RUN = RunRef(id=1, bot="clerk", surface="rooms", room_id="!r:example.org")
+RUN = RunRef(id=1, bot="clerk", surface="rooms", place="!r:example.org")
 OPENED = [ToolCallStep(ToolCall("c1", "open_skill", {"name": "refunds-and-returns"})),
           ToolResultStep("c1", "Never promise a refund; raise a ticket.")]
 FAILED_OPEN = [ToolCallStep(ToolCall("c1", "open_skill", {"name": "refunds-and-returns"})),

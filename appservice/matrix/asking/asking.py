@@ -49,7 +49,7 @@ class Asking:
         assert room is not None
         facts = facts_in_room(line.sender, room, self.server_name)
         bare = Summons(bot=bot.slug, surface=SURFACE, prompt="", asked_by=line.sender, facts=facts,
-                       room_id=line.room_id, encrypted=room.encrypted)
+                       place=line.room_id, encrypted=room.encrypted)
         # The context is read only for a summons that can stand; one refused on its face is refused with none.
         context = ({} if refusal(registry, bare) is not None
                    else await self.context.read(tx, line, registry.strings))
@@ -64,7 +64,7 @@ class Asking:
                  if plain else None)
         result = await summon(tx, registry, Summons(
             bot=bot.slug, surface=SURFACE, prompt=line.text if prompt is None else prompt,
-            asked_by=line.sender, facts=facts, room_id=line.room_id, thread_root=line.thread_root,
+            asked_by=line.sender, facts=facts, place=line.room_id, thread=line.thread_root,
             trigger_event=trigger_event or line.event_id, context=context,
             encrypted=room.encrypted, later=later,
         ), max_attempts=self.max_attempts)
@@ -82,8 +82,8 @@ class Asking:
         assert room is not None
         refused = await would_refuse(tx, self._registry(), Summons(
             bot=bot.slug, surface=SURFACE, prompt="", asked_by=line.sender,
-            facts=facts_in_room(line.sender, room, self.server_name), room_id=line.room_id,
-            thread_root=line.thread_root, trigger_event=line.event_id, encrypted=room.encrypted,
+            facts=facts_in_room(line.sender, room, self.server_name), place=line.room_id,
+            thread=line.thread_root, trigger_event=line.event_id, encrypted=room.encrypted,
         ), also_reserve=also_reserve, also_live=also_live)
         if refused is not None:
             await self._was_refused(tx, line, bot, refused, tell=tell)

@@ -85,7 +85,7 @@ class WaitingLines:
     def _text(self, run: WaitingRun) -> str | None:
         registry = self._registry()
         bot = registry.get(run.bot)
-        if bot is None or run.room_id is None:
+        if bot is None or run.place is None:
             return None
         strings = registry.strings
         words = strings.get("progress", "waiting_next") if run.ahead == 0 else None
@@ -99,25 +99,25 @@ class WaitingLines:
     async def _say(self, run: WaitingRun, text: str) -> None:
         """The run's progress line says ``text``: posted when it has none yet, else edited in place."""
         bot = self._registry().get(run.bot)
-        assert bot is not None and run.room_id is not None
-        info = RunInfo(id=run.id, bot=run.bot, surface=run.surface, room_id=run.room_id, thread_root=run.thread_root,
+        assert bot is not None and run.place is not None
+        info = RunInfo(id=run.id, bot=run.bot, surface=run.surface, place=run.place, thread=run.thread,
                        trigger_event=run.trigger_event, asked_by=run.asked_by)
         content = run_content(info, text, mention=False)  # pings nobody
         first = progress_txn(run.id)
-        if await self.store.outbox.enqueue_progress(txn_id=first, run_id=run.id, room_id=run.room_id,
+        if await self.store.outbox.enqueue_progress(txn_id=first, run_id=run.id, room_id=run.place,
                                                     sender=bot.user_id, content=content, of_txn=None):
             log.info("run %s waits (%d ahead, %s); its line says so", run.id, run.ahead,
                      run.provider or "for a worker", extra={"run": run.id, "bot": run.bot})
             return
         # The line is there already (the worker's "working on it", or an earlier count): edited in place.
         await self.store.outbox.enqueue_progress(txn_id=f"{first}.w{uuid.uuid4().hex[:12]}", run_id=run.id,
-                                                 room_id=run.room_id, sender=bot.user_id, content=content,
+                                                 room_id=run.place, sender=bot.user_id, content=content,
                                                  of_txn=first)
 
     async def _working_again(self, run_id: int) -> None:
         """A run whose line said it waited, and that no longer waits: while it is worked on, "working"."""
         run = await self.store.runs.get(run_id)
-        if run is None or run.status != "running" or run.cancel_requested or run.room_id is None:
+        if run is None or run.status != "running" or run.cancel_requested or run.place is None:
             return
         registry = self._registry()
         bot = registry.get(run.bot)
@@ -128,5 +128,5 @@ class WaitingLines:
         text = working.format(bot=bot.name)
         content = run_content(RunInfo.of(run), f"{text} {hint}" if hint else text, mention=False)
         await self.store.outbox.enqueue_progress(txn_id=f"{progress_txn(run.id)}.w{uuid.uuid4().hex[:12]}",
-                                                 run_id=run.id, room_id=run.room_id, sender=bot.user_id,
+                                                 run_id=run.id, room_id=run.place, sender=bot.user_id,
                                                  content=content, of_txn=progress_txn(run.id))

@@ -135,7 +135,7 @@ class StateHandler:
         if author is None or not self.ours(author):
             return
         said = await tx.lines.now_reads(target, room_id)
-        await wake(tx, registry, "reaction", surface=self.surface, occurrence=event_id, room_id=room_id,
+        await wake(tx, registry, "reaction", surface=self.surface, occurrence=event_id, place=room_id,
                    subject=sender, conversation=room_id, only=author,
                    facts={"key": key[:64], "by": sender, "line": target, "said": said[:1000]})
 
@@ -146,7 +146,7 @@ class StateHandler:
         if not isinstance(event_id, str) or not hearers(self._registry(), "room.created"):
             return
         name = await tx.lines.room_name(room_id)
-        await wake(tx, self._registry(), "room.created", surface=self.surface, occurrence=event_id, room_id=room_id,
+        await wake(tx, self._registry(), "room.created", surface=self.surface, occurrence=event_id, place=room_id,
                    subject=creator if isinstance(creator, str) else None, conversation=room_id,
                    facts={"creator": creator, "name": name})
 
@@ -168,7 +168,7 @@ class StateHandler:
         name = content.get("displayname") if isinstance(content, dict) else None
         if not isinstance(name, str):
             name = before.display_name if before is not None else None
-        await wake(tx, self._registry(), happened, surface=self.surface, occurrence=event_id, room_id=room_id,
+        await wake(tx, self._registry(), happened, surface=self.surface, occurrence=event_id, place=room_id,
                    subject=user_id, conversation=room_id,
                    facts={"user": user_id, "display_name": name, "membership": membership,
                           "by": event.get("sender")})
