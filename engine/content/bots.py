@@ -189,6 +189,9 @@ def bot_models(kinds: Kinds) -> tuple[type[BotFile], type[Bot]]:
     theirs (the first registered when not written), and each surface's own keys."""
 
     def fields() -> dict[str, tuple[Any, Any]]:
+        taken = sorted(key.name for key in kinds.keys() if key.name in BotFile.model_fields or key.name in Bot.model_fields)
+        if taken:
+            raise ValueError(f"a surface's bot-file key is already the engine's: {', '.join(taken)}")
         names = kinds.names
         empty = f"a bot needs at least one surface ({', '.join(names[:-1])} or {names[-1]})" if len(names) > 1 \
             else f"a bot needs a surface ({names[0]})"

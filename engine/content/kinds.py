@@ -123,8 +123,9 @@ class Kinds:
         return tuple(key for kind in self.kinds for key in kind.keys)
 
     def one_of(self, names: tuple[str, ...]) -> Any:
-        """The pydantic type of one of ``names`` (an author who writes another is told them all)."""
-        return Literal.__getitem__(names) if names else Literal[""]
+        """The pydantic type of one of ``names`` (an author who writes another is told them all); with none
+        registered, nothing but leaving the key out is accepted."""
+        return Literal.__getitem__(names) if names else type(None)
 
     def model(self, model: type[M], fields: Callable[[], Mapping[str, tuple[Any, Any]]]) -> type[M]:
         """``model`` with ``fields()`` (name → (type, default)) added or replaced — the front matter as this

@@ -81,6 +81,9 @@ def _fields(front: Strict, model: type[Strict]) -> dict[str, Any]:
 
 def builtin_tools(settings: Settings) -> tuple[str, ...]:
     """The built-ins a bot names without a file: the engine's and its surfaces' (each offered only on its own)."""
+    taken = sorted(set(BUILTIN_TOOLS) & set(settings.kinds.tools))
+    if taken:
+        raise ValueError(f"a surface's built-in tool is already the engine's: {', '.join(taken)}")
     return tuple(sorted((*BUILTIN_TOOLS, *settings.kinds.tools)))
 
 

@@ -158,6 +158,9 @@ def parse_strings(path: str, text: str, surfaces: Mapping[str, Mapping[str, tupl
                   ) -> Strings | list[CompileError]:
     """``strings.md`` → Strings, or every error in it. ``surfaces``: the sections the deployment's surfaces
     bring (``engine.content.kinds``), beside the engine's own."""
+    taken = sorted(set(CATALOGUE) & set(surfaces or {}))
+    if taken:
+        raise ValueError(f"a surface's strings section is already the engine's: {', '.join(taken)}")
     catalogue: Mapping[str, Mapping[str, tuple[str, ...]]] = {**CATALOGUE, **(surfaces or {})}
     errors: list[CompileError] = []
     found: dict[str, dict[str, str]] = {}
