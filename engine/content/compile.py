@@ -177,7 +177,7 @@ def _read(
     try:
         front = model.model_validate(
             parsed.data, context={"zones": settings.zones, "site_events": settings.site_events,
-                                  "triggers": settings.kinds.triggers}
+                                  **settings.kinds.context()}
         )
     except ValidationError as exc:
         errors.extend(explain(path, parsed, detail, model) for detail in exc.errors(include_url=False))

@@ -13,7 +13,7 @@ import datetime as dt
 import functools
 import re
 import zoneinfo
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any
 
 from pydantic import (
@@ -35,14 +35,11 @@ TRIGGERS = ("mention", "schedule", "event")
 # a word the compile is told in its context as ``triggers``), each waking a bot on that surface.
 PLAIN_TRIGGERS = ("mention",)
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-# Events the Matrix surface raises. A site's own events (posted to the inbound webhook) are written
-# ``site.<name>``: the prefix is what lets a typo in a Matrix event be refused rather than becoming a
-# site event that never comes.
-# ``room.created``: a room made with the bot in it (its puppet joined within minutes of the creation);
-# ``reaction``: a person reacted to the bot's own line (a keycap on its choices is a press, a stop sign a
-# cancel — neither is this), and only that bot wakes.
-MATRIX_EVENTS = ("member.joined", "member.left", "room.created", "reaction")
-# Matrix events SPEC §6 names that nothing raises yet: refused by name until something does, so a bot that
+# Events a surface raises are its own (``engine.content.kinds``: a Kind's ``events``, told the compile in its
+# context as ``events``, by what the author calls the surface). A site's own events (posted to the inbound
+# webhook) are written ``site.<name>``: the prefix is what lets a typo in a surface's event be refused rather
+# than becoming a site event that never comes.
+# Events SPEC §6 names that nothing raises yet: refused by name until something does, so a bot that
 # says it wakes on one is not published to wait forever. (None now.)
 NOT_RAISED: tuple[str, ...] = ()
 SITE_PREFIX = "site."
@@ -115,12 +112,14 @@ def _room(value: object) -> str:
 def _event(value: object, info: ValidationInfo) -> str:
     context = info.context if isinstance(info.context, dict) else {}
     declared: Collection[str] | None = context.get("site_events")
+    raised: Mapping[str, tuple[str, ...]] = context.get("events") or {}
+    shown = "; ".join(f"{called} events: {', '.join(names)}" for called, names in raised.items()) or "no surface raises any"
     name = value.strip() if isinstance(value, str) else value
-    if name in MATRIX_EVENTS:
+    if any(name in names for names in raised.values()):
         return str(name)
     if name in NOT_RAISED:
         raise ValueError(
-            f"'{name}' is not raised yet, so nothing would ever wake the bot (Matrix events: {', '.join(MATRIX_EVENTS)};"
+            f"'{name}' is not raised yet, so nothing would ever wake the bot ({shown};"
             " a site's own events are written site.<name>)"
         )
     if isinstance(name, str) and name.startswith(SITE_PREFIX) and _SITE_NAME.fullmatch(name[len(SITE_PREFIX):]):
@@ -129,8 +128,7 @@ def _event(value: object, info: ValidationInfo) -> str:
         known = ", ".join(sorted(declared)) or "none"
         raise ValueError(f"'{name}' is not a site event this deployment posts (site events: {known})")
     raise ValueError(
-        f"unknown event {value!r} (Matrix events: {', '.join(MATRIX_EVENTS)}; a site's own events are"
-        " written site.<name>, like site.purchase.paid)"
+        f"unknown event {value!r} ({shown}; a site's own events are written site.<name>, like site.purchase.paid)"
     )
 
 

@@ -53,6 +53,8 @@ class Kind:
     commands: bool = False  # content commands are offered on it
     needed: bool = False  # a content tool may say ``needs: <name>`` (offered only here)
     triggers: tuple[str, ...] = ()  # bare ``hears:`` words that wake a bot on it
+    events: tuple[str, ...] = ()  # what it raises that ``hears: - event: <name>`` wakes on
+    called: str = ""  # what an author calls it where its events are listed ("Matrix"); its name if not said
 
 
 def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -106,6 +108,15 @@ class Kinds:
     @property
     def triggers(self) -> tuple[str, ...]:
         return tuple(word for kind in self.kinds for word in kind.triggers)
+
+    @property
+    def events(self) -> Mapping[str, tuple[str, ...]]:
+        """The events each surface raises, by what an author calls it."""
+        return {kind.called or kind.name: kind.events for kind in self.kinds if kind.events}
+
+    def context(self) -> dict[str, object]:
+        """What the front matter's validators are told of the surfaces (``hears:`` words and events)."""
+        return {"triggers": self.triggers, "events": self.events}
 
     @cached_property
     def tools(self) -> Mapping[str, tuple[ToolSpec, str]]:

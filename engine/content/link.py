@@ -213,7 +213,7 @@ class _Bots:
             {**values, "slug": file.name,
              "user_id": f"@{self.settings.puppet_prefix}{file.name}:{self.settings.server_name}",
              "prompt": prompt, "source_path": file.path, "body": body, "file": front},
-            context={"triggers": self.settings.kinds.triggers},
+            context=self.settings.kinds.context(),
         )
 
     def _consistent(self, file: File, front: BotFile, values: dict[str, Any]) -> None:

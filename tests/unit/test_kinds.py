@@ -12,7 +12,7 @@ from engine.core.messages import ToolSpec
 SERVER = "example.org"
 BELL = ToolSpec("ring_bell", "Ring the counter's bell when somebody asks for a person.")
 COUNTER = Kind("counter", keys=(Key("bell", bool, False),), tools=(BELL,), strings={"counter": {"rang": ()}},
-               commands=True, triggers=("walk-in",))
+               commands=True, triggers=("walk-in",), events=("door.opened",), called="Counter")
 KIOSK = Kind("kiosk")
 KINDS = Kinds((COUNTER, KIOSK))
 
@@ -77,3 +77,11 @@ def test_commands_are_offered_only_where_a_surface_takes_them() -> None:
 def test_a_tool_may_need_no_surface_that_does_not_say_so() -> None:
     refused = compiled({"tools/t.md": "---\ndescription: A tool.\nneeds: kiosk\nmodule: tools/t.py\n---\n"})
     assert isinstance(refused, list) and any("needs:" in line for line in refused)
+
+
+def test_a_surfaces_events_wake_a_bot_and_are_named_by_what_the_author_calls_it() -> None:
+    woken = compiled({"bots/b.md": bot("hears:\n  - event: door.opened\n    ask: Greet them.\n")})
+    assert isinstance(woken, Registry)
+    assert compiled({"bots/b.md": bot("hears:\n  - event: member.joined\n    ask: Greet them.\n")}) == [
+        "bots/b.md:4: hears[0].event: unknown event 'member.joined' (Counter events: door.opened; a site's own"
+        " events are written site.<name>, like site.purchase.paid)"]
