@@ -18,6 +18,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, create_model
 
+from engine.content.base import unique
 from engine.core.messages import ToolSpec
 
 T = TypeVar("T")
@@ -55,15 +56,6 @@ class Kind:
     triggers: tuple[str, ...] = ()  # bare ``hears:`` words that wake a bot on it
     events: tuple[str, ...] = ()  # what it raises that ``hears: - event: <name>`` wakes on
     called: str = ""  # what an author calls it where its events are listed ("Matrix"); its name if not said
-
-
-def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
-    seen: set[str] = set()
-    for value in values:
-        if value in seen:
-            raise ValueError(f"'{value}' is listed twice")
-        seen.add(value)
-    return values
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,6 +147,6 @@ class Kinds:
         def some(values: tuple[str, ...]) -> tuple[str, ...]:
             if not values:
                 raise ValueError(empty)
-            return _unique(values)
+            return unique(values)
 
         return Annotated[tuple[self.one_of(self.names), ...], AfterValidator(some)], (self.default,)  # type: ignore[misc]
