@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 
+from appservice.matrix.places import ROOM_PLACES
 from engine.store import Store
 from engine.store.base import create_pool
 from engine.store.queries import Queries
@@ -35,7 +36,7 @@ class TestStore(Store):
 
     @classmethod
     async def open(cls, dsn: str, *, min_size: int = 1, max_size: int = 8) -> TestStore:
-        return cls(await create_pool(dsn, min_size=min_size, max_size=max_size), Queries(), dsn)
+        return cls(await create_pool(dsn, min_size=min_size, max_size=max_size), Queries(), dsn, places=ROOM_PLACES)
 
     @property
     def pool(self) -> asyncpg.Pool:

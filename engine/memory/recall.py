@@ -66,7 +66,7 @@ class Recall:
         vector = await self.embedder.query(without_address(row.prompt, names))
         # Where others read along, only what was said in this room since all of them came in: a line from before
         # somebody joined is not repeated to them.
-        since = await store.rooms.read_by_all_since(row.place) if not private and row.place else None
+        since = await store.places.read_by_all_since(store, row.place) if not private and row.place else None
         async with store.transaction("recall") as tx:
             if not await tx.people.become(row.id):
                 return ()

@@ -70,12 +70,11 @@ async def wake(
         return []
     if place is not None:
         # For now a bot is enabled in a room by being in it (its puppet joined, as room_members says).
-        rows = await tx.rooms.ours(place, [bot.user_id for bot, _ in hearing])
-        joined = {r.user_id for r in rows if r.membership == "join"}
+        joined = await tx.places.present(tx, place, [bot.user_id for bot, _ in hearing])
         hearing = [(bot, trigger) for bot, trigger in hearing if bot.user_id in joined]
         if not hearing:
             return []
-    room = await tx.rooms.get(place) if place is not None else None
+    sealed = await tx.places.sealed(tx, place) if place is not None else False
     about = await surface.facts(tx, place, subject)
     results: list[Summoned | Refused] = []
     for bot, trigger in hearing:
@@ -92,7 +91,7 @@ async def wake(
             bot=bot.slug, surface=surface.name, prompt=trigger.ask, asked_by=None, subject=subject, facts=about,
             place=place, trigger_event=f"event:{event_name}:{occurrence}:{bot.slug}",
             context={"kind": "event", "event": event_name, "facts": facts, "lines": []},
-            encrypted=room is not None and room.encrypted,
+            encrypted=sealed,
         )
         try:
             async with tx.savepoint():  # a lost race undoes its run, not the caller's work

@@ -149,8 +149,8 @@ async def _bot_and_room(tx: Tx, registry: Registry, s: Summons) -> Refused | Non
         return await _refused(tx, s, why)
     if s.place is not None:
         # The room's own say (what its admins set): which bots answer there, and its quiet hours.
-        room = await tx.rooms.settings_now(s.place)
-        here = room_refusal(room.settings, s.bot, asked=s.asked_by is not None, now=room.now) if room else None
+        rules = await tx.places.rules(tx, s.place)
+        here = room_refusal(rules.settings, s.bot, asked=s.asked_by is not None, now=rules.now) if rules else None
         if here is not None:
             log.info("summons refused: %s", here, extra={"bot": s.bot, "room": s.place, "asker": s.asked_by})
             return await _refused(tx, s, here)

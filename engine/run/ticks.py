@@ -142,7 +142,7 @@ async def _fire(
                 key, bot, when, trigger.in_, extra={"bot": bot, "room": trigger.in_},
             )
             return None
-        room = await tx.rooms.get(place)
+        sealed = await tx.places.sealed(tx, place)
         facts = AudienceFacts(user_id=None, local_server=registry.server_name, is_member=False)
         subject = None
         if isinstance(trigger, RoomSchedule):
@@ -164,7 +164,7 @@ async def _fire(
             place=place,
             trigger_event=f"schedule:{bot}:{key}:{when}",
             context={"kind": "schedule", "occurrence": when, "lines": []},
-            encrypted=room is not None and room.encrypted,
+            encrypted=sealed,
         )
         outcome = await summon_fn(tx, registry, summons)
     if isinstance(outcome, Refused):

@@ -26,6 +26,7 @@ from engine.store.memories import Memories
 from engine.store.offers import Offers
 from engine.store.outbox import Outbox
 from engine.store.people import People
+from engine.store.places import NO_PLACES, Places
 from engine.store.profiles import Profiles
 from engine.store.providers import Providers
 from engine.store.queries import Queries
@@ -49,6 +50,7 @@ class Families:
 
     _on: Executor
     _q: Queries
+    places: Places  # what the surface that keeps the runs' places says of them (engine.store.places)
 
     def of(self, family: type[F]) -> F:
         """A surface's own family on this executor, made once here: ``tx.of(DeskTables).conversation(7)``."""
@@ -135,10 +137,11 @@ class Families:
 class Tx(Families):
     """One named transaction. Hand it on to whatever must write in the same commit."""
 
-    def __init__(self, conn: asyncpg.Connection, queries: Queries, name: str) -> None:
+    def __init__(self, conn: asyncpg.Connection, queries: Queries, name: str, places: Places = NO_PLACES) -> None:
         self._on = conn
         self._q = queries
         self.name = name
+        self.places = places
         self._rooms_taken: set[str] = set()
 
     async def take_room(self, room_id: str) -> None:
@@ -162,21 +165,22 @@ class Tx(Families):
 
 class Store(Families):
     def __init__(self, pool: asyncpg.Pool, queries: Queries, dsn: str | None = None, *,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, places: Places = NO_PLACES) -> None:
         self._pool = pool
         self._on = pool
         self._q = queries
+        self.places = places
         self.dsn = dsn
         self.clock = clock or SystemClock()  # how long LISTEN waits before it tries again
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10, clock: Clock | None = None,
-                      pooled: bool = False, listen_dsn: str | None = None) -> Store:
+                      pooled: bool = False, listen_dsn: str | None = None, places: Places = NO_PLACES) -> Store:
         """Raises ``StoreUnavailable`` when the database cannot be reached. ``pooled``: ``dsn`` is a pooler's
         in transaction mode (no named prepared statements); ``listen_dsn``: where LISTEN connects instead — a
         LISTEN lives as long as its session, which a transaction-mode pooler does not keep."""
         pool = await base.create_pool(dsn, min_size=min_size, max_size=max_size, pooled=pooled)
-        return cls(pool, Queries(), listen_dsn or dsn, clock=clock)
+        return cls(pool, Queries(), listen_dsn or dsn, clock=clock, places=places)
 
     async def close(self, timeout: float = 10.0) -> None:
         try:
@@ -188,7 +192,7 @@ class Store(Families):
     @asynccontextmanager
     async def transaction(self, name: str) -> AsyncIterator[Tx]:
         async with base.transaction(self._pool, name) as conn:
-            yield Tx(conn, self._q, name)
+            yield Tx(conn, self._q, name, self.places)
 
     async def listen(self, channel: str, wake: Callable[[], None], stop: asyncio.Event, *,
                      payload: Callable[[str], None] | None = None) -> None:
