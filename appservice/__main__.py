@@ -18,6 +18,7 @@ import yaml
 from appservice.config import Config, load_config, provider_settings, registration
 from appservice.kinds import KINDS
 from appservice.logs import configure, secrets_of
+from appservice.matrix.tables.rooms import RoomTables
 from engine.errors import ConfigError, ContentError, StoreError, SummonError
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         answering = choose_answerer(provider_settings(os.environ), SystemClock())
         try:
             await keep_puppet_prefix(store, config)
-            registry, refused = await recallable(store, compile_content(config, await store.rooms.encrypted()))
+            registry, refused = await recallable(store, compile_content(config, await store.of(RoomTables).encrypted()))
             for line in refused:
                 print(line, file=sys.stderr)
             # With buying on, a bot whose model has no price is refused (no spend limit could hold against it):

@@ -38,6 +38,7 @@ from appservice.kinds import KINDS
 from appservice.matrix.build import build_matrix
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.delivery.staff import tell_staff
+from appservice.matrix.tables.rooms import RoomTables
 from appservice.members.build import build_members
 from appservice.members.service import MemberBots
 from appservice.metrics import Metrics
@@ -161,7 +162,7 @@ class Service:
                                         patience=min(60.0, c.worker.lease_seconds * 2 / 3),
                                         store=self.store, worker_id=worker_id)
         closing(self.stack, "the model providers' clients", self.answerer.aclose)
-        registry, _ = await recallable(self.store, compile_content(c, await self.store.rooms.encrypted()))
+        registry, _ = await recallable(self.store, compile_content(c, await self.store.of(RoomTables).encrypted()))
         self._registry, self.unpriced, _ = buyable(registry, self.answerer.unpriced)
         await publish(self.store, self._registry)
         if self.http:
@@ -228,7 +229,7 @@ class Service:
             closing(self.stack, "the metrics listener", metrics_runner.cleanup)
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
-                               kinds=KINDS, encrypted_rooms=self.store.rooms.encrypted, clock=self.clock,
+                               kinds=KINDS, encrypted_rooms=self.store.of(RoomTables).encrypted, clock=self.clock,
                                sandbox=code_sandbox(c, os.environ), puppet_prefix=c.appservice.puppet_prefix,
                                stop=self.stop_event),
                          name="content-watch")

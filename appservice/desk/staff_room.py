@@ -28,6 +28,8 @@ from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.errors import MatrixError
 from appservice.matrix.inbound.said import Line
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry
 from engine.store import Tx
 
@@ -127,7 +129,7 @@ class StaffRoom:
                                                                        mention=None), "draft", draft.id):
             return
         for n, key in enumerate((SEND, DISCARD)):
-            await tx.outbox.enqueue(txn_id=message_txn(draft.id, f".r{n}"), room_id=self.room_id, sender=puppet,
+            await tx.of(OutboxTables).enqueue(txn_id=message_txn(draft.id, f".r{n}"), room_id=self.room_id, sender=puppet,
                                     event_type="m.reaction", of_txn=txn,
                                     content={"m.relates_to": {"rel_type": "m.annotation", "event_id": None, "key": key}})
 
@@ -139,7 +141,7 @@ class StaffRoom:
         if not words or await tx.of(DeskStaffTables).of_message(draft.id) is None:
             return
         content = answer_content(f"{words}\n\n{draft.content}", thread_root=None, reply_to=None, mention=None)
-        await tx.outbox.enqueue(txn_id=message_txn(draft.id, ".settled"), room_id=self.room_id,
+        await tx.of(OutboxTables).enqueue(txn_id=message_txn(draft.id, ".settled"), room_id=self.room_id,
                                 sender=self._puppet(draft.bot), event_type="m.room.message", content=content,
                                 of_txn=message_txn(draft.id))
 
@@ -149,13 +151,13 @@ class StaffRoom:
             words = self._words("staff_thread", id=where.conversation.id, contact=where.contact.name or
                                 self._words("contact") or f"#{where.contact.id}", inbox=where.inbox.title)
             content = {"msgtype": "m.notice", "body": words or f"desk:{where.conversation.id}", "m.mentions": {}}
-            await tx.outbox.enqueue(txn_id=txn, room_id=self.room_id, sender=self.service_user,
+            await tx.of(OutboxTables).enqueue(txn_id=txn, room_id=self.room_id, sender=self.service_user,
                                     event_type="m.room.message", content=content)
         return txn
 
     async def _post(self, tx: Tx, where: Where, txn: str, sender: str, content: dict[str, Any], kind: str,
                     message_id: int | None) -> bool:
-        room = await tx.rooms.get(self.room_id)
+        room = await tx.of(RoomTables).get(self.room_id)
         if room is not None and room.encrypted:
             # Never a plaintext message into an encrypted room (SPEC §4).
             log.error("the desk's staff room %s is encrypted: nothing is mirrored there", self.room_id,
@@ -164,14 +166,14 @@ class StaffRoom:
         root = await self._thread(tx, where)
         if not await tx.of(DeskStaffTables).remember(txn, where.conversation.id, message_id, kind):
             return False
-        await tx.outbox.enqueue(txn_id=txn, room_id=self.room_id, sender=sender, event_type="m.room.message",
+        await tx.of(OutboxTables).enqueue(txn_id=txn, room_id=self.room_id, sender=sender, event_type="m.room.message",
                                 content=in_thread(content), of_txn=root)
         return True
 
     # --- what the staff do there -------------------------------------------------------------------------
 
     async def _staff_name(self, tx: Tx, user_id: str) -> str:
-        member = await tx.rooms.member(self.room_id, user_id)
+        member = await tx.of(RoomTables).member(self.room_id, user_id)
         if member is not None and member.display_name:
             return member.display_name
         return user_id.split(":", 1)[0].lstrip("@")

@@ -23,6 +23,7 @@ from appservice.door.grants import Grant
 from appservice.door.shapes import Claim
 from appservice.door.tables import DoorTables
 from appservice.matrix.errors import MatrixError
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry
 from engine.store import Families, Store
 
@@ -104,13 +105,13 @@ class Binding:
         """What our own state says, where it can be trusted to settle it: both joined, or the room encrypted.
         Anything else is "unknown" and goes to the homeserver — our state may lag behind it (a join still on
         its way to us), and a refusal is worth the round trip to be sure of."""
-        room = await db.rooms.get(room_id)
+        room = await db.of(RoomTables).get(room_id)
         if room is None or room.left_at is not None:
             return "unknown"
         if room.encrypted:
             return "encrypted"
         for user in (person, puppet):
-            member = await db.rooms.member(room_id, user)
+            member = await db.of(RoomTables).member(room_id, user)
             if member is None or member.membership != "join":
                 return "unknown"
         return "joined"

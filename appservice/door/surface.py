@@ -20,6 +20,8 @@ from appservice.door.tables import DoorTables
 from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.ours import PUPPET_PREFIX
 from appservice.matrix.surface import facts_now
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
 from engine.core.messages import ENDINGS
@@ -86,7 +88,7 @@ class DoorSurface:
             log.warning("run %s outlived its turn and %s has no room with %s to post it in; it stays on the run",
                         run.id, person, bot.slug, extra={"run": run.id, "bot": bot.slug})
             return
-        await tx.outbox.enqueue(txn_id=answer_txn(run.id), room_id=room, sender=bot.user_id,
+        await tx.of(OutboxTables).enqueue(txn_id=answer_txn(run.id), room_id=room, sender=bot.user_id,
                                 event_type="m.room.message", run_id=run.id,
                                 content=answer_content(text, thread_root=None, reply_to=None, mention=person))
         await tx.of(DoorTables).posted(run.id, room)
@@ -125,11 +127,11 @@ class DoorSurface:
     async def both_joined(db: Families, room_id: str, person: str, puppet: str) -> bool:
         """Whether the person and the bot are both joined to ``room_id``, a room we are in and can read, as our
         state says now."""
-        room = await db.rooms.get(room_id)
+        room = await db.of(RoomTables).get(room_id)
         if room is None or room.encrypted or room.left_at is not None:
             return False
         for user in (person, puppet):
-            member = await db.rooms.member(room_id, user)
+            member = await db.of(RoomTables).member(room_id, user)
             if member is None or member.membership != "join":
                 return False
         return True

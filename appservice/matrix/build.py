@@ -50,6 +50,7 @@ from appservice.matrix.ours import PUPPET_PREFIX, Ours
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.rooms import Rooms
 from appservice.matrix.surface import MatrixSurface
+from appservice.matrix.tables.room_actions import RoomActionTables
 from appservice.matrix.undelivered import Undelivered
 from appservice.parts import Parts, Shared
 from appservice.speech.endpoints import Speech
@@ -276,7 +277,7 @@ def build_matrix(
 
 
 async def forget_room_actions(store: Store) -> int:
-    return await store.room_actions.prune(KEEP_ROOM_ACTIONS)
+    return await store.of(RoomActionTables).prune(KEEP_ROOM_ACTIONS)
 
 
 def wake(outbox: Outbox) -> Callable[[], Awaitable[None]]:

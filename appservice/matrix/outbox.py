@@ -20,12 +20,12 @@ import aiohttp
 
 from appservice.matrix.asking.voice import SPEAK, Speaking
 from appservice.matrix.errors import MatrixError
+from appservice.matrix.tables.outbox import OutboxTables, Outgoing
 from appservice.matrix.undelivered import Undelivered, is_outcome
 from engine.clock import Clock
 from engine.errors import StoreError
 from engine.run.delivery import DeliveryLoop, Outcome, Refused, Sent
 from engine.store import Store
-from engine.store.outbox import Outgoing
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class Outbox(DeliveryLoop[Outgoing]):
 
     def __init__(self, store: Store, sender: MatrixSender, clock: Clock, *,
                  undelivered: Undelivered | None = None, speaking: Speaking | None = None) -> None:
-        super().__init__("outbox", store.outbox, self, backoff, clock, listen=store.listen, channel=CHANNEL,
+        super().__init__("outbox", store.of(OutboxTables), self, backoff, clock, listen=store.listen, channel=CHANNEL,
                          batch=CLAIM_BATCH, hide_seconds=HIDE_SECONDS, order=lambda row: (row.room_id, row.run_id))
         self.store = store
         self.sender = sender
@@ -158,7 +158,7 @@ class Outbox(DeliveryLoop[Outgoing]):
         way, retried by the loop if this send fails. A message with an earlier one of its run unsent is left
         to the loop, which keeps each run's order; other runs' messages in the room do not hold it back."""
         try:
-            rows = await self.store.outbox.claim_these(txn_ids, HIDE_SECONDS)
+            rows = await self.store.of(OutboxTables).claim_these(txn_ids, HIDE_SECONDS)
         except StoreError as exc:
             log.warning("outbox: could not take a fresh message to send at once (%s); the loop will", exc)
             return
@@ -180,7 +180,7 @@ class Outbox(DeliveryLoop[Outgoing]):
                 voiced = await self.speaking.voiced(row.run_id, row.sender, row.content) if self.speaking else None
                 if voiced is None:
                     # No endpoint, or it has fallen (said once in the log): the answer stands in text alone.
-                    await self.store.outbox.failed(row.id, "not spoken: the answer went as text only")
+                    await self.store.of(OutboxTables).failed(row.id, "not spoken: the answer went as text only")
                     return None
                 return Sent(await self.sender.send(row.room_id, row.event_type, voiced, row.txn_id, row.sender))
             if row.of_txn is None:
@@ -191,12 +191,12 @@ class Outbox(DeliveryLoop[Outgoing]):
             return Refused(str(exc), exc.retryable, wait=exc.retry_after_ms / 1000 if exc.retry_after_ms else None)
 
     async def done(self, row: Outgoing, sent: Sent) -> None:
-        await self.store.outbox.sent(row.id, str(sent.detail))
+        await self.store.of(OutboxTables).sent(row.id, str(sent.detail))
         log.info("outbox: sent %s", sent.detail, extra=_extra(row))
 
     async def retry(self, row: Outgoing, after: float, refused: Refused) -> None:
         log.warning("outbox: send failed (%s); retrying in %.1fs", refused.error, after, extra=_extra(row))
-        await self.store.outbox.retry(row.id, after, refused.error)
+        await self.store.of(OutboxTables).retry(row.id, after, refused.error)
 
     async def failed(self, row: Outgoing, refused: Refused, *, gave_up: bool) -> None:
         if gave_up:
@@ -211,19 +211,19 @@ class Outbox(DeliveryLoop[Outgoing]):
         """The message will never be sent: kept with the reason — and, when it was a run's answer or ending, the
         run says so and the room is told (``Undelivered``), in the same commit."""
         async with self.store.transaction("outbox_failed") as tx:
-            await tx.outbox.failed(row.id, why)
+            await tx.of(OutboxTables).failed(row.id, why)
             if self.undelivered is not None and is_outcome(row, SPEAK):
                 await self.undelivered(tx, row, why)
 
     async def _related(self, row: Outgoing) -> str | None:
         """An edit or a redaction of an earlier message: sent once that message has its event id."""
         assert row.of_txn is not None
-        earlier = await self.store.outbox.sent_as(row.of_txn)
+        earlier = await self.store.of(OutboxTables).sent_as(row.of_txn)
         if earlier is None or earlier.status == "failed":
-            await self.store.outbox.failed(row.id, f"the message it relates to ({row.of_txn}) was never sent")
+            await self.store.of(OutboxTables).failed(row.id, f"the message it relates to ({row.of_txn}) was never sent")
             return None
         if earlier.event_id is None:
-            await self.store.outbox.retry(row.id, RELATED_WAIT, "waiting for the message it relates to")
+            await self.store.of(OutboxTables).retry(row.id, RELATED_WAIT, "waiting for the message it relates to")
             return None
         if row.event_type == "m.room.redaction":
             return await self.sender.redact(row.room_id, earlier.event_id, row.txn_id, row.sender)

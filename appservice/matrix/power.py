@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from appservice.matrix.tables.rooms import Room
 from engine.content.audience import AudienceFacts
-from engine.store.rooms import Room
 
 # Matrix's own defaults (client-server spec, m.room.power_levels).
 USERS_DEFAULT = 0

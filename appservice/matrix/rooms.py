@@ -32,6 +32,8 @@ from appservice.matrix.inbound.followups import (
     Transcribe,
 )
 from appservice.matrix.ours import Ours
+from appservice.matrix.tables.room_actions import RoomActionTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.clock import Clock
 from engine.content import Bot, Registry
 from engine.content.strings import Strings
@@ -78,10 +80,10 @@ class _Actions:
 
     async def claim(self, batch: int, hide_seconds: float) -> list[Remembered]:
         return [Remembered(r.id, followup_of(r.action), r.attempts)
-                for r in await self.store.room_actions.claim(batch, hide_seconds)]
+                for r in await self.store.of(RoomActionTables).claim(batch, hide_seconds)]
 
     async def next_due(self) -> float | None:
-        return await self.store.room_actions.next_due()
+        return await self.store.of(RoomActionTables).next_due()
 
 
 def followup_of(action: Any) -> Followup | None:
@@ -201,7 +203,7 @@ class Rooms:
 
     async def send(self, item: Remembered) -> Outcome:
         if item.followup is None:
-            await self.store.room_actions.failed(item.id, "an action this version cannot read", item.attempts)
+            await self.store.of(RoomActionTables).failed(item.id, "an action this version cannot read", item.attempts)
             return None
         try:
             async with asyncio.timeout(ATTEMPT_SECONDS):
@@ -220,16 +222,16 @@ class Rooms:
 
     async def done(self, item: Remembered, sent: Sent) -> None:
         assert item.followup is not None
-        await self.store.room_actions.done(item.id, item.attempts)
+        await self.store.of(RoomActionTables).done(item.id, item.attempts)
         if self.on_done is not None:
             await self.on_done(item.followup)
 
     async def retry(self, item: Remembered, after: float, refused: Refused) -> None:
-        await self.store.room_actions.retry(item.id, after, refused.error, item.attempts)
+        await self.store.of(RoomActionTables).retry(item.id, after, refused.error, item.attempts)
         log.warning("%s: %s (will try again)", item.followup, refused.error, extra={"room": _room(item)})
 
     async def failed(self, item: Remembered, refused: Refused, *, gave_up: bool) -> None:
-        await self.store.room_actions.failed(item.id, refused.error, item.attempts)
+        await self.store.of(RoomActionTables).failed(item.id, refused.error, item.attempts)
         log.error("%s: %s (given up)", item.followup, refused.error, extra={"room": _room(item)})
 
     # --- carrying out ---------------------------------------------------------------------------------
@@ -286,7 +288,7 @@ class Rooms:
 
     async def _leave_all(self, room_id: str, reason: str | None) -> None:
         ours = [b.user_id for b in self._registry().bots.values()] + [self.ours.service_user]
-        rows = await self.store.rooms.ours(room_id, ours)
+        rows = await self.store.of(RoomTables).ours(room_id, ours)
         stayed = []
         for r in rows:
             try:
@@ -299,5 +301,5 @@ class Rooms:
         if stayed:
             # Raised, so the action is tried again (it is remembered) until every one of ours is out.
             raise NotLeft(f"still in the room: {', '.join(stayed)}")
-        await self.store.rooms.mark_left(room_id)
+        await self.store.of(RoomTables).mark_left(room_id)
         log.warning("left the encrypted room %s", room_id, extra={"room": room_id})

@@ -35,6 +35,9 @@ from appservice.matrix.errors import MatrixError
 from appservice.matrix.inbound.said import read_event
 from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
 from appservice.matrix.power import facts_in_room
+from appservice.matrix.tables.offers import OfferTables
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import Room, RoomTables
 from appservice.matrix.voice_tables import VoiceTables
 from appservice.voices import VOICE
 from engine.clock import Clock
@@ -44,7 +47,6 @@ from engine.core import choices
 from engine.core.messages import ToolCallStep, load_step
 from engine.core.redact import redact
 from engine.store import Families, Tx
-from engine.store.rooms import Room
 from engine.surface import Answered, Outcome, RunInfo
 from engine.tasks import TaskGroup
 from engine.tools.base import is_personal
@@ -77,10 +79,10 @@ async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, s
                     puppet_prefix: str = PUPPET_PREFIX) -> AudienceFacts:
     """A person as the room knows them now: a member? a moderator or an admin, by the room's own power
     levels? Is the room theirs alone (``private``)? With no room (or nobody), just who they are."""
-    room = await db.rooms.get(room_id) if room_id is not None else None
+    room = await db.of(RoomTables).get(room_id) if room_id is not None else None
     if user_id is None or room is None:
         return AudienceFacts(user_id=user_id, local_server=server_name, site_classes=site_classes)
-    member = await db.rooms.member(room.room_id, user_id)
+    member = await db.of(RoomTables).member(room.room_id, user_id)
     joined = member is not None and member.membership == "join"
     facts = facts_in_room(user_id, room, server_name, is_member=joined, site_classes=site_classes)
     if joined and await _theirs_alone(db, room, user_id, server_name=server_name, service_user=service_user,
@@ -100,7 +102,7 @@ async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: 
         return False
     if room.join_rule not in INVITE_ONLY:
         return False
-    readers = await db.rooms.readers(room.room_id)
+    readers = await db.of(RoomTables).readers(room.room_id)
     people = {r.user_id for r in readers
               if not in_our_namespace(r.user_id, server_name=server_name, service_user=service_user,
                                       puppet_prefix=puppet_prefix)}
@@ -180,9 +182,9 @@ class MatrixSurface:
         if puppet is None or run.place is None:
             log.error("run %s cannot be delivered: its bot or room is gone", run.id, extra={"run": run.id})
             return
-        if await tx.outbox.sent_as(progress_txn(run.id)) is not None:
+        if await tx.of(OutboxTables).sent_as(progress_txn(run.id)) is not None:
             # The progress line goes when the answer (or the ending) lands.
-            await tx.outbox.enqueue(txn_id=f"{progress_txn(run.id)}.end", room_id=run.place, sender=puppet,
+            await tx.of(OutboxTables).enqueue(txn_id=f"{progress_txn(run.id)}.end", room_id=run.place, sender=puppet,
                                     event_type="m.room.redaction", content={}, run_id=run.id,
                                     of_txn=progress_txn(run.id))
         if isinstance(outcome, Answered):
@@ -202,7 +204,7 @@ class MatrixSurface:
             return
         reason = redact(outcome.reason) if outcome.reason else ""
         text = f"{words}\n\n{reason}" if reason else words
-        await tx.outbox.enqueue(txn_id=f"summon.run{run.id}.ending", room_id=run.place, sender=puppet,
+        await tx.of(OutboxTables).enqueue(txn_id=f"summon.run{run.id}.ending", room_id=run.place, sender=puppet,
                                 event_type="m.room.message", content=run_content(run, text), run_id=run.id)
         self._queued(run, f"summon.run{run.id}.ending")
 
@@ -223,12 +225,12 @@ class MatrixSurface:
     async def _withheld(self, tx: Tx, run: RunInfo, puppet: str) -> None:
         log.warning("run %s read the person's own things, and its room is no longer theirs alone: its answer is "
                     "not posted there", run.id, extra={"run": run.id, "bot": run.bot, "room": run.place})
-        member = await tx.rooms.member(run.place or "", run.asked_by or "") if run.asked_by else None
+        member = await tx.of(RoomTables).member(run.place or "", run.asked_by or "") if run.asked_by else None
         name = (member.display_name if member is not None else None) or run.asked_by or ""
         words = self._registry().strings.get("tools", "shared_now")
         if not words:
             return
-        await tx.outbox.enqueue(txn_id=answer_txn(run.id), room_id=run.place or "", sender=puppet,
+        await tx.of(OutboxTables).enqueue(txn_id=answer_txn(run.id), room_id=run.place or "", sender=puppet,
                                 event_type="m.room.message", content=run_content(run, words.format(name=name)),
                                 run_id=run.id)
         self._queued(run, answer_txn(run.id))
@@ -245,7 +247,7 @@ class MatrixSurface:
         if asked is None or not asked.is_voice:
             return
         content = {**run_content(run, text), SPEAK: {"text": text, "voice": voice.voice}}
-        await tx.outbox.enqueue(txn_id=f"{answer_txn(run.id)}.voice", room_id=run.place or "", sender=puppet,
+        await tx.of(OutboxTables).enqueue(txn_id=f"{answer_txn(run.id)}.voice", room_id=run.place or "", sender=puppet,
                                 event_type="m.room.message", content=content, run_id=run.id)
 
     async def _answer(self, tx: Tx, run: RunInfo, puppet: str, text: str) -> None:
@@ -254,36 +256,36 @@ class MatrixSurface:
         a poll. Any other answer goes as it was written."""
         room_id = run.place
         assert room_id is not None
-        press = await tx.offers.taken_press_of_run(run.id)
+        press = await tx.of(OfferTables).taken_press_of_run(run.id)
         if press is not None and press.how != "number" and press.answer_event:
             # Summoned by a keycap or a vote: a reply to that would show nothing, so reply to the offer.
             run = replace(run, trigger_event=press.answer_event)
         txn = answer_txn(run.id)
         cut = choices.cut(text)
         if not cut.offers:
-            await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
+            await tx.of(OutboxTables).enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
                                     content=run_content(run, text), run_id=run.id)
             self._queued(run, txn)
             await self._aloud(tx, run, puppet, text)
             return
-        room = await tx.rooms.get(room_id)
+        room = await tx.of(RoomTables).get(room_id)
         style = style_of(room.settings if room is not None else None)
-        await tx.offers.insert(
+        await tx.of(OfferTables).insert(
             run_id=run.id, bot=run.bot, room_id=room_id, thread_root=run.thread, asked_by=run.asked_by,
             words=cut.words, choices=[{"label": c.label, "detail": c.detail} for c in cut.choices],
             links=[{"label": link.label, "url": link.url} for link in cut.links],
             style=style, answer_txn=txn, poll_txn=poll_txn(run.id) if style == "poll" else None)
-        await tx.outbox.enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
+        await tx.of(OutboxTables).enqueue(txn_id=txn, room_id=room_id, sender=puppet, event_type="m.room.message",
                                 run_id=run.id, content=run_content(run, offer_markdown(cut.words, cut.choices, cut.links)))
         self._queued(run, txn)
         await self._aloud(tx, run, puppet, cut.words)
         if style == "poll":
-            await tx.outbox.enqueue(txn_id=poll_txn(run.id), room_id=room_id, sender=puppet, event_type=POLL_START,
+            await tx.of(OutboxTables).enqueue(txn_id=poll_txn(run.id), room_id=room_id, sender=puppet, event_type=POLL_START,
                                     run_id=run.id, content=poll_start_content(poll_question(cut.words), cut.choices,
                                                                              thread_root=run.thread))
             return
         for n in range(1, len(cut.choices) + 1):
-            await tx.outbox.enqueue(txn_id=keycap_txn(run.id, n), room_id=room_id, sender=puppet,
+            await tx.of(OutboxTables).enqueue(txn_id=keycap_txn(run.id, n), room_id=room_id, sender=puppet,
                                     event_type="m.reaction", content=keycap_content(n), run_id=run.id, of_txn=txn)
 
     async def working(self, run: RunInfo, on: bool) -> None:
@@ -324,10 +326,10 @@ class MatrixSurface:
         text, n = working.format(bot=bot.name), 0
         while True:
             content = run_content(run, f"{text} {hint}" if hint else text, mention=False)  # pings nobody
-            queued = await self.store.outbox.enqueue_progress(
+            queued = await self.store.of(OutboxTables).enqueue_progress(
                 txn_id=first if n == 0 else f"{first}.{n}", run_id=run.id, room_id=run.place, sender=bot.user_id,
                 content=content, of_txn=None if n == 0 else first)
-            if not queued and n == 0 and await self.store.outbox.sent_as(first) is not None:
+            if not queued and n == 0 and await self.store.of(OutboxTables).sent_as(first) is not None:
                 # The line is there already: it said the run was waiting (appservice.matrix.delivery.waiting, which puts
                 # it back to "working" when the wait is over); it is kept up to date from here.
                 queued = True

@@ -10,11 +10,11 @@ import logging
 from collections.abc import Callable
 
 from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.tables.outbox import OutboxTables, Outgoing
 from appservice.metrics import Metrics
 from engine.content import Registry
 from engine.core.redact import redact
 from engine.store import Tx
-from engine.store.outbox import Outgoing
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class Undelivered:
 
     async def __call__(self, tx: Tx, row: Outgoing, why: str) -> None:
         assert row.run_id is not None
-        if not await tx.outbox.undelivered(row.run_id, why):
+        if not await tx.of(OutboxTables).undelivered(row.run_id, why):
             return
         registry = self._registry()
         bot = next((b for b in registry.bots.values() if b.user_id == row.sender), None)
@@ -61,5 +61,5 @@ class Undelivered:
                                  thread_root=relates.get("event_id") if relates.get("rel_type") == "m.thread" else None,
                                  reply_to=replied.get("event_id") if isinstance(replied, dict) else None,
                                  mention=mentioned[0] if isinstance(mentioned[0], str) else None)
-        await tx.outbox.enqueue(txn_id=told_txn(row.run_id), room_id=row.room_id, sender=self.service_user,
+        await tx.of(OutboxTables).enqueue(txn_id=told_txn(row.run_id), room_id=row.room_id, sender=self.service_user,
                                 event_type="m.room.message", content=content)

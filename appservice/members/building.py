@@ -20,6 +20,8 @@ from typing import Any
 
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from appservice.members.book import Book, Kept
 from appservice.members.charter import Charter, CharterRules, read_charter
 from appservice.members.content import edition_content, notice
@@ -196,7 +198,7 @@ class Builder:
                 now = await tx.schedules.now()
                 charter_id = await self.book.create(tx, charter, by=person, clock_at=now, host=self.settings.host,
                                                     charter_id=dry.charter_id)
-                await tx.outbox.enqueue(txn_id=f"summon.member.{charter_id}.first", room_id=room_id, sender=puppet,
+                await tx.of(OutboxTables).enqueue(txn_id=f"summon.member.{charter_id}.first", room_id=room_id, sender=puppet,
                                         event_type="m.room.message",
                                         content=edition_content(dry.text, accepted_card(dry.steps)))
         except CharterError as exc:
@@ -291,7 +293,7 @@ class Builder:
             async with self.store.transaction("member_bot_removed") as tx:
                 gone = await self.book.remove(tx, bot_id, by=person, admin=person in self.settings.admins)
                 if gone and kept is not None and kept.charter.room_id is not None:
-                    await tx.outbox.enqueue(
+                    await tx.of(OutboxTables).enqueue(
                         txn_id=f"summon.member.{bot_id}.removed", room_id=kept.charter.room_id, sender=self._puppet(),
                         event_type="m.room.message",
                         content=notice((self._registry().strings.get("members", "removed") or "{name}").format(
@@ -331,7 +333,7 @@ class Builder:
                 charter = self.book.unseal(row).charter if row is not None else None
                 if charter is None or charter.room_id is None:
                     continue
-                member = await self.store.rooms.member(charter.room_id, puppet)
+                member = await self.store.of(RoomTables).member(charter.room_id, puppet)
                 if member is not None and member.display_name == charter.name:
                     self._named.pop(charter.room_id, None)  # named as it should be (what was asked has arrived)
                     continue

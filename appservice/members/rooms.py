@@ -15,6 +15,7 @@ from appservice.matrix.inbound.mentions import named_bots
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.surface import facts_now
+from appservice.matrix.tables.rooms import RoomTables
 from appservice.members.book import Book
 from appservice.members.runs import standing
 from engine.content import Registry
@@ -41,7 +42,7 @@ class MemberRooms:
         named = named_bots(line, self.ours.puppets())
         if named and named != [bot.user_id]:
             return False  # another bot was asked for by name: it is theirs
-        member = await tx.rooms.member(line.room_id, bot.user_id)
+        member = await tx.of(RoomTables).member(line.room_id, bot.user_id)
         if member is None or member.membership != "join":
             return False
         facts = await facts_now(tx, line.room_id, line.sender, server_name=self.server_name,

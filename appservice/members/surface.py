@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from appservice.matrix.tables.outbox import OutboxTables
 from appservice.members.book import Book, Kept
 from appservice.members.content import edition_content, notice
 from appservice.members.edition import accepted_card, judge
@@ -81,7 +82,7 @@ class MembersSurface:
             if cleared:
                 log.info("member bot %s is back after %d failed edition(s)", charter_id, cleared,
                          extra={"charter": charter_id, "run": run.id})
-            await tx.outbox.enqueue(txn_id=edition_txn(run.id), room_id=room_id, sender=bot.user_id,
+            await tx.of(OutboxTables).enqueue(txn_id=edition_txn(run.id), room_id=room_id, sender=bot.user_id,
                                     event_type="m.room.message",
                                     content=edition_content(answer or "", accepted_card(steps)), run_id=run.id)
             return
@@ -99,7 +100,7 @@ class MembersSurface:
         if failures == 1 and charter.room_id is not None:
             words = (self._registry().strings.get("members", "outage") or "{name}: {why}").format(
                 name=f"{charter.glyph} {charter.name}", why=why, when=schedule_words(charter))
-            await tx.outbox.enqueue(txn_id=txn, room_id=charter.room_id, sender=sender, event_type="m.room.message",
+            await tx.of(OutboxTables).enqueue(txn_id=txn, room_id=charter.room_id, sender=sender, event_type="m.room.message",
                                     content=notice(words), run_id=run_id)
 
     async def refused(self, tx: Tx, kept: Kept, occurrence: str, reason: str) -> None:

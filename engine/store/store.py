@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import cached_property
 from typing import TypeVar, cast
@@ -21,18 +21,13 @@ from engine.store.content import Content
 from engine.store.desk_webhooks import DeskWebhooks
 from engine.store.health import Health
 from engine.store.hooks import Hooks
-from engine.store.lines import Lines
 from engine.store.memories import Memories
-from engine.store.offers import Offers
-from engine.store.outbox import Outbox
 from engine.store.people import People
 from engine.store.places import NO_PLACES, Places
 from engine.store.profiles import Profiles
 from engine.store.providers import Providers
 from engine.store.queries import Queries
 from engine.store.refusals import Refusals
-from engine.store.room_actions import RoomActions
-from engine.store.rooms import Rooms
 from engine.store.runs import Runs
 from engine.store.schedules import Schedules
 from engine.store.search import Search
@@ -64,21 +59,9 @@ class Families:
     def runs(self) -> Runs:
         return Runs(self._on, self._q)
 
-    @cached_property
-    def rooms(self) -> Rooms:
-        return Rooms(self._on, self._q)
 
-    @cached_property
-    def lines(self) -> Lines:
-        return Lines(self._on, self._q)
 
-    @cached_property
-    def outbox(self) -> Outbox:
-        return Outbox(self._on, self._q)
 
-    @cached_property
-    def offers(self) -> Offers:
-        return Offers(self._on, self._q)
 
     @cached_property
     def people(self) -> People:
@@ -104,9 +87,6 @@ class Families:
     def refusals(self) -> Refusals:
         return Refusals(self._on, self._q)
 
-    @cached_property
-    def room_actions(self) -> RoomActions:
-        return RoomActions(self._on, self._q)
 
     @cached_property
     def workers(self) -> Workers:
@@ -142,24 +122,25 @@ class Tx(Families):
         self._q = queries
         self.name = name
         self.places = places
-        self._rooms_taken: set[str] = set()
+        self._taken: set[str] = set()
 
-    async def take_room(self, room_id: str) -> None:
-        """``rooms.take`` once a transaction: a homeserver transaction's hundred events in one room take its row
-        once. (A savepoint rolled back gives back the row locks taken inside it, and this forgets them too.)"""
-        if room_id not in self._rooms_taken:
-            await self.rooms.take(room_id)
-            self._rooms_taken.add(room_id)
+    async def take_once(self, key: str, take: Callable[[], Awaitable[object]]) -> None:
+        """``take`` (a row lock, say) once a transaction for ``key``: a homeserver transaction's hundred events
+        in one room take its row once. (A savepoint rolled back gives back the row locks taken inside it, and
+        this forgets them too.)"""
+        if key not in self._taken:
+            await take()
+            self._taken.add(key)
 
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[Tx]:
         """A nested transaction: what raises inside is undone, and the rest of this one stands."""
-        taken = set(self._rooms_taken)
+        taken = set(self._taken)
         try:
             async with base.savepoint(self._on, self.name):
                 yield self
         except BaseException:
-            self._rooms_taken = taken
+            self._taken = taken
             raise
 
 

@@ -27,6 +27,7 @@ from nio import AsyncClient, RegisterResponse, RoomMessagesResponse, RoomSendRes
 import tests.bench.__main__ as bench
 from appservice.app import Service
 from appservice.config import load_config
+from appservice.matrix.tables.rooms import RoomTables
 from tests.bench.echo_as import EchoAS
 from tests.bench.results import Ratio, write
 from tests.book import BOOK
@@ -137,10 +138,10 @@ async def main() -> int:
         await service.start()
         svc = service
         # The echo phase's rooms are summon's too now (the puppet is in them): count only new joins.
-        before = len(await svc.store.rooms.joined_by(puppet))
+        before = len(await svc.store.of(RoomTables).joined_by(puppet))
 
         async def new_joins() -> int:
-            return len(await svc.store.rooms.joined_by(puppet)) - before
+            return len(await svc.store.of(RoomTables).joined_by(puppet)) - before
 
         rooms = await rooms_with(people, puppet, new_joins)
         values = await storm(people, rooms, puppet, "summon")

@@ -27,6 +27,7 @@ from nio import AsyncClient, RegisterResponse, RoomMessagesResponse, RoomSendRes
 import tests.bench.__main__ as bench
 from appservice.app import Service
 from appservice.config import load_config
+from appservice.matrix.tables.rooms import RoomTables
 from tests.bench.echo_as import EchoAS
 from tests.bench.load import PER_ROOM, ROOMS, p95, rooms_with  # the storm load.py makes; RUN/PORTS set below
 from tests.book import BOOK
@@ -174,10 +175,10 @@ async def main() -> int:
         service = Service(config, stand_in=BOOK)
         await service.start()
         svc = service
-        before = len(await svc.store.rooms.joined_by(puppet))  # none of the echo's rooms is summon's
+        before = len(await svc.store.of(RoomTables).joined_by(puppet))  # none of the echo's rooms is summon's
 
         async def new_joins() -> int:
-            return len(await svc.store.rooms.joined_by(puppet)) - before
+            return len(await svc.store.of(RoomTables).joined_by(puppet)) - before
 
         mentions: dict[str, float] = {}
         values = await storm(people, await rooms_with(people, puppet, new_joins), puppet, "summon, 2 s model",

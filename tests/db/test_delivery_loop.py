@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from appservice.matrix.tables.room_actions import RoomAction, RoomActionTables
 from engine.clock import SystemClock
 from engine.run.delivery import DeliveryLoop, Outcome, Refused, Sent
-from engine.store.room_actions import RoomAction
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db
@@ -38,15 +38,15 @@ class Scripted:
 
     async def done(self, item: RoomAction, sent: Sent) -> None:
         self.said.append(("done", item.id, item.attempts, None, None))
-        await self.db.room_actions.done(item.id, item.attempts)
+        await self.db.of(RoomActionTables).done(item.id, item.attempts)
 
     async def retry(self, item: RoomAction, after: float, refused: Refused) -> None:
         self.said.append(("retry", item.id, item.attempts, after, None))
-        await self.db.room_actions.retry(item.id, after, refused.error, item.attempts)
+        await self.db.of(RoomActionTables).retry(item.id, after, refused.error, item.attempts)
 
     async def failed(self, item: RoomAction, refused: Refused, *, gave_up: bool) -> None:
         self.said.append(("failed", item.id, item.attempts, None, gave_up))
-        await self.db.room_actions.failed(item.id, refused.error, item.attempts)
+        await self.db.of(RoomActionTables).failed(item.id, refused.error, item.attempts)
 
 
 def three_tries(attempts: int) -> float | None:
@@ -54,12 +54,12 @@ def three_tries(attempts: int) -> float | None:
 
 
 def loop(db: TestStore, sender: Scripted, **kw: object) -> DeliveryLoop[RoomAction]:
-    return DeliveryLoop("test queue", db.room_actions, sender, three_tries, SystemClock(), hide_seconds=30.0,
+    return DeliveryLoop("test queue", db.of(RoomActionTables), sender, three_tries, SystemClock(), hide_seconds=30.0,
                         **kw)  # type: ignore[arg-type]
 
 
 async def remember(db: TestStore, room: str = "!r:localhost") -> int:
-    return await db.room_actions.remember(room, {"kind": "Join", "room_id": room, "user_id": "@b:localhost"}, 0)
+    return await db.of(RoomActionTables).remember(room, {"kind": "Join", "room_id": room, "user_id": "@b:localhost"}, 0)
 
 
 async def row(db: TestStore, action_id: int) -> tuple[str, int, str | None]:
@@ -79,7 +79,7 @@ async def test_a_refusal_later_backs_off_and_is_given_up_on_the_last_attempt(db:
     assert sender.said == [("retry", action_id, 1, 0.05, None), ("retry", action_id, 2, 0.1, None),
                            ("failed", action_id, 3, None, True)]
     assert await row(db, action_id) == ("failed", 3, "503 busy")
-    assert await db.room_actions.next_due() is None
+    assert await db.of(RoomActionTables).next_due() is None
 
 
 async def test_a_refusal_never_is_given_up_at_once_and_a_sent_item_is_done(db: TestStore) -> None:
@@ -96,7 +96,7 @@ async def test_the_receivers_wait_wins_over_the_backoff(db: TestStore) -> None:
     sender = Scripted(db, lambda item: Refused("429", retryable=True, wait=7.0))
     await loop(db, sender).deliver_due()
     assert sender.said == [("retry", action_id, 1, 7.0, None)]
-    due = await db.room_actions.next_due()
+    due = await db.of(RoomActionTables).next_due()
     assert due is not None and 6.0 < due <= 7.0
 
 

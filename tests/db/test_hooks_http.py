@@ -19,6 +19,7 @@ from appservice.config import HookKey
 from appservice.hooks import DELIVERY, KEY, MAX_BODY, SIGNATURE, TIMESTAMP, EventHooks, sign
 from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
+from appservice.matrix.tables.rooms import RoomTables
 from engine.clock import FakeClock
 from engine.content import Registry, compile_sources
 from engine.run.publish import publish
@@ -50,8 +51,8 @@ async def client(db: TestStore, aiohttp_client: ClientMaker) -> TestClient[web.R
     assert isinstance(registry, Registry), registry
     await publish(db, registry)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
-    await db.rooms.ensure(ROOM)
-    await db.rooms.set_member(ROOM, "@bot_cashier:localhost", "join", None)
+    await db.of(RoomTables).ensure(ROOM)
+    await db.of(RoomTables).set_member(ROOM, "@bot_cashier:localhost", "join", None)
     app = web.Application()
     EventHooks(db, lambda: registry, KEYS, FakeClock(datetime.fromtimestamp(NOW, UTC)), RoomFacts("localhost")).routes(app)
     return await aiohttp_client(app)
@@ -109,8 +110,8 @@ async def test_a_key_not_scoped_to_the_event_is_403(client: TestClient[Any, Any]
 
 
 async def test_a_key_not_scoped_to_the_room_is_403(client: TestClient[Any, Any], db: TestStore) -> None:
-    await db.rooms.ensure("!other:localhost")
-    await db.rooms.set_member("!other:localhost", "@bot_cashier:localhost", "join", None)
+    await db.of(RoomTables).ensure("!other:localhost")
+    await db.of(RoomTables).set_member("!other:localhost", "@bot_cashier:localhost", "join", None)
     body = json.dumps({**FACTS, "room_id": "!other:localhost"}).encode()
     code, answer = await post(client, PAID, body, signed(body))
     assert code == 403 and "!other:localhost" in answer["error"]

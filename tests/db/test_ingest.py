@@ -15,6 +15,7 @@ from appservice.matrix.claimers.commands import Commands
 from appservice.matrix.inbound.dispatch import Dispatcher
 from appservice.matrix.inbound.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.surface import RoomFacts
+from appservice.matrix.tables.lines import LineTables
 from engine.content import Registry
 from tests.store import TestStore
 
@@ -109,7 +110,7 @@ async def test_an_edit_replaces_the_text_and_a_redaction_drops_the_line(ingest: 
     redaction = {"event_id": "$red1", "room_id": ROOM, "sender": "@alice:localhost", "type": "m.room.redaction",
                  "redacts": gone["event_id"], "origin_server_ts": 1_800_000_000_000, "content": {}}
     await feed(ingest, db, "t1", [first, gone, edit, redaction])
-    rows = await db.lines.timeline(ROOM, until=None, viewer="@alice:localhost", limit=10)
+    rows = await db.of(LineTables).timeline(ROOM, until=None, viewer="@alice:localhost", limit=10)
     assert [r.said for r in rows] == ["the answer"]
 
 

@@ -17,6 +17,7 @@ import pytest
 from appservice.kinds import KINDS
 from appservice.matrix.claimers.memories import MemoryCommands
 from appservice.matrix.ours import Ours
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.errors import StoreRefused
@@ -105,7 +106,7 @@ async def test_a_shared_room_does_not_repeat_what_was_said_before_somebody_joine
     asked = await run_in(db, room_id=GROUP, asked_by=ANN, subject=ANN, prompt="What was my dog's name again?",
                          thread_root="$t1")
     assert "Biscuit" in await opening_of(db, registry, asked)  # everybody reading it now was there
-    await db.rooms.set_member(GROUP, "@cal:localhost", "join", None)  # Cal joins: that line was never theirs
+    await db.of(RoomTables).set_member(GROUP, "@cal:localhost", "join", None)  # Cal joins: that line was never theirs
     later = await run_in(db, room_id=GROUP, asked_by=ANN, subject=ANN, prompt="What was my dog's name again?",
                          thread_root="$t2")
     assert "Biscuit" not in await opening_of(db, registry, later)

@@ -16,6 +16,8 @@ from aiohttp import web
 
 from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.surface import MatrixSurface
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.surface import Answered, RunInfo
@@ -73,7 +75,7 @@ async def homeserver() -> AsyncIterator[tuple[FakeHomeserver, str]]:
 
 async def enqueue(db: TestStore, txn: str, run_id: int | None = None) -> None:
     async with db.transaction("test_enqueue") as tx:
-        await tx.outbox.enqueue(txn_id=txn, room_id="!r:localhost", sender="@bot_helper:localhost",
+        await tx.of(OutboxTables).enqueue(txn_id=txn, room_id="!r:localhost", sender="@bot_helper:localhost",
                                 event_type="m.room.message", content={"msgtype": "m.notice", "body": "hi"},
                                 run_id=run_id)
 
@@ -140,11 +142,11 @@ async def test_a_refusal_for_good_is_kept_with_its_reason(db: TestStore, homeser
 async def test_nothing_pending_is_not_due_now(db: TestStore) -> None:
     """An empty outbox (or one whose messages all went out or failed) has nothing due: None, not 0 — a 0
     had the sender spin about a hundred times a second while idle (issue 12, item 12)."""
-    assert await db.outbox.next_due() is None
+    assert await db.of(OutboxTables).next_due() is None
     await enqueue(db, "t-done")
-    assert await db.outbox.next_due() == 0.0
+    assert await db.of(OutboxTables).next_due() == 0.0
     await db.pool.execute("UPDATE outbox SET status = 'sent' WHERE txn_id = 't-done'")
-    assert await db.outbox.next_due() is None
+    assert await db.of(OutboxTables).next_due() is None
 
 
 class CountingOutbox(Outbox):
@@ -183,7 +185,7 @@ async def test_an_idle_sender_waits_for_notify_and_still_sends_at_once(
 
 
 async def held_run(db: TestStore, room: str) -> RunInfo:
-    await db.rooms.ensure(room)
+    await db.of(RoomTables).ensure(room)
     run_id = await db.runs.insert(
         bot="helper", surface="rooms", place=room, thread=None, trigger_event=f"$ask-{room}",
         asked_by="@alice:localhost", subject="@alice:localhost", prompt="hi", context={"kind": "timeline", "lines": []},
@@ -259,7 +261,7 @@ async def _sent_row(fetch: Any) -> Any:
 
 async def enqueue_in(db: TestStore, room: str, txn: str, run_id: int | None = None) -> None:
     async with db.transaction("test_enqueue") as tx:
-        await tx.outbox.enqueue(txn_id=txn, room_id=room, sender="@bot_helper:localhost",
+        await tx.of(OutboxTables).enqueue(txn_id=txn, room_id=room, sender="@bot_helper:localhost",
                                 event_type="m.room.message", content={"msgtype": "m.notice", "body": "earlier"},
                                 run_id=run_id)
 
@@ -328,7 +330,7 @@ async def test_an_answer_refused_for_good_says_so_on_its_run_and_the_room_is_tol
         outbox = Outbox(db, MatrixSender(session, url, "as_token_xxxxxxxxxxxx"), SystemClock(),
                         undelivered=Undelivered(lambda: published, service_user="@summon:localhost", metrics=metrics))
         async with db.transaction("t") as tx:
-            await tx.outbox.enqueue(txn_id=f"summon.run{run_id}.answer", room_id="!r:localhost",
+            await tx.of(OutboxTables).enqueue(txn_id=f"summon.run{run_id}.answer", room_id="!r:localhost",
                                     sender="@bot_helper:localhost", event_type="m.room.message",
                                     content={"msgtype": "m.notice", "body": "the answer",
                                              "m.relates_to": {"m.in_reply_to": {"event_id": "$asked"}},
@@ -345,7 +347,7 @@ async def test_an_answer_refused_for_good_says_so_on_its_run_and_the_room_is_tol
     assert metrics.registry.get_sample_value("summon_answers_undelivered_total", {"bot": "helper"}) == 1
     # Said once: the same failure seen again records nothing more.
     async with db.transaction("t") as tx:
-        assert not await tx.outbox.undelivered(run_id, "again")
+        assert not await tx.of(OutboxTables).undelivered(run_id, "again")
 
 
 async def test_a_message_still_refused_as_try_again_after_a_day_of_it_is_given_up_on(

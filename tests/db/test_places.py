@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from appservice.matrix.places import ROOM_PLACES
+from appservice.matrix.tables.rooms import RoomTables
 from engine.store.places import NO_PLACES
 from tests.store import TestStore
 
@@ -16,10 +17,10 @@ ROOM = "!places:localhost"
 async def test_a_room_answers_its_rules_who_is_in_it_and_whether_it_is_sealed(db: TestStore) -> None:
     assert db.places is ROOM_PLACES  # the tests' store is opened as the service opens it
     assert await ROOM_PLACES.rules(db, ROOM) is None and not await ROOM_PLACES.sealed(db, ROOM)  # unknown: no say
-    await db.rooms.ensure(ROOM)
-    await db.rooms.set_member(ROOM, "@bot_a:localhost", "join", "A")
-    await db.rooms.set_member(ROOM, "@bot_b:localhost", "leave", "B")
-    await db.rooms.set_setting(ROOM, "quiet", {"from": "22:00", "to": "07:00"})
+    await db.of(RoomTables).ensure(ROOM)
+    await db.of(RoomTables).set_member(ROOM, "@bot_a:localhost", "join", "A")
+    await db.of(RoomTables).set_member(ROOM, "@bot_b:localhost", "leave", "B")
+    await db.of(RoomTables).set_setting(ROOM, "quiet", {"from": "22:00", "to": "07:00"})
     async with db.transaction("t") as tx:
         assert tx.places is ROOM_PLACES  # a transaction asks what its store was given
         rules = await tx.places.rules(tx, ROOM)
@@ -27,13 +28,13 @@ async def test_a_room_answers_its_rules_who_is_in_it_and_whether_it_is_sealed(db
         assert await tx.places.present(tx, ROOM, ["@bot_a:localhost", "@bot_b:localhost", "@c:localhost"]) == {
             "@bot_a:localhost"}
     assert not await ROOM_PLACES.sealed(db, ROOM)
-    await db.rooms.mark_encrypted(ROOM)
+    await db.of(RoomTables).mark_encrypted(ROOM)
     assert await ROOM_PLACES.sealed(db, ROOM)
 
 
 async def test_a_store_with_no_places_knows_nothing_of_any(db: TestStore) -> None:
-    await db.rooms.ensure(ROOM)
-    await db.rooms.mark_encrypted(ROOM)
+    await db.of(RoomTables).ensure(ROOM)
+    await db.of(RoomTables).mark_encrypted(ROOM)
     assert await NO_PLACES.rules(db, ROOM) is None
     assert not await NO_PLACES.sealed(db, ROOM)
     assert await NO_PLACES.present(db, ROOM, ["@bot_a:localhost"]) == frozenset()

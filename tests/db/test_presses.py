@@ -12,6 +12,9 @@ import pytest
 from appservice.matrix.delivery.offers import KEYCAPS
 from appservice.matrix.inbound.dispatch import Dispatcher
 from appservice.matrix.surface import MatrixSurface
+from appservice.matrix.tables.offers import OfferTables
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.surface import Answered, RunInfo
@@ -65,7 +68,7 @@ def surface(db: TestStore, published: Registry) -> MatrixSurface:
 async def answered(db: TestStore, surface: MatrixSurface, text: str, *, thread: str | None = None,
                    asker: str = ALICE) -> tuple[int, str]:
     """A finished run of Helper's whose answer is ``text``, delivered and sent: (run id, answer event id)."""
-    await db.rooms.ensure(ROOM)
+    await db.of(RoomTables).ensure(ROOM)
     trigger = f"$ask{next(_ids)}"
     run_id = await db.runs.insert(
         bot="helper", surface="rooms", place=ROOM, thread=thread, trigger_event=trigger, asked_by=asker,
@@ -84,7 +87,7 @@ async def sent(db: TestStore, txn: str) -> str:
     row = await db.pool.fetchrow("SELECT id FROM outbox WHERE txn_id = $1", txn)
     assert row is not None, txn
     event_id = f"$sent.{txn}"
-    await db.outbox.sent(row["id"], event_id)
+    await db.of(OutboxTables).sent(row["id"], event_id)
     return event_id
 
 
@@ -106,7 +109,7 @@ async def runs_asked(db: TestStore, prompt: str) -> list[dict[str, Any]]:
 async def test_an_offer_is_recorded_when_the_answer_is_stored_and_shown_numbered_with_keycaps(
         db: TestStore, surface: MatrixSurface) -> None:
     run_id, answer = await answered(db, surface, OFFER)
-    offer = await db.offers.of_run(run_id)
+    offer = await db.of(OfferTables).of_run(run_id)
     assert offer is not None
     assert offer.words == "Which copy is it?"
     assert [c["label"] for c in offer.choices] == ["The paperback", "The hardcover"]
@@ -125,7 +128,7 @@ async def test_an_offer_is_recorded_when_the_answer_is_stored_and_shown_numbered
 
     # An answer without choices is unchanged, and offers nothing.
     plain, _ = await answered(db, surface, "- just\n- a list")
-    assert await db.offers.of_run(plain) is None
+    assert await db.of(OfferTables).of_run(plain) is None
     assert [r["content"]["body"] for r in await outbox(db, f"summon.run{plain}.%")] == ["- just\n- a list"]
 
 
@@ -139,7 +142,7 @@ async def test_twenty_presses_at_once_one_is_taken_the_rest_are_told_it_is_gone(
     await asyncio.gather(*(feed(ingest, db, [r]) for r in reactions))
     await feed(ingest, db, [reactions[0]])  # delivered again: still one press
 
-    offer = await db.offers.of_run(run_id)
+    offer = await db.of(OfferTables).of_run(run_id)
     assert offer is not None and offer.taken_by in people
     rows = await presses(db)
     assert len(rows) == 20
@@ -242,7 +245,7 @@ async def test_a_refused_press_leaves_the_offer_to_be_had(
     run_id, answer = await answered(db, surface, OFFER)
     await db.pool.execute("UPDATE rooms SET encrypted = true WHERE room_id = $1", ROOM)
     await feed(ingest, db, [keycap(answer, 1, "@bob:localhost")])
-    offer = await db.offers.of_run(run_id)
+    offer = await db.of(OfferTables).of_run(run_id)
     assert offer is not None and offer.taken_at is None
     assert [r["taken"] for r in await presses(db)] == [False]
 
@@ -250,7 +253,7 @@ async def test_a_refused_press_leaves_the_offer_to_be_had(
 @pytest.mark.parametrize("prefix", ["unstable", "stable"])
 async def test_a_room_that_chooses_polls_gets_a_poll_and_a_vote_takes_it(
         prefix: str, ingest: Dispatcher, db: TestStore, surface: MatrixSurface, published: Registry) -> None:
-    await db.rooms.ensure(ROOM)
+    await db.of(RoomTables).ensure(ROOM)
     await db.pool.execute("""UPDATE rooms SET settings = '{"choices": "poll"}' WHERE room_id = $1""", ROOM)
     run_id, _answer = await answered(db, surface, OFFER)
     queued = await outbox(db, f"summon.run{run_id}.%")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from appservice.matrix.tables.rooms import RoomTables
 from tests.store import TestStore
 
 pytestmark = pytest.mark.db
@@ -40,8 +41,8 @@ async def test_publish_refuses_a_schedule_into_an_encrypted_room(db: TestStore, 
                               capture_output=True, text=True, timeout=60)
 
     assert publish().returncode == 0  # not known to be encrypted (yet)
-    await db.rooms.ensure("!secret:localhost")
-    await db.rooms.mark_encrypted("!secret:localhost")
+    await db.of(RoomTables).ensure("!secret:localhost")
+    await db.of(RoomTables).mark_encrypted("!secret:localhost")
     refused = publish()
     assert refused.returncode == 1
     assert "morning.md:" in refused.stderr and "!secret:localhost" in refused.stderr

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.tables.lines import LineTables
 from engine.content import Registry
 from engine.core.messages import HeardStep, dump_step
 from engine.core.prompt import said_since
@@ -50,7 +51,7 @@ def edit(target: dict[str, Any], body: str, sender: str = ALICE) -> dict[str, An
 
 async def now_reads(db: TestStore, line: dict[str, Any]) -> list[str]:
     """The main timeline as alice reads it now (the context a summons would get)."""
-    rows = await db.lines.timeline(ROOM, until=None, viewer=ALICE, limit=50)
+    rows = await db.of(LineTables).timeline(ROOM, until=None, viewer=ALICE, limit=50)
     return [r.said for r in reversed(rows) if r.membership is None]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from appservice.matrix.tables.rooms import RoomTables, take_room
 from engine.content import Registry
 from tests.db.test_ingest import count, feed, message, pipeline
 from tests.store import TestStore
@@ -26,18 +27,18 @@ async def locked_elsewhere(db: TestStore, room_id: str) -> bool:
 
 async def test_a_room_taken_in_a_savepoint_rolled_back_is_taken_again(db: TestStore) -> None:
     for room in ("!a:localhost", "!b:localhost"):
-        await db.rooms.ensure(room)
+        await db.of(RoomTables).ensure(room)
     async with db.transaction("t") as tx:
-        await tx.take_room("!a:localhost")
+        await take_room(tx, "!a:localhost")
         with pytest.raises(RuntimeError):
             async with tx.savepoint():
-                await tx.take_room("!b:localhost")
+                await take_room(tx, "!b:localhost")
                 assert await locked_elsewhere(db, "!b:localhost")
                 raise RuntimeError("this event fails")
         assert not await locked_elsewhere(db, "!b:localhost")  # the rollback gave it back
-        await tx.take_room("!b:localhost")
+        await take_room(tx, "!b:localhost")
         assert await locked_elsewhere(db, "!b:localhost")  # taken again, not skipped as held
-        await tx.take_room("!a:localhost")
+        await take_room(tx, "!a:localhost")
         assert await locked_elsewhere(db, "!a:localhost")
     assert not await locked_elsewhere(db, "!a:localhost")
 

@@ -15,6 +15,7 @@ import pytest
 
 from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
+from appservice.matrix.tables.rooms import RoomTables
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.content.files import compile_content
@@ -56,14 +57,14 @@ You are the clerk.
 async def room(db: TestStore, room_id: str, members: dict[str, str], *, visibility: str = "shared",
                created: bool = True, join_rule: str | None = "invite") -> None:
     """A room as the Matrix surface stores it: its creation, join rule, history visibility and members."""
-    await db.rooms.ensure(room_id)
+    await db.of(RoomTables).ensure(room_id)
     if created:
-        await db.rooms.set_create(room_id, {"room_version": "11"}, ANN, "11")
+        await db.of(RoomTables).set_create(room_id, {"room_version": "11"}, ANN, "11")
     if join_rule is not None:
-        await db.rooms.set_join_rule(room_id, join_rule)
-    await db.rooms.set_history_visibility(room_id, visibility)
+        await db.of(RoomTables).set_join_rule(room_id, join_rule)
+    await db.of(RoomTables).set_history_visibility(room_id, visibility)
     for user_id, membership in members.items():
-        await db.rooms.set_member(room_id, user_id, membership, None)
+        await db.of(RoomTables).set_member(room_id, user_id, membership, None)
 
 
 def facts_reader() -> RoomFacts:

@@ -17,9 +17,9 @@ from aiohttp.test_utils import TestClient
 
 from appservice.matrix.inbound.dispatch import GIVE_UP_AFTER, LAST_TRIES, txn_digest
 from appservice.matrix.inbound.transactions import TransactionEndpoint
+from appservice.matrix.tables.lines import LineTables
 from engine.content import Registry
 from engine.errors import StoreRefused, StoreUnavailable
-from engine.store.lines import Lines
 from tests.db.test_ingest import HELPER, count, feed, message, pipeline
 from tests.store import TestStore
 
@@ -86,7 +86,7 @@ async def test_a_failure_outside_every_savepoint_gives_up_after_a_few_attempts(
     for attempt in range(1, GIVE_UP_AFTER + 1):
         with pytest.raises(StoreRefused):
             await feed(pipeline(db, published), db, txn, [fine])
-        assert await db.lines.transaction_failures(txn_digest(txn)) == attempt
+        assert await db.of(LineTables).transaction_failures(txn_digest(txn)) == attempt
     assert await stored(db) == set()
     with caplog.at_level(logging.ERROR, logger="appservice.matrix.inbound.dispatch"):
         assert await feed(pipeline(db, published), db, txn, [fine]) == []
@@ -110,7 +110,7 @@ async def test_when_storing_carefully_fails_too_the_events_are_rejected_and_it_i
         raise RuntimeError("a bug that fails every time")
 
     monkeypatch.setattr(ingest.threads, "keep", broken)
-    monkeypatch.setattr(Lines, "forget_transaction_failures", broken)
+    monkeypatch.setattr(LineTables, "forget_transaction_failures", broken)
     events = [message("one"), message("two")]
     for _ in range(GIVE_UP_AFTER + LAST_TRIES):
         with pytest.raises(RuntimeError):
@@ -134,7 +134,7 @@ async def test_a_database_that_is_away_is_never_counted(db: TestStore, published
     for _ in range(GIVE_UP_AFTER + LAST_TRIES + 1):
         with pytest.raises(StoreUnavailable):
             await feed(ingest, db, "t-later", [message("wait for me")])
-    assert await db.lines.transaction_failures(txn_digest("t-later")) == 0
+    assert await db.of(LineTables).transaction_failures(txn_digest("t-later")) == 0
     assert await rejected(db) == {}
     monkeypatch.undo()
     await feed(ingest, db, "t-later", [message("wait for me")])  # the database back: stored at once
@@ -157,7 +157,7 @@ async def test_a_failing_step_outside_the_events_is_left_out_when_stored_careful
     assert await feed(ingest, db, "t-careful", [asked]) == []
     assert await stored(db) == {asked["event_id"]}
     assert await count(db, "SELECT count(*) FROM agent_runs") == 1
-    assert await db.lines.transaction_failures(txn_digest("t-careful")) == 0
+    assert await db.of(LineTables).transaction_failures(txn_digest("t-careful")) == 0
 
 
 async def test_a_failure_that_goes_away_is_forgotten_once_stored(db: TestStore, published: Registry,
@@ -171,10 +171,10 @@ async def test_a_failure_that_goes_away_is_forgotten_once_stored(db: TestStore, 
     patience = message("patience")
     with pytest.raises(RuntimeError):
         await feed(ingest, db, "t-mended", [patience])
-    assert await db.lines.transaction_failures(txn_digest("t-mended")) == 1
+    assert await db.of(LineTables).transaction_failures(txn_digest("t-mended")) == 1
     monkeypatch.undo()
     assert await feed(ingest, db, "t-mended", [patience]) == []
-    assert await db.lines.transaction_failures(txn_digest("t-mended")) == 0
+    assert await db.of(LineTables).transaction_failures(txn_digest("t-mended")) == 0
     assert await rejected(db) == {}
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
+from appservice.matrix.tables.rooms import RoomTables
 from engine.clock import FakeClock
 from engine.content import Registry, ScheduleTrigger, compile_sources
 from engine.run.publish import publish
@@ -162,9 +163,9 @@ async def test_a_room_that_turned_encrypted_is_refused_and_counts_as_fired(
     db: TestStore, morning: Registry,
 ) -> None:
     await tick(db, morning, MONDAY)
-    await db.rooms.ensure("!general:localhost")
-    await db.rooms.mark_encrypted("!general:localhost")
-    assert await db.rooms.encrypted() == ["!general:localhost"]
+    await db.of(RoomTables).ensure("!general:localhost")
+    await db.of(RoomTables).mark_encrypted("!general:localhost")
+    assert await db.of(RoomTables).encrypted() == ["!general:localhost"]
     assert await tick(db, morning, MONDAY + dt.timedelta(hours=2)) == []
     assert await runs(db) == []
     assert (await clock(db))[0][1] == dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from appservice.kinds import KINDS
+from appservice.matrix.tables.rooms import RoomTables
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.content.files import compile_content
@@ -136,9 +137,9 @@ async def test_a_withheld_skill_cannot_be_opened(db: TestStore, clerk: Registry)
 
 async def test_a_moderator_is_offered_the_moderators_skill(db: TestStore, clerk: Registry) -> None:
     room = "!modroom:localhost"
-    await db.rooms.ensure(room)
-    await db.rooms.set_power_levels(room, {"users": {"@alice:localhost": 100}})
-    await db.rooms.set_member(room, "@alice:localhost", "join", "Alice")
+    await db.of(RoomTables).ensure(room)
+    await db.of(RoomTables).set_power_levels(room, {"users": {"@alice:localhost": 100}})
+    await db.of(RoomTables).set_member(room, "@alice:localhost", "join", "Alice")
     model = RecordingModel()
     run_id = await insert_run(db, bot="clerk", room_id=room, script=[call(1, "open_skill", name="for-mods"),
                                                                      {"text": "ok"}])
@@ -150,7 +151,7 @@ async def test_a_moderator_is_offered_the_moderators_skill(db: TestStore, clerk:
 
 async def test_a_run_nobody_asked_for_gets_nothing_with_an_audience(db: TestStore, clerk: Registry) -> None:
     room = "!modroom2:localhost"
-    await db.rooms.ensure(room)
+    await db.of(RoomTables).ensure(room)
     model = RecordingModel()
     run_id = await db.runs.insert(
         bot="clerk", surface="rooms", place=room, thread=None, trigger_event=None, asked_by=None,

@@ -10,6 +10,7 @@ import pytest
 
 from appservice.kinds import KINDS
 from appservice.matrix.surface import RoomFacts
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry, compile_sources
 from engine.run.events import wake
 from engine.run.publish import publish
@@ -66,10 +67,10 @@ async def registry(db: TestStore) -> Registry:
     await publish(db, result)
     await db.workers.beat("test-worker", usable=True, mode="stand-in: no key", providers=[])
     for room in (ROOM, OTHER_ROOM):
-        await db.rooms.ensure(room)
+        await db.of(RoomTables).ensure(room)
     for slug in ("greeter", "cashier", "doorman"):
-        await db.rooms.set_member(ROOM, f"@bot_{slug}:localhost", "join", None)
-    await db.rooms.set_member(ROOM, ANN, "join", "Ann")
+        await db.of(RoomTables).set_member(ROOM, f"@bot_{slug}:localhost", "join", None)
+    await db.of(RoomTables).set_member(ROOM, ANN, "join", "Ann")
     return result
 
 
@@ -112,12 +113,12 @@ async def test_an_undeclared_event_inserts_nothing(db: TestStore, registry: Regi
 
 async def test_only_bots_joined_in_the_room_wake(db: TestStore, registry: Registry) -> None:
     assert await woken(db, registry, "member.joined", "$join1", room_id=OTHER_ROOM, conversation=OTHER_ROOM) == []
-    await db.rooms.set_member(ROOM, "@bot_greeter:localhost", "leave", None)
+    await db.of(RoomTables).set_member(ROOM, "@bot_greeter:localhost", "leave", None)
     assert await woken(db, registry, "member.joined", "$join2") == []
-    await db.rooms.set_member(ROOM, "@bot_greeter:localhost", "invite", None)
+    await db.of(RoomTables).set_member(ROOM, "@bot_greeter:localhost", "invite", None)
     assert await woken(db, registry, "member.joined", "$join3") == []
     assert await runs(db) == []
-    await db.rooms.set_member(ROOM, "@bot_greeter:localhost", "join", None)
+    await db.of(RoomTables).set_member(ROOM, "@bot_greeter:localhost", "join", None)
     assert [type(r) for r in await woken(db, registry, "member.joined", "$join4")] == [Summoned]
 
 
@@ -177,7 +178,7 @@ async def test_no_provider_no_runs(db: TestStore, registry: Registry) -> None:
 
 
 async def test_nothing_wakes_in_an_encrypted_room(db: TestStore, registry: Registry) -> None:
-    await db.rooms.mark_encrypted(ROOM)
+    await db.of(RoomTables).mark_encrypted(ROOM)
     assert await woken(db, registry, "member.joined", "$join") == [Refused("encrypted")]
     assert await runs(db) == []
 
@@ -186,8 +187,8 @@ async def test_serves_reads_power_from_the_room(db: TestStore, registry: Registr
     moderators_only = compile_sources({"bots/doorman.md": DOORMAN.replace("serves: member", "serves: moderator")},
                                       kinds=KINDS, server_name="localhost")
     assert isinstance(moderators_only, Registry)
-    await db.rooms.set_power_levels(ROOM, {"users": {"@mod:localhost": 50}})
-    await db.rooms.set_member(ROOM, "@mod:localhost", "join", None)
+    await db.of(RoomTables).set_power_levels(ROOM, {"users": {"@mod:localhost": 50}})
+    await db.of(RoomTables).set_member(ROOM, "@mod:localhost", "join", None)
     assert await woken(db, moderators_only, "member.left", "$left1") == [Refused("audience")]
     served = await woken(db, moderators_only, "member.left", "$left2", subject="@mod:localhost", conversation="m")
     assert [type(r) for r in served] == [Summoned]

@@ -11,6 +11,7 @@ from appservice.kinds import KINDS
 from appservice.matrix.claimers.commands import help_text
 from appservice.matrix.power import standing
 from appservice.matrix.surface import MatrixSurface
+from appservice.matrix.tables.rooms import RoomTables
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
 from engine.content.files import read_kit
@@ -99,7 +100,7 @@ async def test_the_room_hears_the_providers_sentence_redacted_and_the_run_keeps_
     assert (await run_row(db, run_id))["reason"] == LEAKY
     assert recording.delivered == [(run_id, Ended("failed", LEAKY))]
 
-    await db.rooms.ensure(ROOM)
+    await db.of(RoomTables).ensure(ROOM)
     surface = MatrixSurface(db, None, lambda: published, TaskGroup("test"), SystemClock(),  # type: ignore[arg-type]
                             server_name="localhost")
     run = RunInfo(id=run_id, bot="helper", surface="rooms", place=ROOM, thread=None, trigger_event="$ask",

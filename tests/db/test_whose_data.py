@@ -16,6 +16,8 @@ import pytest
 
 from appservice.kinds import KINDS
 from appservice.matrix.delivery.staff import TICKET_MARKER, tell_staff
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content.strings import Strings, parse_strings
 from engine.errors import StoreRefused, ToolError
 from engine.store import Store, Tx, migrate
@@ -391,7 +393,7 @@ async def test_a_failed_notice_takes_the_ticket_with_it(db: TestStore, site: dic
 
     async def notify(tx: Tx, ticket: Mapping[str, Any]) -> None:
         # The database refuses the notice (a run that does not exist), in the ticket's own transaction.
-        await tx.outbox.enqueue(txn_id=f"summon-ticket-{ticket['id']}", room_id=STAFF_ROOM, sender=SERVICE,
+        await tx.of(OutboxTables).enqueue(txn_id=f"summon-ticket-{ticket['id']}", room_id=STAFF_ROOM, sender=SERVICE,
                                 event_type="m.room.message", content={}, run_id=-1)
 
     with pytest.raises(StoreRefused, match="outbox_run_id_fkey"):
@@ -504,8 +506,8 @@ async def test_an_engine_that_is_not_a_superuser_keeps_its_tables_and_its_tools_
 
 
 async def test_an_encrypted_staff_room_is_never_sent_the_ticket(db: TestStore, site: dict[str, Any]) -> None:
-    await db.rooms.ensure(STAFF_ROOM)
-    await db.rooms.mark_encrypted(STAFF_ROOM)
+    await db.of(RoomTables).ensure(STAFF_ROOM)
+    await db.of(RoomTables).mark_encrypted(STAFF_ROOM)
     run = await new_run(db, surface="desk", asked_by=None, subject=f"contact:{site['guest']}")
 
     async def notify(tx: Tx, ticket: Mapping[str, Any]) -> None:

@@ -19,6 +19,7 @@ import pytest
 from nio import AsyncClient, RegisterResponse, RoomCreateResponse, RoomMessagesResponse
 
 from appservice.matrix.outbox import TXN_MARKER, MatrixSender, Outbox
+from appservice.matrix.tables.outbox import OutboxTables
 from engine.clock import SystemClock
 from tests.faults.support import Synapse, wait_for
 from tests.store import TestStore
@@ -90,7 +91,7 @@ def notice(body: str) -> dict[str, Any]:
 
 async def enqueue(db: TestStore, room: Room, txn_id: str, body: str) -> None:
     async with db.transaction("test_enqueue") as tx:
-        await tx.outbox.enqueue(txn_id=txn_id, room_id=room.room_id, sender=room.puppet,
+        await tx.of(OutboxTables).enqueue(txn_id=txn_id, room_id=room.room_id, sender=room.puppet,
                                 event_type="m.room.message", content=notice(body))
 
 

@@ -13,6 +13,7 @@ import pytest
 from nio import RoomCreateResponse, RoomGetStateEventResponse
 
 from appservice.app import Service
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content.commands import command_prompt
 from tests.matrix.people import Person
 from tests.support import eventually
@@ -77,8 +78,8 @@ async def test_command_state_appears_where_the_puppet_has_power(people: People, 
     await alice.wait_membership(room, puppet, "join")
 
     async def known() -> bool:  # the service has stored the room's power levels and the puppet's join
-        row = await service.store.rooms.get(room)
-        joined = await service.store.rooms.member(room, puppet)
+        row = await service.store.of(RoomTables).get(room)
+        joined = await service.store.of(RoomTables).member(room, puppet)
         return bool(row and row.power_levels and joined and joined.membership == "join")
 
     await eventually(known)
@@ -101,7 +102,7 @@ async def test_no_command_state_where_the_puppet_lacks_power(people: People, ser
     room = await alice.room_with("helper")
 
     async def known() -> bool:
-        row = await service.store.rooms.get(room)
+        row = await service.store.of(RoomTables).get(room)
         return bool(row and row.power_levels)
 
     await eventually(known)

@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from appservice.app import Service
+from appservice.matrix.tables.rooms import RoomTables
 from tests.book import SCRIPT_KEY
 from tests.matrix.people import Person
 from tests.support import eventually
@@ -143,7 +144,7 @@ async def test_a_room_that_turns_encrypted_is_left_with_the_reason(people: Peopl
     left = await alice.wait_membership(room, alice.puppet("helper"), "leave")
     assert "encrypted" in left.get("reason", "")
     async def left_recorded() -> bool:
-        row = await service.store.rooms.get(room)
+        row = await service.store.of(RoomTables).get(room)
         return row is not None and row.encrypted and row.left_at is not None
 
     await eventually(left_recorded)

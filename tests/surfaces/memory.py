@@ -7,7 +7,7 @@ A surface answers the engine four things (``engine/surface.py``):
 - ``facts``: who a person is where the run is. Here: what the test said of them (``people``), else a
   plain member. A real surface reads its own notion of standing (a Matrix room: its power levels).
 - ``deliver``: the answer or the ending, inside the transaction that finishes the run. A real surface
-  queues it there (``tx.outbox.enqueue``) so it stands or falls with the run; this one keeps it in memory.
+  queues it there (``tx.of(OutboxTables).enqueue``) so it stands or falls with the run; this one keeps it in memory.
 - ``working``: that a run is being worked on (typing, a progress line); here, a record of it.
 - ``published``: content was republished; here, a count.
 

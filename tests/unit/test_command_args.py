@@ -12,6 +12,7 @@ import pytest
 from appservice.kinds import KINDS
 from appservice.matrix.claimers.msc4332 import command_state, from_block, may_send_state
 from appservice.matrix.inbound.htmltext import person_link
+from appservice.matrix.tables.rooms import Room
 from engine.content import Arg, Command, Strings
 from engine.content.command_words import explain
 from engine.content.commands import (
@@ -27,7 +28,6 @@ from engine.content.commands import (
     strip_address,
 )
 from engine.content.strings import parse_strings
-from engine.store.rooms import Room
 
 KIT_STRINGS = Path(__file__).resolve().parents[2] / "engine" / "content" / "kit" / "strings.md"
 ASKER = "@alice:hs"

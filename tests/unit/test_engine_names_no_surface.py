@@ -18,8 +18,7 @@ from pathlib import Path
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 NAMED = re.compile(r"\b(rooms|desk|voice|members|room_id|power_levels)\b|mxc://")
 
-# What is left to move, by file: Matrix's families (rooms, lines, offers, outbox, room actions, room schedules;
-# the engine itself asks only engine/store/places.py, which Matrix answers in appservice/matrix/places.py), the
+# What is left to move, by file: the room part of the schedules family (room schedules), the
 # columns a run's place and thread are kept in (the store maps them at its edge), and the avatar's mxc:// check
 # and encrypted rooms in the compile.
 STILL = {
@@ -27,16 +26,10 @@ STILL = {
     "content/compile.py": 1,
     "content/watch.py": 1,
     "run/ticks.py": 2,
-    "store/lines.py": 25,
     "store/memories.py": 1,
-    "store/offers.py": 11,
-    "store/outbox.py": 6,
     "store/refusals.py": 1,
-    "store/room_actions.py": 2,
-    "store/rooms.py": 50,
     "store/runs.py": 3,
     "store/schedules.py": 9,
-    "store/store.py": 7,
 }
 
 

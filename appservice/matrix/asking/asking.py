@@ -14,6 +14,8 @@ from appservice.matrix.asking.context import ContextReader
 from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.power import facts_in_room
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Bot, Registry
 from engine.meter import NO_METER, Meter
 from engine.run.refusals import TOLD, Refused, refusal_words
@@ -45,7 +47,7 @@ class Asking:
         words); ``trigger_event`` replaces the line as the run's one trigger (a reaction, a vote);
         ``extra_context`` rides on the run's context (a command's name and arguments)."""
         registry = self._registry()
-        room = await tx.rooms.get(line.room_id)
+        room = await tx.of(RoomTables).get(line.room_id)
         assert room is not None
         facts = facts_in_room(line.sender, room, self.server_name)
         bare = Summons(bot=bot.slug, surface=SURFACE, prompt="", asked_by=line.sender, facts=facts,
@@ -78,7 +80,7 @@ class Asking:
         live run, with nothing inserted (``engine.run.summon.would_refuse``): asked before something is paid for
         on the way to asking (a voice note's hearing). A refusal is recorded, and told as ``ask`` tells one
         (unless ``tell`` is False: the caller says it, ``tell_refusal`` first)."""
-        room = await tx.rooms.get(line.room_id)
+        room = await tx.of(RoomTables).get(line.room_id)
         assert room is not None
         refused = await would_refuse(tx, self._registry(), Summons(
             bot=bot.slug, surface=SURFACE, prompt="", asked_by=line.sender,
@@ -112,6 +114,6 @@ class Asking:
             log.info("refusal not told again within %ss", TELL_EVERY_SECONDS, extra={"room": line.room_id})
             return True
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-        await tx.outbox.enqueue(txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
+        await tx.of(OutboxTables).enqueue(txn_id=f"summon.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
                                 event_type="m.room.message", content=content)
         return True

@@ -36,6 +36,8 @@ from appservice.matrix.errors import MatrixError
 from appservice.matrix.inbound.mentions import named_bots
 from appservice.matrix.inbound.said import UNTRANSCRIBED, Line, read_event
 from appservice.matrix.ours import Ours
+from appservice.matrix.tables.lines import LineTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry
 from engine.content.commands import parse_command, strip_address
 from engine.content.strings import Strings
@@ -119,7 +121,7 @@ class ContextReader:
     async def read(self, tx: Tx, line: Line, strings: Strings) -> dict[str, Any]:
         """The conversation as ``line``'s sender reads it: the thread when asked in one, else the main
         timeline."""
-        room_name = await tx.lines.room_name(line.room_id)
+        room_name = await tx.of(LineTables).room_name(line.room_id)
         context: dict[str, Any]
         if line.thread_root:
             context = await self._thread(tx, line, line.thread_root, strings)
@@ -132,11 +134,11 @@ class ContextReader:
 
     async def _thread(self, tx: Tx, line: Line, root: str, strings: Strings) -> dict[str, Any]:
         # The root is stored unless the thread predates us and could not be fetched (``ThreadBackfill``).
-        complete = await tx.lines.stored(root)
+        complete = await tx.of(LineTables).stored(root)
         if not complete:
             log.warning("the thread %s is not stored and could not be fetched; its context is incomplete", root,
                         extra={"room": line.room_id})
-        rows = await tx.lines.thread(line.room_id, root, until=line.event_id, viewer=line.sender,
+        rows = await tx.of(LineTables).thread(line.room_id, root, until=line.event_id, viewer=line.sender,
                                      limit=self.settings.lines)
         has_root = bool(rows) and rows[0].event_id == root
         ordered = ([rows[0]] if has_root else []) + list(reversed(rows[1:] if has_root else rows))
@@ -153,7 +155,7 @@ class ContextReader:
         return context
 
     async def _timeline(self, tx: Tx, line: Line, strings: Strings) -> dict[str, Any]:
-        rows = await tx.lines.timeline(line.room_id, until=line.event_id, viewer=line.sender,
+        rows = await tx.of(LineTables).timeline(line.room_id, until=line.event_id, viewer=line.sender,
                                        limit=self.settings.lines)
         lines: list[dict[str, Any]] = []
         for r in reversed(rows):
@@ -197,7 +199,7 @@ class ThreadBackfill:
             if not self._may_summon(line):
                 continue
             try:
-                if await store.lines.stored(line.thread_root):
+                if await store.of(LineTables).stored(line.thread_root):
                     continue
                 reader = await self._reader(store, line)
             except StoreError as exc:
@@ -249,7 +251,7 @@ class ThreadBackfill:
         named = named_bots(line, self.ours.puppets())
         if named:
             return named[0]
-        joined = await store.rooms.ours(line.room_id, [p.user_id for p in self.ours.puppets()])
+        joined = await store.of(RoomTables).ours(line.room_id, [p.user_id for p in self.ours.puppets()])
         return next((m.user_id for m in joined if m.membership == "join"), None)
 
     async def keep(self, tx: Tx, fetched: Fetched) -> None:
@@ -279,7 +281,7 @@ async def _keep(tx: Tx, room_id: str, root: str, raw: Mapping[str, Any]) -> None
         return
     if fetched.event_id != root and fetched.thread_root != root:
         return
-    await tx.lines.store_fetched(event_id=fetched.event_id, room_id=room_id, sender=fetched.sender,
+    await tx.of(LineTables).store_fetched(event_id=fetched.event_id, room_id=room_id, sender=fetched.sender,
                                  event_type=fetched.event_type, ts=fetched.ts, content=dict(raw.get("content") or {}),
                                  said=fetched.text, thread_root=fetched.thread_root, reply_to=fetched.reply_to)
     edit = _latest_edit(raw, fetched)
@@ -287,7 +289,7 @@ async def _keep(tx: Tx, room_id: str, root: str, raw: Mapping[str, Any]) -> None
         # Kept as an edit of its own, as one we heard would be: the line reads as it, and redacting it later
         # gives the line back its own words.
         bundled = _bundled(raw)
-        await tx.lines.store_fetched(event_id=edit.event_id, room_id=room_id, sender=edit.sender,
+        await tx.of(LineTables).store_fetched(event_id=edit.event_id, room_id=room_id, sender=edit.sender,
                                      event_type=edit.event_type, ts=edit.ts,
                                      content=dict(bundled.get("content") or {}) if bundled else {},
                                      said=edit.text, thread_root=None, reply_to=None, replaces=fetched.event_id)

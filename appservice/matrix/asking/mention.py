@@ -12,6 +12,7 @@ from appservice.matrix.inbound.followups import Followup
 from appservice.matrix.inbound.mentions import named_bots
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry
 from engine.store import Tx
 
@@ -50,7 +51,7 @@ class Mention:
         a ``!word`` that is no command of ours is another bot's, even there."""
         if line.text.lstrip().startswith(("!", "/")):
             return []
-        readers = await tx.rooms.direct_readers(line.room_id, 4)  # the person, the bot, the service user: 3 at most
+        readers = await tx.of(RoomTables).direct_readers(line.room_id, 4)  # the person, the bot, the service user: 3 at most
         puppets = {b.user_id for b in registry.bots.values() if "rooms" in b.surfaces}
         people = [r.user_id for r in readers if not self.ours(r.user_id)]
         bots = [r.user_id for r in readers if r.user_id in puppets]

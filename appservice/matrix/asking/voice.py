@@ -47,6 +47,9 @@ from appservice.matrix.inbound.mentions import named_bots
 from appservice.matrix.inbound.said import Line, read_event
 from appservice.matrix.ours import Ours
 from appservice.matrix.rooms import ATTEMPT_SECONDS
+from appservice.matrix.tables.lines import LineTables
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from appservice.matrix.voice_tables import HearingState, StoredNote, VoiceTables
 from appservice.speech import audio
 from appservice.speech.endpoints import Speech
@@ -99,13 +102,13 @@ class Hearing:
         """The bot a voice note summons: the one it replies to, mentions, or whose DM it is said in."""
         by_user = {b.user_id: b for b in self._registry().bots.values() if b.hears_mentions and "rooms" in b.surfaces}
         if line.reply_to is not None:
-            replied = await tx.lines.sender_of(line.reply_to, line.room_id)
+            replied = await tx.of(LineTables).sender_of(line.reply_to, line.room_id)
             if replied in by_user:
                 return by_user[replied]
         for user_id in named_bots(line, self.ours.puppets()):
             if user_id in by_user:
                 return by_user[user_id]
-        readers = {r.user_id for r in await tx.rooms.readers(line.room_id)}
+        readers = {r.user_id for r in await tx.of(RoomTables).readers(line.room_id)}
         puppets = [u for u in readers if u in by_user]
         people = [u for u in readers if not self.ours(u)]
         if people == [line.sender] and len(puppets) == 1:
@@ -301,7 +304,7 @@ class Hearing:
     async def _ask(self, line: Line, bot: Bot, note: StoredNote, text: str) -> None:
         said = replace(line, text=text)
         async with self.store.transaction("voice_note_asked") as tx:
-            await tx.rooms.lock(line.room_id)
+            await tx.of(RoomTables).lock(line.room_id)
             result = await self.asking.ask(tx, said, bot, tell=False)
             if isinstance(result, Summoned) or result.reason == "duplicate":  # asked before (a retried commit)
                 await tx.of(VoiceTables).asked(line.event_id, run_id=result.run_id if isinstance(result, Summoned) else None)
@@ -325,7 +328,7 @@ class Hearing:
         text = words.format(mib=f"{self.max_bytes / 1024 / 1024:g}", minutes=f"{self.max_seconds / 60:g}",
                             per_minute=self.per_minute)
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-        await tx.outbox.enqueue(txn_id=f"voice.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
+        await tx.of(OutboxTables).enqueue(txn_id=f"voice.refused.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
                                 event_type="m.room.message", content=content)
 
 

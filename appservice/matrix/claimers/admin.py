@@ -28,12 +28,13 @@ from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.inbound.followups import Followup, InvitePuppet, PuppetLeaves
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.power import standing_in, state_level
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import Room, RoomTables
 from engine.content import Bot, Registry, Schedule
 from engine.content.audience import AudienceFacts, admits
 from engine.content.schedule import next_after
 from engine.core import room_settings
 from engine.store import Tx
-from engine.store.rooms import Room
 
 log = logging.getLogger(__name__)
 SECTION = "admin"
@@ -51,7 +52,7 @@ class RoomAdmin:
         """True when ``line`` was a `!bots …` for the service (carried out, or refused out loud)."""
         if not words.is_bots_line(line.text) or not await self._addressed(tx, line):
             return False
-        room = await tx.rooms.get(line.room_id)
+        room = await tx.of(RoomTables).get(line.room_id)
         if room is None:
             return False
         registry = self._registry()
@@ -74,7 +75,7 @@ class RoomAdmin:
     async def _addressed(self, tx: Tx, line: Line) -> bool:
         if self.service_user in (line.mentions or ()):
             return True
-        member = await tx.rooms.member(line.room_id, self.service_user)
+        member = await tx.of(RoomTables).member(line.room_id, self.service_user)
         return member is not None and member.membership == "join"
 
     async def _reply(self, tx: Tx, line: Line, text: str) -> None:
@@ -83,7 +84,7 @@ class RoomAdmin:
                         extra={"room": line.room_id})
             return
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-        await tx.outbox.enqueue(txn_id=f"summon.admin.{line.event_id}", room_id=line.room_id,
+        await tx.of(OutboxTables).enqueue(txn_id=f"summon.admin.{line.event_id}", room_id=line.room_id,
                                 sender=self.service_user, event_type="m.room.message", content=content)
 
     # --- the sub-commands ---------------------------------------------------------------------------
@@ -108,14 +109,14 @@ class RoomAdmin:
                 return await self._remove(tx, line, settings, offered, slug, say, followups)
             case words.SetChoices(value):
                 if value is not None:
-                    settings = await tx.rooms.set_setting(line.room_id, "choices", value)
+                    settings = await tx.of(RoomTables).set_setting(line.room_id, "choices", value)
                 return say("setting", field="choices", value=room_settings.choices(settings),
                            allowed=", ".join(words.CHOICES))
             case words.SetQuiet(value):
                 if value == "off":
-                    settings = await tx.rooms.clear_setting(line.room_id, "quiet")
+                    settings = await tx.of(RoomTables).clear_setting(line.room_id, "quiet")
                 elif value is not None:
-                    settings = await tx.rooms.set_setting(line.room_id, "quiet", value.as_setting())
+                    settings = await tx.of(RoomTables).set_setting(line.room_id, "quiet", value.as_setting())
                 hours = room_settings.quiet(settings)
                 return say("setting", field="quiet", value=str(hours) if hours else "off",
                            allowed=words.QUIET_FORM)
@@ -143,7 +144,7 @@ class RoomAdmin:
         return say("usage", commands=" · ".join(f"`{words.FORMS[name]}`" for name in words.offered(encrypted)))
 
     async def _memberships(self, tx: Tx, room_id: str, offered: Mapping[str, Bot]) -> dict[str, str]:
-        rows = await tx.rooms.ours(room_id, [b.user_id for b in offered.values()])
+        rows = await tx.of(RoomTables).ours(room_id, [b.user_id for b in offered.values()])
         by_user = {r.user_id: r.membership for r in rows}
         return {slug: by_user[bot.user_id] for slug, bot in offered.items() if bot.user_id in by_user}
 
@@ -174,7 +175,7 @@ class RoomAdmin:
         bot = offered[slug]
         memberships = await self._memberships(tx, line.room_id, offered)
         was = memberships.get(slug)
-        settings = await tx.rooms.set_setting(line.room_id, "bots", room_settings.with_bot(settings, slug, offered))
+        settings = await tx.of(RoomTables).set_setting(line.room_id, "bots", room_settings.with_bot(settings, slug, offered))
         if was not in ("join", "invite"):
             followups.append(InvitePuppet(line.room_id, bot.user_id, self.service_user))
             memberships[slug] = "invite"
@@ -187,7 +188,7 @@ class RoomAdmin:
         memberships = await self._memberships(tx, line.room_id, offered)
         was = memberships.pop(slug, None)
         answered = was is not None and room_settings.enabled(settings, slug)
-        settings = await tx.rooms.set_setting(line.room_id, "bots",
+        settings = await tx.of(RoomTables).set_setting(line.room_id, "bots",
                                               room_settings.without_bot(settings, slug, offered))
         if was in ("join", "invite"):
             followups.append(PuppetLeaves(line.room_id, bot.user_id, f"removed with !bots by {line.sender}"))

@@ -13,6 +13,7 @@ from appservice.matrix.claimers.service_voice import people_in, reply, speaker
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.power import facts_in_room
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content.commands import SECTION
 from engine.store import Tx
 
@@ -57,7 +58,7 @@ class Cancels:
         return True
 
     async def _is_moderator(self, tx: Tx, room_id: str, user_id: str) -> bool:
-        room = await tx.rooms.get(room_id)
+        room = await tx.of(RoomTables).get(room_id)
         if room is None:
             return False
         return facts_in_room(user_id, room, self.server_name).is_moderator

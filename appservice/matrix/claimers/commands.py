@@ -37,13 +37,13 @@ from appservice.matrix.inbound.htmltext import person_link
 from appservice.matrix.inbound.mentions import Puppet, named_bots
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.power import facts_in_room
+from appservice.matrix.tables.rooms import Room, RoomTables
 from engine.content import AudienceFacts, Bot, Command, Registry, admits
 from engine.content.command_words import describe_field, explain
 from engine.content.commands import SECTION, Problem, args_json, parse_args, parse_command, strip_address
 from engine.core.typos import meant
 from engine.run.summon import LIVENESS_SECONDS
 from engine.store import Tx
-from engine.store.rooms import Room
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class Commands:
         command = registry.commands.get(name)
         if command is None or not _in_rooms(command):
             return False
-        room = await tx.rooms.get(line.room_id)
+        room = await tx.of(RoomTables).get(line.room_id)
         if room is None or room.encrypted:
             return False
         people = await self._people(tx, line.room_id)
@@ -110,7 +110,7 @@ class Commands:
         given = said[0]
         if given in registry.commands or named_bots(line, self._puppets(registry)):
             return False  # withheld, not here, or a bot's to answer: never hinted at
-        room = await tx.rooms.get(line.room_id)
+        room = await tx.of(RoomTables).get(line.room_id)
         if room is None or room.encrypted:
             return False
         people = await self._people(tx, line.room_id)
@@ -189,7 +189,7 @@ class Commands:
     # --- !help -------------------------------------------------------------------------------------
 
     async def _help(self, tx: Tx, line: Line, registry: Registry) -> None:
-        room = await tx.rooms.get(line.room_id)
+        room = await tx.of(RoomTables).get(line.room_id)
         if room is None or room.encrypted:
             return
         people = await self._people(tx, line.room_id)

@@ -16,6 +16,8 @@ from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.surface import facts_now
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Bot, Registry
 from engine.core.memory import uses_recall
 from engine.store import Tx
@@ -91,7 +93,7 @@ class MemoryCommands:
 
     async def _recalling_here(self, tx: Tx, room_id: str) -> list[Bot]:
         """The person+recall bots whose puppets read the room."""
-        readers = {r.user_id for r in await tx.rooms.readers(room_id)}
+        readers = {r.user_id for r in await tx.of(RoomTables).readers(room_id)}
         return [b for b in self._registry().bots.values() if uses_recall(b.memory) and b.user_id in readers]
 
     @staticmethod
@@ -101,5 +103,5 @@ class MemoryCommands:
 
     async def _say(self, tx: Tx, line: Line, bot: Bot, text: str) -> None:
         content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-        await tx.outbox.enqueue(txn_id=f"memories.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
+        await tx.of(OutboxTables).enqueue(txn_id=f"memories.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
                                 event_type="m.room.message", content=content)

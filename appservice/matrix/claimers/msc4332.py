@@ -8,9 +8,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from appservice.matrix.power import standing_in, state_level
+from appservice.matrix.tables.rooms import Room
 from engine.content import Command, Strings
 from engine.content.command_words import describe_field
-from engine.store.rooms import Room
 
 # The structured block a client sends with the line, and the state a client draws commands from.
 COMMAND_BLOCKS = ("m.bot.command", "org.matrix.msc4332.command")

@@ -30,11 +30,13 @@ from appservice.matrix.delivery.offers import (
 from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
+from appservice.matrix.tables.offers import Offer, OfferTables
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Bot, Registry
 from engine.core.choices import Choice, Link
 from engine.run.summon import Summoned
 from engine.store import Tx
-from engine.store.offers import Offer
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ class Presses:
         n = bare_number(line.text)
         if n is None:
             return False
-        offer = await tx.offers.for_number(line.room_id, line.sender, line.thread_root, line.reply_to)
+        offer = await tx.of(OfferTables).for_number(line.room_id, line.sender, line.thread_root, line.reply_to)
         if offer is None or n > len(offer.choices):
             return False
         return await self._press(tx, offer, n, "number", line)
@@ -69,7 +71,7 @@ class Presses:
         line = self._presser(event, room_id)
         if n is None or not isinstance(target, str) or line is None:
             return False
-        offer = await tx.offers.by_answer(target, room_id)
+        offer = await tx.of(OfferTables).by_answer(target, room_id)
         if offer is None or n > len(offer.choices):
             return False
         return await self._press(tx, offer, n, "reaction", line)
@@ -82,7 +84,7 @@ class Presses:
         if vote is None or line is None:
             return False
         poll, answers = vote
-        offer = await tx.offers.by_poll(poll, room_id)
+        offer = await tx.of(OfferTables).by_poll(poll, room_id)
         if offer is None:
             return False
         n = int(answers[0]) if answers and answers[0].isdecimal() else 0
@@ -105,7 +107,7 @@ class Presses:
 
     async def _press(self, tx: Tx, offer: Offer, n: int, how: str, line: Line) -> bool:
         label = str(offer.choices[n - 1]["label"])
-        press = await tx.offers.record_press(offer_id=offer.id, chooser=line.sender, choice=n, how=how,
+        press = await tx.of(OfferTables).record_press(offer_id=offer.id, chooser=line.sender, choice=n, how=how,
                                              event_id=line.event_id, room_id=line.room_id, thread_root=offer.thread_root)
         if press is None:
             return True  # this event pressed before: the homeserver delivered it again
@@ -113,7 +115,7 @@ class Presses:
         if bot is None:
             log.warning("a press on offer %s, whose bot %s is gone", offer.id, offer.bot, extra={"room": line.room_id})
             return True
-        taken = await tx.offers.take(offer.id, line.sender, n)
+        taken = await tx.of(OfferTables).take(offer.id, line.sender, n)
         if taken is None:
             await self._gone(tx, offer.run_id, bot, line, how)
             return True
@@ -126,9 +128,9 @@ class Presses:
         if not isinstance(result, Summoned):
             # Refused (told to them when they can act on it): the press did not go through, so the
             # offer is still to be had.
-            await tx.offers.release(offer.id)
+            await tx.of(OfferTables).release(offer.id)
             return True
-        await tx.offers.press_taken(press, result.run_id)
+        await tx.of(OfferTables).press_taken(press, result.run_id)
         log.info("%s took choice %d of offer %s; run %s", line.sender, n, offer.id, result.run_id,
                  extra={"room": line.room_id, "bot": bot.slug, "run": result.run_id})
         await self._spend(tx, taken, bot)
@@ -136,7 +138,7 @@ class Presses:
 
     async def _gone(self, tx: Tx, run_id: int, bot: Bot, line: Line, how: str) -> None:
         """A press on a spent offer is told it is gone, in the bot's words (with none, nothing is said)."""
-        offer = await tx.offers.of_run(run_id)
+        offer = await tx.of(OfferTables).of_run(run_id)
         assert offer is not None and offer.taken_by is not None and offer.taken_choice is not None
         if offer.taken_by == line.sender:
             return  # pressing again what they took themselves
@@ -147,7 +149,7 @@ class Presses:
         text = words.format(bot=bot.name, choice=offer.choices[offer.taken_choice - 1]["label"], name=name)
         reply_to = line.event_id if how == "number" else offer.answer_event
         content = answer_content(text, thread_root=offer.thread_root, reply_to=reply_to, mention=line.sender)
-        await tx.outbox.enqueue(txn_id=f"summon.gone.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
+        await tx.of(OutboxTables).enqueue(txn_id=f"summon.gone.{line.event_id}", room_id=line.room_id, sender=bot.user_id,
                                 event_type="m.room.message", content=content)
 
     async def _spend(self, tx: Tx, offer: Offer, bot: Bot) -> None:
@@ -163,20 +165,20 @@ class Presses:
         mark = taken.format(number=n, choice=label, name=name) if taken else f"✅ {n}. {label}"
         edited = answer_content(spent_markdown(offer.words, choices, links, n, mark), thread_root=None,
                                 reply_to=None, mention=offer.asked_by)
-        await tx.outbox.enqueue(txn_id=f"{answer_txn(run_id)}.spent", room_id=room, sender=bot.user_id,
+        await tx.of(OutboxTables).enqueue(txn_id=f"{answer_txn(run_id)}.spent", room_id=room, sender=bot.user_id,
                                 event_type="m.room.message", content=edited, run_id=run_id, of_txn=answer_txn(run_id))
         if offer.style == "poll":
             ended = strings.get("choices", "poll_ended")
             text = ended.format(choice=label, name=name) if ended else mark
-            await tx.outbox.enqueue(txn_id=f"{poll_txn(run_id)}.end", room_id=room, sender=bot.user_id,
+            await tx.of(OutboxTables).enqueue(txn_id=f"{poll_txn(run_id)}.end", room_id=room, sender=bot.user_id,
                                     event_type=POLL_END, content=poll_end_content(text), run_id=run_id,
                                     of_txn=poll_txn(run_id))
             return
         for k in range(1, len(choices) + 1):
-            await tx.outbox.enqueue(txn_id=f"{keycap_txn(run_id, k)}.gone", room_id=room, sender=bot.user_id,
+            await tx.of(OutboxTables).enqueue(txn_id=f"{keycap_txn(run_id, k)}.gone", room_id=room, sender=bot.user_id,
                                     event_type="m.room.redaction", content={}, run_id=run_id,
                                     of_txn=keycap_txn(run_id, k))
 
     async def _name(self, tx: Tx, room_id: str, user_id: str) -> str:
-        member = await tx.rooms.member(room_id, user_id)
+        member = await tx.of(RoomTables).member(room_id, user_id)
         return member.display_name if member is not None and member.display_name else user_id

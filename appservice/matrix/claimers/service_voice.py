@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.inbound.said import Line
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry
 from engine.store import Tx
 
@@ -21,12 +23,12 @@ def speaker(registry: Registry, service_user: str, people: Mapping[str, str | No
 
 
 async def people_in(tx: Tx, room_id: str) -> dict[str, str | None]:
-    return {r.user_id: r.display_name for r in await tx.rooms.people(room_id)}
+    return {r.user_id: r.display_name for r in await tx.of(RoomTables).people(room_id)}
 
 
 async def reply(tx: Tx, line: Line, sender: str, text: str, *, kind: str) -> None:
     """``text`` as a notice from ``sender`` replying to ``line`` (in its thread), under a txn id stable for
     the line (``summon.<kind>.<event id>``), so a redelivered line is answered once."""
     content = answer_content(text, thread_root=line.thread_root, reply_to=line.event_id, mention=line.sender)
-    await tx.outbox.enqueue(txn_id=f"summon.{kind}.{line.event_id}", room_id=line.room_id, sender=sender,
+    await tx.of(OutboxTables).enqueue(txn_id=f"summon.{kind}.{line.event_id}", room_id=line.room_id, sender=sender,
                             event_type="m.room.message", content=content)

@@ -12,6 +12,7 @@ from appservice.matrix.claimers.msc4332 import STATE_TYPES, command_state, may_s
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError
 from appservice.matrix.power import facts_in_room
+from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry
 from engine.store import Store
 
@@ -28,17 +29,17 @@ class CommandState:
         for bot in registry.bots.values():
             if "rooms" not in bot.surfaces:
                 continue
-            for room_id in await self.store.rooms.joined_by(bot.user_id):
+            for room_id in await self.store.of(RoomTables).joined_by(bot.user_id):
                 await self.publish_in_room(registry, room_id, bot.user_id)
 
     async def publish_in_room(self, registry: Registry, room_id: str, puppet: str) -> bool:
         """Set ``puppet``'s state in ``room_id`` to its commands, if it is joined and has the power to (and
         only when it differs from what is there). True when the room now shows its commands."""
         bot = next((b for b in registry.bots.values() if b.user_id == puppet), None)
-        room = await self.store.rooms.get(room_id)
+        room = await self.store.of(RoomTables).get(room_id)
         if bot is None or room is None or room.encrypted or room.left_at is not None:
             return False
-        member = await self.store.rooms.member(room_id, puppet)
+        member = await self.store.of(RoomTables).member(room_id, puppet)
         if member is None or member.membership != "join":
             return False
         # State is public to the room: publish what a plain local member may run, never more.

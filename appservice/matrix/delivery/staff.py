@@ -8,6 +8,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from appservice.matrix.tables.outbox import OutboxTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.store import Tx
 
 log = logging.getLogger(__name__)
@@ -32,13 +34,13 @@ def ticket_notice(ticket: Mapping[str, Any]) -> dict[str, Any]:
 async def tell_staff(tx: Tx, room_id: str, sender: str, ticket: Mapping[str, Any]) -> None:
     """Queue the ticket's notice to the staff room as ``sender``, under a transaction id of the ticket's own
     (a retried raise queues nothing new)."""
-    room = await tx.rooms.get(room_id)
+    room = await tx.of(RoomTables).get(room_id)
     if room is not None and room.encrypted:
         # Never a plaintext message into an encrypted room (SPEC §4): the ticket stands, nobody is told here.
         log.error("ticket %s raised, but the staff room %s is encrypted: not told there; configure a room "
                   "without encryption (tools.staff_room)", ticket.get("id"), room_id, extra={"room": room_id})
         return
-    await tx.outbox.enqueue(
+    await tx.of(OutboxTables).enqueue(
         txn_id=f"summon-ticket-{ticket['id']}", room_id=room_id, sender=sender, event_type="m.room.message",
         content=ticket_notice(ticket), run_id=ticket.get("raised_by_run"),
     )

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from appservice.matrix.surface import progress_txn, run_content
+from appservice.matrix.tables.outbox import OutboxTables
 from engine.clock import Clock
 from engine.content import Registry
 from engine.errors import StoreError
@@ -104,13 +105,13 @@ class WaitingLines:
                        trigger_event=run.trigger_event, asked_by=run.asked_by)
         content = run_content(info, text, mention=False)  # pings nobody
         first = progress_txn(run.id)
-        if await self.store.outbox.enqueue_progress(txn_id=first, run_id=run.id, room_id=run.place,
+        if await self.store.of(OutboxTables).enqueue_progress(txn_id=first, run_id=run.id, room_id=run.place,
                                                     sender=bot.user_id, content=content, of_txn=None):
             log.info("run %s waits (%d ahead, %s); its line says so", run.id, run.ahead,
                      run.provider or "for a worker", extra={"run": run.id, "bot": run.bot})
             return
         # The line is there already (the worker's "working on it", or an earlier count): edited in place.
-        await self.store.outbox.enqueue_progress(txn_id=f"{first}.w{uuid.uuid4().hex[:12]}", run_id=run.id,
+        await self.store.of(OutboxTables).enqueue_progress(txn_id=f"{first}.w{uuid.uuid4().hex[:12]}", run_id=run.id,
                                                  room_id=run.place, sender=bot.user_id, content=content,
                                                  of_txn=first)
 
@@ -127,6 +128,6 @@ class WaitingLines:
         hint = registry.strings.get("progress", "cancel_hint")
         text = working.format(bot=bot.name)
         content = run_content(RunInfo.of(run), f"{text} {hint}" if hint else text, mention=False)
-        await self.store.outbox.enqueue_progress(txn_id=f"{progress_txn(run.id)}.w{uuid.uuid4().hex[:12]}",
+        await self.store.of(OutboxTables).enqueue_progress(txn_id=f"{progress_txn(run.id)}.w{uuid.uuid4().hex[:12]}",
                                                  run_id=run.id, room_id=run.place, sender=bot.user_id,
                                                  content=content, of_txn=progress_txn(run.id))

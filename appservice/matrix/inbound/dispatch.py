@@ -49,6 +49,9 @@ from appservice.matrix.inbound.followups import Followup
 from appservice.matrix.inbound.lines import LineHandler, RoomWork
 from appservice.matrix.inbound.said import read_event
 from appservice.matrix.inbound.state import StateHandler
+from appservice.matrix.tables.lines import LineTables
+from appservice.matrix.tables.room_actions import RoomActionTables
+from appservice.matrix.tables.rooms import take_room
 from engine.errors import StoreError, StoreUnavailable, SurfaceError
 from engine.store import Store, Tx
 
@@ -82,7 +85,7 @@ async def remember(tx: Tx, followups: list[Followup]) -> list[tuple[int, Followu
     remembered = []
     for f in followups:
         action = {"kind": type(f).__name__, **dataclasses.asdict(f)}
-        remembered.append((await tx.room_actions.remember(f.room_id, action, FIRST_TRY_SECONDS), f))
+        remembered.append((await tx.of(RoomActionTables).remember(f.room_id, action, FIRST_TRY_SECONDS), f))
     return remembered
 
 
@@ -111,7 +114,7 @@ class Dispatcher:
         be sent again; raises what else failed (counted) until ``GIVE_UP_AFTER`` attempts have."""
         fetched = await self.threads.fetch(self.store, events)
         digest = txn_digest(txn_id)
-        failed = await self.store.lines.transaction_failures(digest)
+        failed = await self.store.of(LineTables).transaction_failures(digest)
         if failed >= GIVE_UP_AFTER + LAST_TRIES:
             return await self._give_up(txn_id, digest, events, failed)
         careful = failed >= GIVE_UP_AFTER
@@ -149,7 +152,7 @@ class Dispatcher:
                     followups.extend(decided)
             if failed:
                 if recorded == "new":  # an id never remembered keeps its count: sent again, it is careful at once
-                    await tx.lines.forget_transaction_failures(digest)
+                    await tx.of(LineTables).forget_transaction_failures(digest)
                 (log.error if careful or rejected else log.warning)(
                     "transaction %r stored after %d failed attempt(s)%s; %d event(s) rejected (see "
                     "rejected_events)", txn_id, failed, ", without what failed" if careful else "", rejected,
@@ -171,10 +174,10 @@ class Dispatcher:
         """Remember the transaction id. Carefully, an id the database refuses is not remembered: its events
         are still stored once each (by event id), so one sent again stores and summons nothing new."""
         if not careful:
-            return "new" if await tx.lines.record_transaction(txn_id, events) else "replay"
+            return "new" if await tx.of(LineTables).record_transaction(txn_id, events) else "replay"
         try:
             async with tx.savepoint():
-                return "new" if await tx.lines.record_transaction(txn_id, events) else "replay"
+                return "new" if await tx.of(LineTables).record_transaction(txn_id, events) else "replay"
         except StoreUnavailable:
             raise
         except Exception as exc:
@@ -214,7 +217,7 @@ class Dispatcher:
         """Count a failed attempt that a retry does not mend, in a commit of its own (the attempt's own writes
         are rolled back). The database refusing even that leaves the count as it was, said in the log."""
         try:
-            attempts = await self.store.lines.count_transaction_failure(digest, described(exc))
+            attempts = await self.store.of(LineTables).count_transaction_failure(digest, described(exc))
         except StoreError as counting:
             log.error("transaction %r could not be stored (%s), nor its failure counted (%s)", txn_id,
                       described(exc), counting, extra={"txn": txn_id})
@@ -231,7 +234,7 @@ class Dispatcher:
         reason = f"the transaction could not be stored in {failed} attempts"
         for event in events:
             try:
-                await self.store.lines.reject(**_rejection(digest, event, reason))
+                await self.store.of(LineTables).reject(**_rejection(digest, event, reason))
             except StoreError as exc:
                 log.error("event %r of transaction %r could not even be recorded as rejected (%s)",
                           event.get("event_id"), txn_id, exc, extra={"txn": txn_id})
@@ -259,7 +262,7 @@ class Dispatcher:
                           extra={"room": event.get("room_id")})
             try:
                 async with tx.savepoint():
-                    await tx.lines.reject(**_rejection(txn, event, described(exc)))
+                    await tx.of(LineTables).reject(**_rejection(txn, event, described(exc)))
             except StoreUnavailable:
                 raise
             except Exception:
@@ -279,7 +282,7 @@ class Dispatcher:
             return
         if event_type == "m.room.encrypted":
             return
-        await tx.take_room(room_id)
+        await take_room(tx, room_id)
         if event_type == "m.reaction":
             work = self.elsewhere
             if work is not None and await work.reaction(tx, room_id, event, self.lines.ours):

@@ -15,6 +15,8 @@ from appservice.matrix.inbound.followups import Followup
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.power import redact_level, standing_in
+from appservice.matrix.tables.lines import LineTables
+from appservice.matrix.tables.rooms import RoomTables
 from engine.errors import StoreUnavailable
 from engine.store import Tx
 
@@ -79,7 +81,7 @@ class LineHandler:
                    backfill: bool = False) -> None:
         """Store ``line``; act on it when it is new and may summon (``backfill`` never does)."""
         content = event.get("content")
-        stored = await tx.lines.store(
+        stored = await tx.of(LineTables).store(
             event_id=line.event_id, room_id=line.room_id, sender=line.sender, event_type=line.event_type,
             state_key=event.get("state_key"), ts=line.ts, content=dict(content) if isinstance(content, Mapping) else {},
             said=line.text, thread_root=line.thread_root, reply_to=line.reply_to, replaces=line.replaces,
@@ -128,18 +130,18 @@ class LineHandler:
           question back.
         - A redacted edit gives its line back what it replaced (the latest edit still standing, else the
           line's own words), and every run's stored copy of the line reads that now."""
-        redacted = await tx.lines.redact(target, room_id)
+        redacted = await tx.of(LineTables).redact(target, room_id)
         if redacted is None:
             return  # never stored (nothing here to redact), or redacted before
         if redacted.replaces is not None:
-            now = await tx.lines.now_reads(redacted.replaces, room_id)
-            runs = await tx.lines.reword_in_runs(redacted.replaces, room_id, now)
+            now = await tx.of(LineTables).now_reads(redacted.replaces, room_id)
+            runs = await tx.of(LineTables).reword_in_runs(redacted.replaces, room_id, now)
         else:
-            cancelled = await tx.lines.cancel_runs_asked_by(target, room_id)
+            cancelled = await tx.of(LineTables).cancel_runs_asked_by(target, room_id)
             if cancelled:
                 log.info("line %s was redacted; the run(s) it summoned were told to stop: %s", target, cancelled,
                          extra={"room": room_id})
-            runs = await tx.lines.scrub_from_runs(target, room_id)
+            runs = await tx.of(LineTables).scrub_from_runs(target, room_id)
         if runs:
             log.info("redaction of %s applied to the stored context of %d run(s)", target, len(runs),
                      extra={"room": room_id})
@@ -147,10 +149,10 @@ class LineHandler:
     async def _may_redact(self, tx: Tx, room_id: str, redactor: str, target: str) -> bool:
         """A redaction counts when its sender sent the event or holds the room's redact level (what the
         homeserver itself checks before it applies one; a redaction it only forwards is not applied)."""
-        sender = await tx.lines.sender_of(target, room_id)
+        sender = await tx.of(LineTables).sender_of(target, room_id)
         if sender is None or sender == redactor:
             return True  # an event we never stored has nothing to redact here; one's own, always
-        room = await tx.rooms.get(room_id)
+        room = await tx.of(RoomTables).get(room_id)
         if room is None:
             return False
         who, needed = standing_in(redactor, room), redact_level(room.power_levels)

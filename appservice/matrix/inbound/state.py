@@ -12,10 +12,11 @@ from typing import Any, Literal
 
 from appservice.matrix.inbound.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.ours import Ours
+from appservice.matrix.tables.lines import LineTables
+from appservice.matrix.tables.rooms import Member, RoomTables
 from engine.content import Registry
 from engine.run.events import hearers, wake
 from engine.store import Tx
-from engine.store.rooms import Member
 from engine.surface import SurfaceFacts
 
 log = logging.getLogger(__name__)
@@ -57,42 +58,42 @@ class StateHandler:
             if not isinstance(membership, str):
                 return
             name = content.get("displayname")
-            before = await tx.rooms.member(room_id, state_key)
-            await tx.rooms.set_member(room_id, state_key, membership, name if isinstance(name, str) else None)
+            before = await tx.of(RoomTables).member(room_id, state_key)
+            await tx.of(RoomTables).set_member(room_id, state_key, membership, name if isinstance(name, str) else None)
             if self.ours(state_key):
                 await self._our_membership(tx, room_id, state_key, membership, event, followups)
             elif not backfill:
                 await self._came_or_went(tx, room_id, state_key, membership, before, event)
         elif event_type == "m.room.encryption" and state_key == "":
-            if await tx.rooms.mark_encrypted(room_id):
+            if await tx.of(RoomTables).mark_encrypted(room_id):
                 cancelled = await tx.runs.cancel_in_room(room_id)
                 log.warning("room %s turned encrypted: leaving; %d run(s) cancelled", room_id, len(cancelled),
                             extra={"room": room_id})
                 followups.append(LeaveEncrypted(room_id))
         elif event_type == "m.room.power_levels" and state_key == "":
-            await tx.rooms.set_power_levels(room_id, content)
+            await tx.of(RoomTables).set_power_levels(room_id, content)
         elif event_type == "m.room.create" and state_key == "":
             version = content.get("room_version", "1")
             sender = event.get("sender")
-            await tx.rooms.set_create(room_id, content, sender if isinstance(sender, str) else None,
+            await tx.of(RoomTables).set_create(room_id, content, sender if isinstance(sender, str) else None,
                                       version if isinstance(version, str) else "1")
         elif event_type == "m.room.join_rules" and state_key == "":
             rule = content.get("join_rule")
             if isinstance(rule, str):
-                await tx.rooms.set_join_rule(room_id, rule)
+                await tx.of(RoomTables).set_join_rule(room_id, rule)
         elif event_type == "m.room.history_visibility" and state_key == "":
             vis = content.get("history_visibility")
             if isinstance(vis, str):
-                await tx.rooms.set_history_visibility(room_id, vis)
+                await tx.of(RoomTables).set_history_visibility(room_id, vis)
 
     async def _our_membership(self, tx: Tx, room_id: str, user_id: str, membership: str,
                               event: Mapping[str, Any], followups: list[Followup]) -> None:
         if membership == "invite":
             if _stripped_state_encrypted(event):
-                await tx.rooms.mark_encrypted(room_id)
+                await tx.of(RoomTables).mark_encrypted(room_id)
                 followups.append(Decline(room_id, user_id, "encrypted"))
                 return
-            room = await tx.rooms.get(room_id)
+            room = await tx.of(RoomTables).get(room_id)
             if room is not None and room.encrypted:
                 followups.append(Decline(room_id, user_id, "encrypted"))
                 return
@@ -112,10 +113,10 @@ class StateHandler:
                 return
             content = event.get("content")
             if isinstance(content, Mapping) and content.get("is_direct") is True:
-                await tx.rooms.mark_direct(room_id)  # a DM with this bot, as the inviter's client made it
+                await tx.of(RoomTables).mark_direct(room_id)  # a DM with this bot, as the inviter's client made it
             followups.append(Join(room_id, user_id))
         elif membership == "join":
-            await tx.rooms.mark_joined(room_id)
+            await tx.of(RoomTables).mark_joined(room_id)
 
     async def reacted(self, tx: Tx, room_id: str, event: Mapping[str, Any]) -> None:
         """A person's reaction on a bot's own line — not a keycap on its choices (a press), not a stop sign (a
@@ -131,10 +132,10 @@ class StateHandler:
         registry = self._registry()
         if not hearers(registry, "reaction"):
             return  # nobody hears it: costs nothing
-        author = await tx.lines.sender_of(target, room_id)
+        author = await tx.of(LineTables).sender_of(target, room_id)
         if author is None or not self.ours(author):
             return
-        said = await tx.lines.now_reads(target, room_id)
+        said = await tx.of(LineTables).now_reads(target, room_id)
         await wake(tx, registry, "reaction", surface=self.surface, occurrence=event_id, place=room_id,
                    subject=sender, conversation=room_id, only=author,
                    facts={"key": key[:64], "by": sender, "line": target, "said": said[:1000]})
@@ -145,7 +146,7 @@ class StateHandler:
         event_id, creator = create.get("event_id"), create.get("sender")
         if not isinstance(event_id, str) or not hearers(self._registry(), "room.created"):
             return
-        name = await tx.lines.room_name(room_id)
+        name = await tx.of(LineTables).room_name(room_id)
         await wake(tx, self._registry(), "room.created", surface=self.surface, occurrence=event_id, place=room_id,
                    subject=creator if isinstance(creator, str) else None, conversation=room_id,
                    facts={"creator": creator, "name": name})

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from engine.store import Tx
 from engine.store.base import Family, maybe, rows
 
 
@@ -56,7 +57,7 @@ class RoomSettings:
     now: datetime
 
 
-class Rooms(Family):
+class RoomTables(Family):
     __slots__ = ()
 
     async def ensure(self, room_id: str) -> None:
@@ -147,3 +148,9 @@ class Rooms(Family):
     async def clear_setting(self, room_id: str, key: str) -> dict[str, Any]:
         settings = await self._value("clear_room_setting", room_id, key)
         return settings if isinstance(settings, dict) else {}
+
+
+async def take_room(tx: Tx, room_id: str) -> None:
+    """The room's row taken once a transaction (``Tx.take_once``): a homeserver transaction's hundred events in one
+    room take it once, and a savepoint rolled back forgets it was taken."""
+    await tx.take_once(f"room:{room_id}", lambda: tx.of(RoomTables).take(room_id))

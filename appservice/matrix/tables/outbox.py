@@ -31,7 +31,7 @@ class SentAs:
     status: str
 
 
-class Outbox(Family):
+class OutboxTables(Family):
     __slots__ = ()
 
     async def enqueue(self, *, txn_id: str, room_id: str, sender: str, event_type: str, content: dict[str, Any],

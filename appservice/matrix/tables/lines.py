@@ -42,7 +42,7 @@ class Redacted:
     replaces: str | None
 
 
-class Lines(Family):
+class LineTables(Family):
     __slots__ = ()
 
     async def record_transaction(self, txn_id: str, events: int) -> bool:

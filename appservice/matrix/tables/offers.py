@@ -42,7 +42,7 @@ class TakenPress:
     thread_root: str | None
 
 
-class Offers(Family):
+class OfferTables(Family):
     __slots__ = ()
 
     async def insert(self, *, run_id: int, bot: str, room_id: str, thread_root: str | None, asked_by: str | None,

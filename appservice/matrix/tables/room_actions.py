@@ -16,7 +16,7 @@ class RoomAction:
     attempts: int
 
 
-class RoomActions(Family):
+class RoomActionTables(Family):
     __slots__ = ()
 
     async def remember(self, room_id: str, action: dict[str, Any], first_try_seconds: float) -> int:
