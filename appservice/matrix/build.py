@@ -51,6 +51,7 @@ from appservice.matrix.outbox import MatrixSender, Outbox
 from appservice.matrix.rooms import Rooms
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.tables.room_actions import RoomActionTables
+from appservice.matrix.tables.schedules import room_schedules
 from appservice.matrix.undelivered import Undelivered
 from appservice.parts import Parts, Shared
 from appservice.speech.endpoints import Speech
@@ -270,7 +271,7 @@ def build_matrix(
         background=(("ping", ping), ("presence", presence),
                     ("schedule-ticks", lambda: run_ticks(store, registry, clock, stop, surface=surface,
                                                          resolve_room=homeserver.resolve_alias,
-                                                         prunes=(forget_room_actions,)))),
+                                                         made=(room_schedules,), prunes=(forget_room_actions,)))),
     )
     return Matrix(command_state=command_state, surface=surface, outbox=outbox, speech=speech, dispatcher=dispatcher,
                   rooms=rooms, avatars=avatars, parts=parts)

@@ -11,8 +11,9 @@ The clock is kept on the bot (``bot_clock``), not worked out from runs:
   ticking at once fire it once, and the run's ``trigger_event`` names the occurrence, so even a
   rebuilt clock cannot start the same occurrence twice.
 
-Schedules a room's admins set with ``!bots schedule`` (``room_schedules``) are fired the same way, their
-clocks kept in ``bot_clock`` under ``room:<id>`` (started when they are made).
+Schedules people made where they ask, which a surface keeps (a room's ``!bots schedule``), are fired the same
+way, on their maker's behalf: the surface hands the tick what it keeps (``made``), each with the key its clock
+is kept under in ``bot_clock`` (started when it was made).
 
 When nothing is owed the tick writes nothing.
 """
@@ -42,6 +43,23 @@ log = logging.getLogger(__name__)
 ResolveRoom = Callable[[str], Awaitable[str | None]]
 SummonFn = Callable[[Tx, Registry, Summons], Awaitable[Summoned | Refused]]
 
+
+@dataclass(frozen=True)
+class MadeSchedule:
+    """A schedule a person made where they ask, kept by a surface: it speaks where it was made (``in_``), on its
+    maker's behalf (their standing gates it, their ceilings count it); its clock is kept under ``key``."""
+
+    bot: str
+    key: str
+    schedule: Schedule
+    in_: str
+    ask: str
+    made_by: str
+
+
+# What a surface keeps of schedules people made, read at each tick.
+MadeSchedules = Callable[[Store], Awaitable[Sequence[MadeSchedule]]]
+
 # An alias lookup holds the clock's row lock while it waits: never for longer than this.
 RESOLVE_SECONDS = 10.0
 
@@ -63,17 +81,20 @@ async def schedule_tick(
     *,
     surface: SurfaceFacts,
     resolve_room: ResolveRoom,
+    made: Sequence[MadeSchedules] = (),
     summon_fn: SummonFn = summon,
 ) -> list[int]:
     """Fire what is owed at ``now`` (the database's time); returns the ids of the runs it started, on
-    ``surface``. ``resolve_room`` is the surface's: a schedule's ``in:`` as the room's id now (None when
-    it cannot be found)."""
+    ``surface``. ``resolve_room`` is the surface's: a schedule's ``in:`` as the place's id now (None when
+    it cannot be found); ``made`` reads the schedules people made that the surface keeps."""
     started: list[int] = []
-    owed: list[tuple[str, str, ScheduleTrigger | RoomSchedule]] = [
+    owed: list[tuple[str, str, ScheduleTrigger | MadeSchedule]] = [
         (bot.slug, trigger_key(trigger), trigger)
         for bot in registry for trigger in bot.hears if isinstance(trigger, ScheduleTrigger)
     ]
-    owed += await _room_schedules(store, registry)
+    for kept in made:
+        # A withdrawn bot's wake again when it is published again.
+        owed += [(m.bot, m.key, m) for m in await kept(store) if registry.get(m.bot) is not None]
     # Each schedule in its own transaction: one that fails never holds back the others.
     for slug, key, trigger in owed:
         try:
@@ -87,37 +108,12 @@ async def schedule_tick(
     return started
 
 
-@dataclass(frozen=True)
-class RoomSchedule:
-    """A schedule a room's admins set with ``!bots schedule`` (``room_schedules``): it speaks in its own
-    room, and its clock is kept in ``bot_clock`` like a content schedule's, under ``room:<id>``."""
-
-    schedule: Schedule
-    in_: str
-    ask: str
-    made_by: str  # it asks on their behalf: their standing gates it, their ceilings count it
-
-
-async def _room_schedules(store: Store, registry: Registry) -> list[tuple[str, str, ScheduleTrigger | RoomSchedule]]:
-    owed: list[tuple[str, str, ScheduleTrigger | RoomSchedule]] = []
-    for row in await store.schedules.all_in_rooms():
-        if registry.get(row.bot) is None:
-            continue  # withdrawn: it wakes again when it is published again
-        try:
-            schedule = Schedule.model_validate(row.schedule)
-        except ValueError:
-            log.exception("room schedule %s no longer reads; skipped", row.id, extra={"room": row.room_id})
-            continue
-        owed.append((row.bot, row.trigger, RoomSchedule(schedule, row.room_id, row.ask, row.made_by)))
-    return owed
-
-
 async def _fire(
     store: Store,
     registry: Registry,
     bot: str,
     key: str,
-    trigger: ScheduleTrigger | RoomSchedule,
+    trigger: ScheduleTrigger | MadeSchedule,
     now: datetime,
     surface: SurfaceFacts,
     resolve_room: ResolveRoom,
@@ -145,13 +141,13 @@ async def _fire(
         sealed = await tx.places.sealed(tx, place)
         facts = AudienceFacts(user_id=None, local_server=registry.server_name, is_member=False)
         subject = None
-        if isinstance(trigger, RoomSchedule):
+        if isinstance(trigger, MadeSchedule):
             # On its maker's behalf, as they stand now: a maker the bot no longer admits wakes nothing.
             subject = trigger.made_by
             facts = await surface.facts(tx, place, trigger.made_by)
             found = registry.get(bot)
             if found is None or not admits(found.audience, facts):
-                log.warning("room schedule %s of %s: its maker %s may no longer ask %s; it counts as fired",
+                log.warning("schedule %s of %s: its maker %s may no longer ask %s; it counts as fired",
                             key, bot, trigger.made_by, bot, extra={"bot": bot, "room": place})
                 return None
         summons = Summons(
@@ -216,14 +212,16 @@ async def run_ticks(
     every: float = 60,
     surface: SurfaceFacts,
     resolve_room: ResolveRoom,
+    made: Sequence[MadeSchedules] = (),
     prunes: Sequence[Prune] = (),
 ) -> None:
     """Tick every ``every`` seconds (by ``clock``) until ``stop`` is set, against the registry published at
-    the time and the database's time; each tick prunes, the surfaces' ``prunes`` too."""
+    the time and the database's time, the schedules the surfaces keep (``made``) too; each tick prunes, the
+    surfaces' ``prunes`` too."""
     while not stop.is_set():
         try:
             now = await store.schedules.now()
-            await schedule_tick(store, registry_fn(), now, surface=surface, resolve_room=resolve_room)
+            await schedule_tick(store, registry_fn(), now, surface=surface, resolve_room=resolve_room, made=made)
         except StoreError:
             log.exception("schedule tick failed; will try again")
         try:

@@ -14,6 +14,7 @@ from appservice.matrix.claimers.admin import RoomAdmin
 from appservice.matrix.inbound.dispatch import Dispatcher
 from appservice.matrix.inbound.followups import Followup, InvitePuppet, PuppetLeaves
 from appservice.matrix.surface import RoomFacts
+from appservice.matrix.tables.schedules import room_schedules
 from engine.content import AudienceFacts, Registry
 from engine.content.audience import parse_audience
 from engine.run.refusals import Refused
@@ -289,7 +290,7 @@ async def test_a_room_schedule_fires_once_through_the_tick(here: Room, db: TestS
 
     # Three days later (down for two of them): the last occurrence fires, once.
     later = now + dt.timedelta(days=3)
-    started = await schedule_tick(db, published, later, surface=RoomFacts("localhost"), resolve_room=no_alias)
+    started = await schedule_tick(db, published, later, surface=RoomFacts("localhost"), resolve_room=no_alias, made=(room_schedules,))
     assert len(started) == 1
     run = await db.pool.fetchrow(
         "SELECT bot, room_id, prompt, asked_by, subject, trigger_event FROM agent_runs WHERE id = $1", started[0])
@@ -297,7 +298,7 @@ async def test_a_room_schedule_fires_once_through_the_tick(here: Room, db: TestS
     assert run["subject"] == ALICE  # on its maker's behalf: their ceilings count it
     assert run["trigger_event"].startswith(f"schedule:helper:room:{n}:")
     assert await schedule_tick(db, published, later + dt.timedelta(minutes=1), surface=RoomFacts("localhost"),
-                               resolve_room=no_alias) == []
+                               resolve_room=no_alias, made=(room_schedules,)) == []
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 1
 
 
@@ -326,7 +327,7 @@ async def test_a_room_schedule_asks_only_a_bot_its_maker_may_ask(here: Room, db:
         raise AssertionError(room)
 
     assert await schedule_tick(db, registry, now + dt.timedelta(days=1), surface=RoomFacts("localhost"),
-                               resolve_room=no_alias) == []
+                               resolve_room=no_alias, made=(room_schedules,)) == []
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 0
 
 

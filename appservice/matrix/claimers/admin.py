@@ -30,6 +30,7 @@ from appservice.matrix.inbound.said import Line
 from appservice.matrix.power import standing_in, state_level
 from appservice.matrix.tables.outbox import OutboxTables
 from appservice.matrix.tables.rooms import Room, RoomTables
+from appservice.matrix.tables.schedules import RoomScheduleTables
 from engine.content import Bot, Registry, Schedule
 from engine.content.audience import AudienceFacts, admits
 from engine.content.schedule import next_after
@@ -124,7 +125,7 @@ class RoomAdmin:
                 # A room schedule asks on its maker's behalf: the bot's `for:` must admit them (and their
                 # spend ceilings count it), it may not come round faster than MIN_PERIOD, and a room keeps
                 # at most MAX_SCHEDULES.
-                why = schedule_refusal(offered[slug], schedule, facts, await tx.schedules.count_in_room(line.room_id))
+                why = schedule_refusal(offered[slug], schedule, facts, await tx.of(RoomScheduleTables).count_in(line.room_id))
                 if why is not None:
                     return say("bad", field="schedule", value=slug, allowed=words.WHEN_FORM, why=why)
                 return await self._schedule(tx, line, slug, schedule, ask, offered, say)
@@ -197,8 +198,9 @@ class RoomAdmin:
 
     async def _schedule(self, tx: Tx, line: Line, slug: str, schedule: Schedule, ask: str,
                         offered: Mapping[str, Bot], say: _Say) -> str:
-        made = await tx.schedules.make_in_room(room_id=line.room_id, bot=slug, schedule=words.schedule_setting(schedule),
-                                               ask=ask, made_by=line.sender, made_in=line.event_id)
+        made = await tx.of(RoomScheduleTables).make(room_id=line.room_id, bot=slug,
+                                                    schedule=words.schedule_setting(schedule), ask=ask,
+                                                    made_by=line.sender, made_in=line.event_id)
         if made is None:
             return await self._schedules(tx, line.room_id, offered, say)
         upcoming = next_after(schedule, made.now)
@@ -207,7 +209,7 @@ class RoomAdmin:
         return say.lines(said, await self._schedules(tx, line.room_id, offered, say))
 
     async def _schedules(self, tx: Tx, room_id: str, offered: Mapping[str, Bot], say: _Say) -> str:
-        rows = await tx.schedules.in_room(room_id)
+        rows = await tx.of(RoomScheduleTables).in_room(room_id)
         if not rows:
             return say("no_schedules")
         entries = []
@@ -218,8 +220,8 @@ class RoomAdmin:
         return say.lines(say("schedules"), "\n".join(entries))
 
     async def _unschedule(self, tx: Tx, room_id: str, n: int, offered: Mapping[str, Bot], say: _Say) -> str:
-        if not await tx.schedules.unschedule(n, room_id):
-            here = [f"#{r.id}" for r in await tx.schedules.in_room(room_id)]
+        if not await tx.of(RoomScheduleTables).unschedule(n, room_id):
+            here = [f"#{r.id}" for r in await tx.of(RoomScheduleTables).in_room(room_id)]
             return say("bad", field="n", value=str(n), allowed=", ".join(here) or "none", why="")
         return say.lines(say("unscheduled", n=n), await self._schedules(tx, room_id, offered, say))
 
