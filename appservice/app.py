@@ -78,12 +78,12 @@ class StateStore(MemoryStateStore, ASStateStore):
         ASStateStore.__init__(self)
 
 
-def compile_content(config: Config, encrypted_rooms: Collection[str] = ()) -> Registry:
+def compile_content(config: Config, sealed_places: Collection[str] = ()) -> Registry:
     """The site's content over the kit's, compiled; every error raised as ``path:line: message``. A
-    schedule `in:` one of ``encrypted_rooms`` is refused."""
+    schedule `in:` one of ``sealed_places`` is refused."""
     root = Path(config.content.dir)
     result = contentfiles.compile_content(root, kinds=KINDS, server_name=config.homeserver.server_name,
-                                          encrypted_rooms=encrypted_rooms, sandbox=code_sandbox(config, os.environ),
+                                          sealed_places=sealed_places, sandbox=code_sandbox(config, os.environ),
                                           puppet_prefix=config.appservice.puppet_prefix)
     if isinstance(result, list):
         raise ContentError([contentfiles.where(root, e) for e in result])
@@ -229,7 +229,7 @@ class Service:
             closing(self.stack, "the metrics listener", metrics_runner.cleanup)
         self.tasks.spawn(watch(Path(c.content.dir), contentfiles.KIT_DIR, c.homeserver.server_name,
                                self.republish, self.content_errors,
-                               kinds=KINDS, encrypted_rooms=self.store.of(RoomTables).encrypted, clock=self.clock,
+                               kinds=KINDS, sealed_places=self.store.of(RoomTables).encrypted, clock=self.clock,
                                sandbox=code_sandbox(c, os.environ), puppet_prefix=c.appservice.puppet_prefix,
                                stop=self.stop_event),
                          name="content-watch")

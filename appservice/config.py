@@ -29,8 +29,8 @@ from pydantic import (
 from pydantic.networks import IPvAnyNetwork
 
 from appservice.keys import parse_keys
+from appservice.pictures import check_avatar
 from appservice.speech.endpoints import STT_USD_PER_MINUTE, TTS_USD_PER_MILLION_CHARS, SpeechSettings
-from engine.content.bots import check_avatar
 from engine.core.limits import DEFAULT_SLOTS, Caps
 from engine.core.permits import ProviderLimits
 from engine.errors import ConfigError

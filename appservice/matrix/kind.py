@@ -1,14 +1,17 @@
 """What Matrix rooms bring to content (``engine.content.kinds``): content commands are offered in them, the events
-a bot may wake on there, and the words a voice note a bot could not hear is answered with."""
+a bot may wake on there, the pictures an avatar may name (mxc:// uris), and the words a voice note a bot could
+not hear is answered with."""
 
 from __future__ import annotations
 
+from appservice.pictures import MXC
 from engine.content.kinds import Kind
 
 ROOMS = Kind(
     "rooms",
     commands=True,
     called="Matrix",
+    pictures=MXC,
     # ``room.created``: a room made with the bot in it (its puppet joined within minutes of the creation);
     # ``reaction``: a person reacted to the bot's own line (a keycap on its choices is a press, a stop sign a
     # cancel — neither is this), and only that bot wakes.

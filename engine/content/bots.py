@@ -31,7 +31,8 @@ from engine.core.messages import ENDINGS, Ending
 
 WINDOWS = ("minute", "hour", "day", "week", "month")
 ALL = "all"
-_MXC = re.compile(r"mxc://[A-Za-z0-9.\-:\[\]]+/[A-Za-z0-9_\-]+")
+# A uri: a scheme, then "://" (a picture a surface holds is named by one; anything else is a path).
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://\S*")
 
 Money = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]  # USD
 
@@ -101,17 +102,13 @@ _IMAGE = re.compile(r"(?!/)(?!.*(?:^|/)\.\.(?:/|$))[A-Za-z0-9_./-]+\.(?:png|jpe?
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 
 
-def is_mxc(value: str) -> bool:
-    return _MXC.fullmatch(value) is not None
+def is_uri(value: str) -> bool:
+    return _URI.fullmatch(value) is not None
 
 
-def check_avatar(value: str) -> str:
-    """An ``avatar:`` as written: an mxc:// uri, or an image file's path under content/ (else ValueError)."""
-    value = value.strip()
-    if not is_mxc(value) and not _IMAGE.fullmatch(value):
-        raise ValueError(f"{value!r} is neither an mxc:// uri nor an image file under content/ (e.g. "
-                         "avatars/helper.png: .png, .jpg, .gif or .webp)")
-    return value
+def is_image_file(value: str) -> bool:
+    """An image file's path under content/, relative to it (PNG, JPEG, GIF, WebP), with no way up."""
+    return _IMAGE.fullmatch(value) is not None
 
 
 def _glyph(value: str) -> str:
@@ -138,7 +135,7 @@ class BotFile(Strict):
 
     name: Text
     glyph: Annotated[StrictStr, AfterValidator(_glyph)] | None = None
-    avatar: Annotated[StrictStr, AfterValidator(check_avatar)] | None = None
+    avatar: Annotated[StrictStr, AfterValidator(str.strip)] | None = None  # the compile checks it (link.py)
     # Which surfaces, and the keys each adds, are the deployment's (``engine.content.kinds``): ``front_model``
     # is this class with them.
     surfaces: tuple[StrictStr, ...] = ()

@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping
 from pydantic import BaseModel, ValidationError
 
 from engine.content.base import KIT, SLUG, CompileError
-from engine.content.bots import Bot, bot_models
+from engine.content.bots import Bot, bot_models, is_uri
 from engine.content.explain import explain
 from engine.content.grammar import Parsed, parse
 from engine.content.kinds import Kinds
@@ -42,7 +42,7 @@ def compile_sources(
     referenced: Referenced | None = None,
     zones: Collection[str] | None = None,
     site_events: Collection[str] | None = None,
-    encrypted_rooms: Collection[str] = (),
+    sealed_places: Collection[str] = (),
     puppet_prefix: str = "bot_",
 ) -> Registry | list[CompileError]:
     """Compile the site's ``{relative path: text}`` over the kit's. Returns the Registry, or every
@@ -51,13 +51,13 @@ def compile_sources(
     ``referenced`` holds the text of every file or url a content file names (``references`` lists
     them), or an ``Unavailable`` saying why it could not be read. ``zones`` are the IANA zones a
     schedule may name (default: this Python's); ``site_events`` the ``site.<name>`` events the
-    deployment posts (default: any); ``encrypted_rooms`` the rooms a schedule may not speak in;
+    deployment posts (default: any); ``sealed_places`` the places a schedule may not speak in (the deployment cannot read them);
     ``puppet_prefix`` what every bot's user id starts with (``@<prefix><slug>:<server>``); ``kinds`` the
     surfaces the deployment runs, each with the keys, rules, built-ins and words it brings.
     """
     if not server_name:
         raise ValueError("compile_sources needs the homeserver's server_name")
-    settings = Settings(server_name, kinds, referenced or {}, zones, site_events, encrypted_rooms, puppet_prefix)
+    settings = Settings(server_name, kinds, referenced or {}, zones, site_events, sealed_places, puppet_prefix)
     models: dict[str, type[BaseModel]] = {"bots": bot_models(kinds)[0], "skills": SkillFile, "tools": tool_file(kinds),
                                           "commands": command_file(kinds)}
     errors: list[CompileError] = []
@@ -125,7 +125,7 @@ def references(sources: Mapping[str, str], keys: tuple[str, ...] = ("openapi", "
 
 
 def avatar_files(sources: Mapping[str, str]) -> set[str]:
-    """The image files the bot files name as their ``avatar:`` (an mxc:// uri is no file), for the caller to
+    """The image files the bot files name as their ``avatar:`` (a uri is no file), for the caller to
     check and hand back in ``referenced`` ("" for a usable image, an ``Unavailable`` saying why not)."""
     found: set[str] = set()
     for path, text in sources.items():
@@ -133,7 +133,7 @@ def avatar_files(sources: Mapping[str, str]) -> set[str]:
             continue
         parsed = parse(text)
         value = parsed.data.get("avatar") if isinstance(parsed, Parsed) else None
-        if isinstance(value, str) and value.strip() and not value.strip().startswith("mxc://"):
+        if isinstance(value, str) and value.strip() and not is_uri(value.strip()):
             found.add(value.strip())
     return found
 

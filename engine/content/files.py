@@ -170,7 +170,7 @@ def compile_content(
     fetch_spec: FetchSpec | None = fetch_url,
     zones: Collection[str] | None = None,
     site_events: Collection[str] | None = None,
-    encrypted_rooms: Collection[str] = (),
+    sealed_places: Collection[str] = (),
     sandbox: Sandbox | None = None,
     puppet_prefix: str = "bot_",
 ) -> Registry | list[CompileError]:
@@ -192,7 +192,7 @@ def compile_content(
         referenced=referenced,
         zones=zones,
         site_events=site_events,
-        encrypted_rooms=encrypted_rooms,
+        sealed_places=sealed_places,
         puppet_prefix=puppet_prefix,
     )
     docs, docs_unreadable = read_docs(root)

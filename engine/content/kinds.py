@@ -10,6 +10,7 @@ a bot with no ``surfaces:`` is. Plain data and pure functions: nothing here does
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -45,6 +46,19 @@ class Key(Generic[T]):
 
 
 @dataclass(frozen=True)
+class Pictures:
+    """Where a surface already holds pictures: a bot's ``avatar:`` may name one by its uri (taken as it is)
+    instead of an image file under content/. ``uri`` is a regular expression a whole uri matches; ``said`` is
+    how an author is told it ("an mxc:// uri")."""
+
+    uri: str
+    said: str
+
+    def hold(self, value: str) -> bool:
+        return re.fullmatch(self.uri, value) is not None
+
+
+@dataclass(frozen=True)
 class Kind:
     name: str
     keys: tuple[Key[Any], ...] = ()
@@ -56,6 +70,7 @@ class Kind:
     triggers: tuple[str, ...] = ()  # bare ``hears:`` words that wake a bot on it
     events: tuple[str, ...] = ()  # what it raises that ``hears: - event: <name>`` wakes on
     called: str = ""  # what an author calls it where its events are listed ("Matrix"); its name if not said
+    pictures: Pictures | None = None  # the uris of pictures it holds, which an ``avatar:`` may name
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,6 +120,14 @@ class Kinds:
     def events(self) -> Mapping[str, tuple[str, ...]]:
         """The events each surface raises, by what an author calls it."""
         return {kind.called or kind.name: kind.events for kind in self.kinds if kind.events}
+
+    def holds_picture(self, uri: str) -> bool:
+        """Some surface holds the picture at ``uri`` (an ``avatar:`` may name it)."""
+        return any(kind.pictures.hold(uri) for kind in self.kinds if kind.pictures is not None)
+
+    @property
+    def pictures_said(self) -> tuple[str, ...]:
+        return tuple(kind.pictures.said for kind in self.kinds if kind.pictures is not None)
 
     def context(self) -> dict[str, object]:
         """What the front matter's validators are told of the surfaces (``hears:`` words and events)."""

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.content.base import CompileError, Strict, listed
-from engine.content.bots import ALL, Bot, BotFile, bot_fields, bot_models, is_mxc
+from engine.content.bots import ALL, Bot, BotFile, bot_fields, bot_models, is_image_file, is_uri
 from engine.content.link_tools import check_model_names, compile_tool
 from engine.content.openapi import Unavailable
 from engine.content.parts import (
@@ -178,6 +178,22 @@ class _Bots:
         self.done[key] = bot
         return bot
 
+    def _avatar(self, file: File, avatar: str) -> None:
+        """A picture a surface holds, by its uri, or an image file under content/ that the reader said can be
+        used (none said: a compile of text alone, not checked)."""
+        kinds = self.settings.kinds
+        if is_uri(avatar) and kinds.holds_picture(avatar):
+            return
+        if is_uri(avatar) or not is_image_file(avatar):
+            said = "".join(f"{held} nor " for held in kinds.pictures_said)
+            self.errors.append(CompileError(file.path, file.line("avatar"), (
+                f"avatar: {avatar!r} is neither {said}an image file under content/ (e.g. avatars/helper.png: .png, "
+                ".jpg, .gif or .webp)")))
+            return
+        image = self.settings.referenced.get(avatar)
+        if isinstance(image, Unavailable):
+            self.errors.append(CompileError(file.path, file.line("avatar"), f"avatar: {avatar} cannot be used: {image.reason}"))
+
     def _bot(self, file: File, front: BotFile, parent: Bot | None) -> Bot | None:
         before = len(self.errors)
         _check_tools(file, front.tools, self.tool_names, self.tools, self.errors, self.settings)
@@ -191,12 +207,8 @@ class _Bots:
                             f"skills: '{name}' is not a skill (skills: {listed(sorted(self.skills))})",
                         )
                     )
-        if front.avatar is not None and not is_mxc(front.avatar):
-            # An image file: the reader said whether it is one (none said: a compile of text alone, not checked).
-            image = self.settings.referenced.get(front.avatar)
-            if isinstance(image, Unavailable):
-                self.errors.append(CompileError(file.path, file.line("avatar"),
-                                                f"avatar: {front.avatar} cannot be used: {image.reason}"))
+        if front.avatar is not None:
+            self._avatar(file, front.avatar)
         body = file.parsed.body.strip()
         if parent is None:
             values = bot_fields(front)
@@ -231,7 +243,7 @@ class _Bots:
         if "hears" in said:
             for index, trigger in enumerate(values["hears"]):
                 room = getattr(trigger, "in_", None)
-                if room is not None and room in self.settings.encrypted_rooms:
+                if room is not None and room in self.settings.sealed_places:
                     self.errors.append(
                         CompileError(
                             file.path,

@@ -23,7 +23,7 @@ class Settings:
     referenced: Referenced
     zones: Collection[str] | None = None
     site_events: Collection[str] | None = None
-    encrypted_rooms: Collection[str] = ()
+    sealed_places: Collection[str] = ()
     puppet_prefix: str = "bot_"  # every bot's puppet is @<prefix><slug>:<server> (appservice.puppet_prefix)
 
 

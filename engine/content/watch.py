@@ -54,14 +54,14 @@ async def watch(
     *,
     kinds: Kinds,
     fetch_spec: FetchSpec | None = fetch_url,
-    encrypted_rooms: Callable[[], Awaitable[Collection[str]]] | None = None,
+    sealed_places: Callable[[], Awaitable[Collection[str]]] | None = None,
     clock: Clock | None = None,
     sandbox: Sandbox | None = None,
     puppet_prefix: str = "bot_",
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run until ``stop`` is set (between two looks: a change being published is finished), or until cancelled. ``encrypted_rooms`` (read before each compile) names the rooms a schedule
-    may not speak in, so an edit that aims one at an encrypted room is refused like any bad edit. The files as they are when it starts count as already published (the
+    """Run until ``stop`` is set (between two looks: a change being published is finished), or until cancelled. ``sealed_places`` (read before each compile) names the places a schedule
+    may not speak in (sealed: the deployment cannot read them), so an edit that aims one at one is refused like any bad edit. The files as they are when it starts count as already published (the
     service compiled them on its way up); each change after that is compiled once, and
     ``on_registry`` is awaited with a registry that compiled — if it raises (the database is down),
     the same change is tried again, backing off to ``RETRY_MAX`` seconds. ``on_errors`` is given
@@ -81,14 +81,14 @@ async def watch(
             delay = interval
             continue
         try:
-            sealed = await encrypted_rooms() if encrypted_rooms is not None else ()
+            sealed = await sealed_places() if sealed_places is not None else ()
         except Exception:  # the database is away: try the same change again shortly
-            log.warning("could not read the encrypted rooms before compiling; will try again", exc_info=True)
+            log.warning("could not read the sealed places before compiling; will try again", exc_info=True)
             delay = min(delay * 2, RETRY_MAX)
             continue
         compiled = await asyncio.to_thread(
             compile_content, root, kinds=kinds, server_name=server_name, kit=kit, fetch_spec=fetch_spec,
-            encrypted_rooms=sealed, sandbox=sandbox, puppet_prefix=puppet_prefix,
+            sealed_places=sealed, sandbox=sandbox, puppet_prefix=puppet_prefix,
         )
         if isinstance(compiled, list):
             lines = [where(root, error, kit) if kit is not None else where(root, error) for error in compiled]

@@ -94,7 +94,7 @@ async def schedule_tick(
     ]
     for kept in made:
         # A withdrawn bot's wake again when it is published again.
-        owed += [(m.bot, m.key, m) for m in await kept(store) if registry.get(m.bot) is not None]
+        owed += [(one.bot, one.key, one) for one in await kept(store) if registry.get(one.bot) is not None]
     # Each schedule in its own transaction: one that fails never holds back the others.
     for slug, key, trigger in owed:
         try:

@@ -409,7 +409,7 @@ def test_refusal(sources: dict[str, str], expected: str, request: pytest.Fixture
 
 def test_an_encrypted_room_cannot_be_scheduled_into() -> None:
     text = schedule("  - schedule: {every: day}\n    in: '!sealed:example.org'\n    ask: x\n")
-    result = compile_sources({"bots/b.md": text}, kinds=KINDS, server_name=SERVER, encrypted_rooms={"!sealed:example.org"})
+    result = compile_sources({"bots/b.md": text}, kinds=KINDS, server_name=SERVER, sealed_places={"!sealed:example.org"})
     assert [str(error) for error in result] == [  # type: ignore[union-attr]
         "bots/b.md:5: hears[0].in: !sealed:example.org is encrypted; a bot cannot read it, so it cannot speak there"
     ]

@@ -122,7 +122,7 @@ async def test_an_edit_that_schedules_into_an_encrypted_room_is_refused(tmp_path
         return ["!sealed:example.org"]
 
     task = asyncio.create_task(watch(tmp_path, None, SERVER, seen.on_registry, seen.on_errors, INTERVAL,
-                                     kinds=KINDS, fetch_spec=None, encrypted_rooms=sealed))
+                                     kinds=KINDS, fetch_spec=None, sealed_places=sealed))
     await asyncio.sleep(INTERVAL * 3)
     try:
         morning = ("---\nname: Helper\nhears:\n  - schedule: {every: day, at: '08:00'}\n"

@@ -18,13 +18,8 @@ from pathlib import Path
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 NAMED = re.compile(r"\b(rooms|desk|voice|members|room_id|power_levels)\b|mxc://")
 
-# What is left to move, by file: the
-# columns a run's place and thread are kept in (the store maps them at its edge), and the avatar's mxc:// check
-# and encrypted rooms in the compile.
+# What is left, by file: the columns a run's place is kept in (the store maps them at its edge).
 STILL = {
-    "content/bots.py": 2,
-    "content/compile.py": 1,
-    "content/watch.py": 1,
     "store/memories.py": 1,
     "store/refusals.py": 1,
     "store/runs.py": 3,

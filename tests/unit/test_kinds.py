@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.content import Kind, Kinds, Registry, compile_sources
-from engine.content.kinds import Key
+from engine.content.kinds import Key, Pictures
 from engine.core.messages import ToolSpec
 
 SERVER = "example.org"
@@ -85,3 +85,18 @@ def test_a_surfaces_events_wake_a_bot_and_are_named_by_what_the_author_calls_it(
     assert compiled({"bots/b.md": bot("hears:\n  - event: member.joined\n    ask: Greet them.\n")}) == [
         "bots/b.md:4: hears[0].event: unknown event 'member.joined' (Counter events: door.opened; a site's own"
         " events are written site.<name>, like site.purchase.paid)"]
+
+
+def test_an_avatar_names_a_picture_by_uri_only_where_a_surface_holds_it() -> None:
+    # No surface here holds pictures: an image file under content/ is all an avatar may be (a uri is refused,
+    # told what it may be instead); a surface that holds some lets its uris through, and says so when refused.
+    assert compiled({"bots/b.md": bot("avatar: mxc://example.org/abc\n")}) == [
+        "bots/b.md:3: avatar: 'mxc://example.org/abc' is neither an image file under content/ (e.g. "
+        "avatars/helper.png: .png, .jpg, .gif or .webp)"]
+    assert isinstance(compiled({"bots/b.md": bot("avatar: avatars/b.png\n")}), Registry)
+    shelf = Kinds((Kind("shelf", pictures=Pictures(r"shelf://[a-z]+", "a shelf:// uri")),))
+    held = compiled({"bots/b.md": bot("avatar: shelf://abc\n")}, shelf)
+    assert isinstance(held, Registry) and held.bots["b"].avatar == "shelf://abc"
+    assert compiled({"bots/b.md": bot("avatar: shelf://ABC\n")}, shelf) == [
+        "bots/b.md:3: avatar: 'shelf://ABC' is neither a shelf:// uri nor an image file under content/ (e.g. "
+        "avatars/helper.png: .png, .jpg, .gif or .webp)"]

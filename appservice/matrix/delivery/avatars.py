@@ -16,8 +16,8 @@ from pathlib import Path
 from appservice.matrix.delivery.avatar_art import EMOJI_FONT, draw
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.errors import MatrixError
+from appservice.pictures import MXC
 from engine.content import Registry
-from engine.content.bots import is_mxc
 from engine.content.files import image_type
 from engine.errors import StoreError
 from engine.store import Store
@@ -63,7 +63,7 @@ class Avatars:
 
     async def mxc(self, face: Face) -> str:
         """Where ``face``'s avatar is on the homeserver, uploading its image the first time it is seen."""
-        if face.avatar is not None and is_mxc(face.avatar):
+        if face.avatar is not None and MXC.hold(face.avatar):
             return face.avatar
         if face.avatar is not None:
             data = await asyncio.to_thread((self.content_dir / face.avatar).read_bytes)
