@@ -30,11 +30,11 @@ from appservice.desk.desk import Desk, state_of
 from appservice.desk.errors import RequestRefused
 from appservice.desk.shapes import webhook_conversation, webhook_message
 from appservice.desk.tables import Conversation, DeskTables, Message
+from appservice.desk.webhook_tables import Delivery, DeskWebhookTables
 from engine.clock import Clock
 from engine.errors import StoreError
 from engine.run.delivery import DeliveryLoop, Outcome, Refused, Sent
 from engine.store import Store, Tx
-from engine.store.desk_webhooks import Delivery
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class Webhooks:
 
     async def _queue(self, tx: Tx, where: Where, event: str, body: str, message: Message | None) -> None:
         for hook in self._hooks(where, event):
-            await tx.desk_webhooks.enqueue(inbox_id=where.inbox.id, url=hook.url, body=body, event=event,
+            await tx.of(DeskWebhookTables).enqueue(inbox_id=where.inbox.id, url=hook.url, body=body, event=event,
                                            conversation_id=where.conversation.id,
                                            message_id=message.id if message else None)
 
@@ -107,7 +107,7 @@ class WebhookSender(DeliveryLoop[Delivery]):
 
     def __init__(self, store: Store, desk: Desk, session: aiohttp.ClientSession, clock: Clock, *,
                  retry_after: Sequence[float] = RETRY_AFTER) -> None:
-        super().__init__("desk webhooks", store.desk_webhooks, self, self._backoff, clock, listen=store.listen,
+        super().__init__("desk webhooks", store.of(DeskWebhookTables), self, self._backoff, clock, listen=store.listen,
                          channel=CHANNEL, batch=CLAIM_BATCH, hide_seconds=HIDE_SECONDS, idle_seconds=IDLE_SECONDS)
         self.store = store
         self.desk = desk
@@ -128,7 +128,7 @@ class WebhookSender(DeliveryLoop[Delivery]):
         if hook is None:
             log.error("desk webhook %s is no longer configured; delivery %s kept as failed", d.url, d.delivery,
                       extra=_extra(d))
-            await self.store.desk_webhooks.failed(d.id, None, "the webhook is no longer configured")
+            await self.store.of(DeskWebhookTables).failed(d.id, None, "the webhook is no longer configured")
             return None
         body = d.body.encode()
         timestamp = str(int(self.clock.now().timestamp()))
@@ -147,21 +147,21 @@ class WebhookSender(DeliveryLoop[Delivery]):
         return Refused(error, retryable=True, detail=(status, hook.agent_bot))
 
     async def done(self, d: Delivery, sent: Sent) -> None:
-        await self.store.desk_webhooks.delivered(d.id, int(sent.detail))
+        await self.store.of(DeskWebhookTables).delivered(d.id, int(sent.detail))
         log.info("desk webhook %s delivered (%s)", d.event, sent.detail, extra=_extra(d))
 
     async def retry(self, d: Delivery, after: float, refused: Refused) -> None:
         status, agent_bot = refused.detail
         log.warning("desk webhook %s to %s failed (%s); retrying in %.0fs", d.event, d.url, refused.error, after,
                     extra=_extra(d))
-        await self.store.desk_webhooks.retry(d.id, status, refused.error, after)
+        await self.store.of(DeskWebhookTables).retry(d.id, status, refused.error, after)
         await self._unanswered(d, agent_bot)
 
     async def failed(self, d: Delivery, refused: Refused, *, gave_up: bool) -> None:
         status, agent_bot = refused.detail
         log.error("desk webhook %s to %s failed for good after %d attempts: %s", d.event, d.url, d.attempts,
                   refused.error, extra=_extra(d))
-        await self.store.desk_webhooks.failed(d.id, status, refused.error)
+        await self.store.of(DeskWebhookTables).failed(d.id, status, refused.error)
         await self._unanswered(d, agent_bot)
 
     async def _unanswered(self, d: Delivery, agent_bot: bool) -> None:

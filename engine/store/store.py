@@ -18,7 +18,6 @@ from engine.clock import Clock, SystemClock
 from engine.store import base
 from engine.store.base import FOREIGN, Executor, Family
 from engine.store.content import Content
-from engine.store.desk_webhooks import DeskWebhooks
 from engine.store.health import Health
 from engine.store.hooks import Hooks
 from engine.store.memories import Memories
@@ -87,14 +86,9 @@ class Families:
     def refusals(self) -> Refusals:
         return Refusals(self._on, self._q)
 
-
     @cached_property
     def workers(self) -> Workers:
         return Workers(self._on, self._q)
-
-    @cached_property
-    def desk_webhooks(self) -> DeskWebhooks:
-        return DeskWebhooks(self._on, self._q)
 
     @cached_property
     def health(self) -> Health:

@@ -22,7 +22,7 @@ class Delivery:
     attempts: int
 
 
-class DeskWebhooks(Family):
+class DeskWebhookTables(Family):
     __slots__ = ()
 
     async def enqueue(self, *, inbox_id: int, url: str, body: str, event: str, conversation_id: int,
