@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import logging
 from typing import Any
 
 import pytest
@@ -329,6 +330,36 @@ async def test_a_room_schedule_asks_only_a_bot_its_maker_may_ask(here: Room, db:
     assert await schedule_tick(db, registry, now + dt.timedelta(days=1), surface=RoomFacts("localhost"),
                                resolve_room=no_alias, made=(room_schedules,)) == []
     assert await db.pool.fetchval("SELECT count(*) FROM agent_runs") == 0
+
+
+async def test_the_tick_skips_a_withdrawn_bots_room_schedule_and_one_that_no_longer_reads(
+        here: Room, db: TestStore, published: Registry, caplog: pytest.LogCaptureFixture) -> None:
+    await here.ask('!bots schedule helper every day at 08:00 ask "Say good morning."')
+    await here.ask('!bots schedule helper every day at 09:00 ask "Say good day."')
+    first, second = [r["id"] for r in await db.pool.fetch("SELECT id FROM room_schedules ORDER BY id")]
+    made = await room_schedules(db)
+    assert [(m.bot, m.key, m.in_, m.ask) for m in made] == [
+        ("helper", f"room:{first}", ROOM, "Say good morning."), ("helper", f"room:{second}", ROOM, "Say good day.")]
+    # One no longer reads (a schedule stored by an older release, say): skipped, out loud; the other stays.
+    await db.pool.execute("UPDATE room_schedules SET schedule = '{\"every\": \"fortnight-ish\"}' WHERE id = $1", first)
+    with caplog.at_level(logging.ERROR):
+        made = await room_schedules(db)
+    assert [m.key for m in made] == [f"room:{second}"]
+    assert any(f"room schedule {first} no longer reads" in r.getMessage() for r in caplog.records)
+    now = (await db.pool.fetchval("SELECT now()")).astimezone(dt.UTC)
+
+    async def no_alias(room: str) -> str | None:
+        return room
+
+    # Its bot withdrawn: nothing fires, and its clock is left as it was (it wakes when the bot is back).
+    others = Registry.of(published.server_name, [b for b in published.bots.values() if b.slug != "helper"],
+                         skills=published.skills.values(), strings=published.strings)
+    clocks = await db.pool.fetch("SELECT trigger, last_fired_at FROM bot_clock ORDER BY trigger")
+    assert await schedule_tick(db, others, now + dt.timedelta(days=2), surface=RoomFacts("localhost"),
+                               resolve_room=no_alias, made=(room_schedules,)) == []
+    assert await db.pool.fetch("SELECT trigger, last_fired_at FROM bot_clock ORDER BY trigger") == clocks
+    assert len(await schedule_tick(db, published, now + dt.timedelta(days=2), surface=RoomFacts("localhost"),
+                                   resolve_room=no_alias, made=(room_schedules,))) == 1
 
 
 async def test_runs_spend_and_cancel(here: Room, db: TestStore) -> None:
