@@ -17,10 +17,14 @@ dev: $(STAMP)
 # Every test: unit (pure), db (real PostgreSQL) and matrix (real Synapse + matrix-nio); the tests start
 # and stop the services themselves. ruff, then mypy, then pytest, each only when the one before passed (ruff
 # takes 0.1 s; mypy 16 s on a fresh clone, under 1 s once .mypy_cache holds the last run).
+# The suite mostly waits (on Synapse, PostgreSQL, a model's stream), so it runs on TEST_WORKERS workers, a module
+# to a worker, each with its own PostgreSQL and Synapse on ports 100 apart (tests/conftest.py); TEST_WORKERS=0
+# runs it in one process.
+TEST_WORKERS ?= 3
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
@@ -66,7 +70,7 @@ client-check: $(STAMP) $(CLIENT_NPM)
 
 down:
 	synapse-dev/down
-	SUMMON_RUN_DIR=.dev/test-run synapse-dev/down
+	for run in .dev/test-run .dev/test-run-gw*; do [ -d "$$run" ] && SUMMON_RUN_DIR=$$run synapse-dev/down; done; true
 
 clean: down
 	rm -rf .dev $(VENV)

@@ -26,11 +26,15 @@ REPO = Path(__file__).resolve().parents[1]
 # The tests choose the stand-in model, as an operator would (no provider, no bots otherwise): every service,
 # worker and process they start answers through it. A test that buys passes its own environment.
 os.environ["SUMMON_AGENT_MOCK"] = "1"
-TEST_RUN = Path(os.environ.get("SUMMON_TEST_RUN_DIR") or REPO / ".dev" / "test-run")
+# Each pytest-xdist worker (`make test` runs several: the suite mostly waits) starts a stack of its own: its run
+# directory beside the first, its ports 100 apart (gw0 on the ports given, gw1 100 up, …).
+WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+_RUN = Path(os.environ.get("SUMMON_TEST_RUN_DIR") or REPO / ".dev" / "test-run")
+TEST_RUN = _RUN if WORKER == 0 else _RUN.with_name(f"{_RUN.name}-gw{WORKER}")
 PORTS = {
-    "SUMMON_PG_PORT": os.environ.get("SUMMON_TEST_PG_PORT", "55433"),
-    "SUMMON_HS_PORT": os.environ.get("SUMMON_TEST_HS_PORT", "8009"),
-    "SUMMON_AS_PORT": os.environ.get("SUMMON_TEST_AS_PORT", "29334"),
+    "SUMMON_PG_PORT": str(int(os.environ.get("SUMMON_TEST_PG_PORT", "55433")) + 100 * WORKER),
+    "SUMMON_HS_PORT": str(int(os.environ.get("SUMMON_TEST_HS_PORT", "8009")) + 100 * WORKER),
+    "SUMMON_AS_PORT": str(int(os.environ.get("SUMMON_TEST_AS_PORT", "29334")) + 100 * WORKER),
 }
 
 
