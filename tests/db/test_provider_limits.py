@@ -87,9 +87,14 @@ async def test_three_workers_together_keep_requests_per_minute(
         processes.close()
     assert len(fake.arrivals) == 8
     assert len(await workers_that_called(db, ids)) >= 2
-    assert fake.most_within(3.0) == 2
+    # The limiter counts grants; the fake sees each request a little after its grant (the worker's own
+    # scheduling, its connection), later still on a loaded machine — CI once saw 3 arrivals within 3.0 s
+    # of grants 3 s apart. So the windows checked here are 0.5 s short of the limiter's: at most 2 still,
+    # where a broken limit lets all eight in within a fraction of a second.
+    jitter = 0.5
+    assert fake.most_within(3.0 - jitter) == 2
     span = max(fake.arrivals) - min(fake.arrivals)
-    assert span >= 3 * 3.0  # four windows' worth: the limit made them wait, not just counted them
+    assert span >= 3 * 3.0 - jitter  # four windows' worth: the limit made them wait, not just counted them
 
 
 async def test_a_worker_killed_holding_a_permit_holds_it_only_until_its_lease_runs_out(

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import aiohttp
 import pytest
-from nio import AsyncClient, RegisterResponse, RoomCreateResponse, RoomMessagesResponse
+from nio import AsyncClient, RegisterResponse, RoomCreateResponse, RoomMessagesResponse, RoomPreset
 
 from appservice.matrix.outbox import TXN_MARKER, MatrixSender, Outbox
 from appservice.matrix.tables.outbox import OutboxTables
@@ -66,14 +66,16 @@ class Room:
 
 @pytest.fixture
 async def room(stack: dict[str, str]) -> AsyncIterator[Room]:
-    """A person's room with a puppet of ours joined (registered and joined through the appservice API)."""
+    """A person's room with a puppet of ours joined (registered and joined through the appservice API). The
+    room is public, so the puppet joins without an invite: a summon service another test left running on
+    this worker would decline an invite of a puppet that is none of its bots ("not_offered")."""
     person = AsyncClient(stack["SUMMON_HS_URL"], f"faults{uuid.uuid4().hex[:8]}")
     session = aiohttp.ClientSession()
     try:
         reg = await person.register(person.user, "pw-" + uuid.uuid4().hex)
         assert isinstance(reg, RegisterResponse), reg
         puppet = f"@bot_fault{uuid.uuid4().hex[:8]}:{stack['SUMMON_SERVER_NAME']}"
-        created = await person.room_create(name="faults", invite=[puppet])
+        created = await person.room_create(name="faults", preset=RoomPreset.public_chat)
         assert isinstance(created, RoomCreateResponse), created
         r = Room(created.room_id, puppet, person, session, stack["SUMMON_HS_URL"], stack["SUMMON_AS_TOKEN"])
         await r.as_puppet("POST", "/_matrix/client/v3/register",
