@@ -19,7 +19,7 @@ from collections.abc import Callable
 from appservice.door.tables import DoorTables
 from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.ours import PUPPET_PREFIX
-from appservice.matrix.surface import facts_now
+from appservice.matrix.power import facts_now
 from appservice.matrix.tables.outbox import OutboxTables
 from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Registry

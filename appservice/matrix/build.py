@@ -31,16 +31,16 @@ from appservice.matrix.asking.mention import Mention
 from appservice.matrix.asking.voice import Hearing, Speaking
 from appservice.matrix.claimers.admin import RoomAdmin
 from appservice.matrix.claimers.cancels import Cancels
+from appservice.matrix.claimers.command_state import CommandState
 from appservice.matrix.claimers.commands import Commands
 from appservice.matrix.claimers.memories import MemoryCommands
 from appservice.matrix.claimers.presses import Presses
 from appservice.matrix.delivery.avatar_art import EMOJI_FONT
 from appservice.matrix.delivery.avatars import Avatars, Face
-from appservice.matrix.delivery.command_state import CommandState
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.delivery.waiting import WaitingLines
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.inbound.dispatch import Dispatcher
 from appservice.matrix.inbound.followups import Followup, Join
 from appservice.matrix.inbound.lines import Claim, LineHandler, OwnMemories, OwnRooms, RoomWork, VoiceNotes
 from appservice.matrix.inbound.said import Line

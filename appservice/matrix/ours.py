@@ -4,11 +4,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from appservice.matrix.inbound.mentions import Puppet
 from engine.content import Registry
 
 PUPPET_PREFIX = "bot_"  # the default of appservice.puppet_prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Puppet:
+    """A bot as a room sees it: its user id and the name people call it by."""
+    user_id: str
+    display_name: str
 
 
 def in_our_namespace(user_id: str, *, server_name: str, service_user: str | None,

@@ -1,15 +1,18 @@
 """A person's standing in a Matrix room, read from its ``m.room.power_levels`` and ``m.room.create`` the way
 the spec does — never a hard-coded 100 — and handed to the engine as facts (``AudienceFacts``: a member? a
-moderator? an admin?), never as an event. Room version 12 creators count as admins. Pure."""
+moderator? an admin?), never as an event. Room version 12 creators count as admins. ``facts_in_room`` is pure;
+``facts_now`` reads the room as stored (its members, its join rule) to ask the same of a room by id."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from appservice.matrix.tables.rooms import Room
+from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
+from appservice.matrix.tables.rooms import Room, RoomTables
 from engine.content.audience import AudienceFacts
+from engine.store import Families
 
 # Matrix's own defaults (client-server spec, m.room.power_levels).
 USERS_DEFAULT = 0
@@ -140,3 +143,43 @@ def _level(value: object, default: int) -> int:
         except ValueError:
             return default
     return default
+
+
+# The join rules under which nobody joins without being let in by a member (the spec's "invite", and "private",
+# which it reserves and treats as invite).
+INVITE_ONLY = frozenset({"invite", "private"})
+
+
+async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, server_name: str,
+                    service_user: str | None = None, site_classes: frozenset[str] = frozenset(),
+                    puppet_prefix: str = PUPPET_PREFIX) -> AudienceFacts:
+    """A person as the room knows them now: a member? a moderator or an admin, by the room's own power
+    levels? Is the room theirs alone (``private``)? With no room (or nobody), just who they are."""
+    room = await db.of(RoomTables).get(room_id) if room_id is not None else None
+    if user_id is None or room is None:
+        return AudienceFacts(user_id=user_id, local_server=server_name, site_classes=site_classes)
+    member = await db.of(RoomTables).member(room.room_id, user_id)
+    joined = member is not None and member.membership == "join"
+    facts = facts_in_room(user_id, room, server_name, is_member=joined, site_classes=site_classes)
+    if joined and await _theirs_alone(db, room, user_id, server_name=server_name, service_user=service_user,
+                                      puppet_prefix=puppet_prefix):
+        facts = replace(facts, private=True)
+    return facts
+
+
+async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: str, service_user: str | None,
+                        puppet_prefix: str) -> bool:
+    """Whether ``user_id`` is the only human who reads what is said in ``room`` (a DM with a bot), from the
+    members as stored: every other joined or invited member is one of ours (a puppet, the service user).
+    Anything less than sure is not private: a room whose state we never read (no creation stored, no join
+    rule), one we left, a world-readable one (anyone may read it without joining), and one anybody may join
+    or knock on without an invite (``public``, ``knock``, ``restricted``: who reads it is not fixed)."""
+    if room.create_content is None or room.left_at is not None or room.history_visibility == "world_readable":
+        return False
+    if room.join_rule not in INVITE_ONLY:
+        return False
+    readers = await db.of(RoomTables).readers(room.room_id)
+    people = {r.user_id for r in readers
+              if not in_our_namespace(r.user_id, server_name=server_name, service_user=service_user,
+                                      puppet_prefix=puppet_prefix)}
+    return people == {user_id}

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from appservice.matrix.delivery.homeserver import Homeserver
+from appservice.matrix.dispatch import remember
 from appservice.matrix.errors import MatrixError, NotLeft
-from appservice.matrix.inbound.dispatch import FIRST_TRY_SECONDS, remember
 from appservice.matrix.inbound.followups import (
+    ATTEMPT_SECONDS,
+    FIRST_TRY_SECONDS,
     KINDS,
     Decline,
     Followup,
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ATTEMPT_SECONDS = 45.0  # an attempt gives up before its hold (FIRST_TRY_SECONDS) runs out, so none runs twice
 RETRY_SECONDS = 15.0  # then 60 s, 4 min, 16 min, …
 MAX_ATTEMPTS = 6
 RESUME_SECONDS = 30.0

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from appservice.matrix.asking.voice import SPEAK
-from appservice.matrix.delivery.command_state import CommandState
+from appservice.matrix.claimers.command_state import CommandState
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.delivery.offers import (
     POLL_START,
@@ -30,14 +30,14 @@ from appservice.matrix.delivery.offers import (
     poll_txn,
     style_of,
 )
-from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.delivery.render import progress_txn, run_content
 from appservice.matrix.errors import MatrixError
 from appservice.matrix.inbound.said import read_event
-from appservice.matrix.ours import PUPPET_PREFIX, in_our_namespace
-from appservice.matrix.power import facts_in_room
+from appservice.matrix.ours import PUPPET_PREFIX
+from appservice.matrix.power import facts_now
 from appservice.matrix.tables.offers import OfferTables
 from appservice.matrix.tables.outbox import OutboxTables
-from appservice.matrix.tables.rooms import Room, RoomTables
+from appservice.matrix.tables.rooms import RoomTables
 from appservice.matrix.voice_tables import VoiceTables
 from appservice.voices import VOICE
 from engine.clock import Clock
@@ -57,56 +57,6 @@ TYPING_MS = 30_000
 TYPING_DELAY = 0.8  # seconds a run works before its bot is shown typing
 PROGRESS_DELAY = 4.0  # seconds a run works before it gets a progress line
 PROGRESS_EVERY = 60.0  # how often the progress line is brought up to date
-
-
-def progress_txn(run_id: int) -> str:
-    return f"summon.run{run_id}.progress"
-
-
-def run_content(run: RunInfo, text: str, *, mention: bool = True) -> dict[str, Any]:
-    """A notice about ``run``: where it was asked, mentioning the asker unless ``mention`` is False."""
-    return answer_content(text, thread_root=run.thread, reply_to=run.trigger_event,
-                          mention=run.asked_by if mention else None)
-
-
-# The join rules under which nobody joins without being let in by a member (the spec's "invite", and "private",
-# which it reserves and treats as invite).
-INVITE_ONLY = frozenset({"invite", "private"})
-
-
-async def facts_now(db: Families, room_id: str | None, user_id: str | None, *, server_name: str,
-                    service_user: str | None = None, site_classes: frozenset[str] = frozenset(),
-                    puppet_prefix: str = PUPPET_PREFIX) -> AudienceFacts:
-    """A person as the room knows them now: a member? a moderator or an admin, by the room's own power
-    levels? Is the room theirs alone (``private``)? With no room (or nobody), just who they are."""
-    room = await db.of(RoomTables).get(room_id) if room_id is not None else None
-    if user_id is None or room is None:
-        return AudienceFacts(user_id=user_id, local_server=server_name, site_classes=site_classes)
-    member = await db.of(RoomTables).member(room.room_id, user_id)
-    joined = member is not None and member.membership == "join"
-    facts = facts_in_room(user_id, room, server_name, is_member=joined, site_classes=site_classes)
-    if joined and await _theirs_alone(db, room, user_id, server_name=server_name, service_user=service_user,
-                                      puppet_prefix=puppet_prefix):
-        facts = replace(facts, private=True)
-    return facts
-
-
-async def _theirs_alone(db: Families, room: Room, user_id: str, *, server_name: str, service_user: str | None,
-                        puppet_prefix: str) -> bool:
-    """Whether ``user_id`` is the only human who reads what is said in ``room`` (a DM with a bot), from the
-    members as stored: every other joined or invited member is one of ours (a puppet, the service user).
-    Anything less than sure is not private: a room whose state we never read (no creation stored, no join
-    rule), one we left, a world-readable one (anyone may read it without joining), and one anybody may join
-    or knock on without an invite (``public``, ``knock``, ``restricted``: who reads it is not fixed)."""
-    if room.create_content is None or room.left_at is not None or room.history_visibility == "world_readable":
-        return False
-    if room.join_rule not in INVITE_ONLY:
-        return False
-    readers = await db.of(RoomTables).readers(room.room_id)
-    people = {r.user_id for r in readers
-              if not in_our_namespace(r.user_id, server_name=server_name, service_user=service_user,
-                                      puppet_prefix=puppet_prefix)}
-    return people == {user_id}
 
 
 class RoomFacts:

@@ -14,7 +14,7 @@ from appservice.matrix.asking.asking import Asking
 from appservice.matrix.inbound.mentions import named_bots
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
-from appservice.matrix.surface import facts_now
+from appservice.matrix.power import facts_now
 from appservice.matrix.tables.rooms import RoomTables
 from appservice.members.book import Book
 from appservice.members.runs import standing

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from appservice.kinds import KINDS
-from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.dispatch import Dispatcher
 from engine.clock import SystemClock
 from engine.content import Registry
 from engine.content.files import compile_content

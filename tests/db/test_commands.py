@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from appservice.matrix.claimers.commands import help_text
-from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.power import standing
 from engine.content import Registry
 from engine.content.commands import command_prompt

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from appservice.matrix.asking.context import ContextSettings, ThreadFetch
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.inbound.dispatch import Dispatcher
 from engine.content import Registry
 from engine.core.prompt import opening, said_since
 from tests.book import BOOK

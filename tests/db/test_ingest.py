@@ -12,7 +12,7 @@ import pytest
 from appservice.kinds import KINDS
 from appservice.matrix.build import wire_dispatcher
 from appservice.matrix.claimers.commands import Commands
-from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.inbound.followups import Decline, Followup, Join, LeaveEncrypted
 from appservice.matrix.surface import RoomFacts
 from appservice.matrix.tables.lines import LineTables

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from appservice.matrix.delivery.offers import KEYCAPS
-from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.surface import MatrixSurface
 from appservice.matrix.tables.offers import OfferTables
 from appservice.matrix.tables.outbox import OutboxTables

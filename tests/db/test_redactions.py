@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.tables.lines import LineTables
 from engine.content import Registry
 from engine.core.messages import HeardStep, dump_step

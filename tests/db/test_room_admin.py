@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from appservice.matrix.claimers.admin import RoomAdmin
-from appservice.matrix.inbound.dispatch import Dispatcher
+from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.inbound.followups import Followup, InvitePuppet, PuppetLeaves
 from appservice.matrix.surface import RoomFacts
 from appservice.matrix.tables.schedules import room_schedules

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from appservice.matrix.inbound.dispatch import GIVE_UP_AFTER, LAST_TRIES, txn_digest
+from appservice.matrix.dispatch import GIVE_UP_AFTER, LAST_TRIES, txn_digest
 from appservice.matrix.inbound.transactions import TransactionEndpoint
 from appservice.matrix.tables.lines import LineTables
 from engine.content import Registry
@@ -62,7 +62,7 @@ async def test_a_bad_event_after_good_ones_undoes_the_pass_at_once_and_the_rest_
     huge = {**message("stamped past the end of time"), "origin_server_ts": 2**63}
     after = message("and after it")
     ingest = pipeline(db, published)
-    with caplog.at_level(logging.WARNING, logger="appservice.matrix.inbound.dispatch"):
+    with caplog.at_level(logging.WARNING, logger="appservice.matrix.dispatch"):
         assert await feed(ingest, db, "t-mixed", [ask, huge, after]) == []
     assert await stored(db) == {ask["event_id"], after["event_id"]}
     assert await count(db, "SELECT count(*) FROM agent_runs") == 1  # summoned once, not once a pass
@@ -70,7 +70,7 @@ async def test_a_bad_event_after_good_ones_undoes_the_pass_at_once_and_the_rest_
     assert any("storing it again with each event in a savepoint" in r.getMessage() for r in caplog.records)
     assert await count(db, "SELECT count(*) FROM as_transaction_failures") == 0  # nothing for the homeserver to retry
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="appservice.matrix.inbound.dispatch"):
+    with caplog.at_level(logging.WARNING, logger="appservice.matrix.dispatch"):
         assert await feed(ingest, db, "t-fine", [message("fine"), message("also fine")]) == []
     assert not [r for r in caplog.records if "storing it again" in r.getMessage()]
     assert await count(db, "SELECT count(*) FROM room_events") == 4
@@ -88,7 +88,7 @@ async def test_a_failure_outside_every_savepoint_gives_up_after_a_few_attempts(
             await feed(pipeline(db, published), db, txn, [fine])
         assert await db.of(LineTables).transaction_failures(txn_digest(txn)) == attempt
     assert await stored(db) == set()
-    with caplog.at_level(logging.ERROR, logger="appservice.matrix.inbound.dispatch"):
+    with caplog.at_level(logging.ERROR, logger="appservice.matrix.dispatch"):
         assert await feed(pipeline(db, published), db, txn, [fine]) == []
     assert await stored(db) == {fine["event_id"]}
     assert await count(db, "SELECT count(*) FROM agent_runs") == 1

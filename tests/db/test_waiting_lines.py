@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from appservice.matrix.delivery.render import progress_txn
 from appservice.matrix.delivery.waiting import WaitingLines
-from appservice.matrix.surface import progress_txn
 from engine.clock import FakeClock
 from engine.content import Registry
 from tests.db.runs import insert_run

@@ -3,7 +3,11 @@ Checked on the source with ``ast``, so every import counts — at the top, insid
 ``TYPE_CHECKING`` — since a cycle in any of them still ties the two folders into one. A folder is a
 package (``engine/core``, ``appservice/matrix``); a module beside the packages (``engine/errors.py``,
 ``appservice/app.py``) is a node of its own. The intended order is ``engine/core`` < ``engine/content``
-< ``engine/tools``, with ``engine/sandbox`` below both content and tools."""
+< ``engine/tools``, with ``engine/sandbox`` below both content and tools.
+
+The same holds one level in, inside a folder split by job: ``appservice/matrix``'s sub-folders import one
+way too (``inbound`` < ``delivery`` < ``asking`` < ``claimers`` < ``surface`` < ``dispatch`` < ``rooms``), a
+module beside them (``ours.py``, ``power.py``) again a node of its own."""
 
 from __future__ import annotations
 
@@ -26,6 +30,19 @@ def node_of(module: str, packages: frozenset[str]) -> str | None:
     return ".".join(parts[:2]) if len(parts) >= 2 else parts[0]
 
 
+def nested_node_of(module: str, packages: frozenset[str]) -> str | None:
+    """The innermost folder node a dotted module belongs to: its deepest package, except that a module directly
+    in a package that has packages of its own is a node of its own (``appservice.matrix.ours``), as at the top."""
+    parts = module.split(".")
+    if parts[0] not in TOPS:
+        return None
+    depth = max((n for n in range(1, len(parts) + 1) if ".".join(parts[:n]) in packages), default=1)
+    package = ".".join(parts[:depth])
+    if len(parts) > depth and any(p.startswith(package + ".") for p in packages):
+        return ".".join(parts[: depth + 1])
+    return package
+
+
 def imports_of(source: str, here: str) -> set[str]:
     """Every module a source imports, in full, relative imports resolved against ``here`` (its package)."""
     found: set[str] = set()
@@ -46,12 +63,20 @@ def imports_of(source: str, here: str) -> set[str]:
     return found
 
 
-def folder_graph(root: Path) -> dict[str, set[str]]:
-    """Folder node → the folder nodes it imports, over every module under engine/ and appservice/."""
-    packages = frozenset(
-        ".".join(p.relative_to(root).parts) for top in TOPS for p in (root / top).iterdir()
-        if p.is_dir() and any(p.rglob("*.py"))
-    )
+def folder_graph(root: Path, *, nested: bool = False) -> dict[str, set[str]]:
+    """Folder node → the folder nodes it imports, over every module under engine/ and appservice/: the folders
+    right under each, or with ``nested`` every folder at any depth (``appservice.matrix.asking``)."""
+    if nested:
+        packages = frozenset(
+            ".".join(p.relative_to(root).parts) for top in TOPS for p in [root / top, *(root / top).rglob("*")]
+            if p.is_dir() and (p / "__init__.py").is_file())
+    else:
+        packages = frozenset(
+            ".".join(p.relative_to(root).parts) for top in TOPS for p in (root / top).iterdir()
+            if p.is_dir() and any(p.rglob("*.py"))
+        )
+    node_for = nested_node_of if nested else node_of
+    carriers = set(TOPS) | ({p for p in packages if any(q.startswith(p + ".") for q in packages)} if nested else set())
     graph: dict[str, set[str]] = {}
     for top in TOPS:
         for path in sorted((root / top).rglob("*.py")):
@@ -60,13 +85,14 @@ def folder_graph(root: Path) -> dict[str, set[str]]:
             is_package = parts[-1] == "__init__"
             module = ".".join(parts[:-1]) if is_package else dotted
             here = module if is_package else ".".join(parts[:-1])
-            source_node = node_of(module, packages)
+            source_node = node_for(module, packages)
             assert source_node is not None
             edges = graph.setdefault(source_node, set())
             for target in imports_of(path.read_text(encoding="utf-8"), here):
-                target_node = node_of(target, packages)
-                # ``from engine import x`` names the bare package ``engine``: only its submodule counts.
-                if target_node is None or target_node == source_node or target_node in TOPS:
+                target_node = node_for(target, packages)
+                # ``from engine import x`` names the bare package ``engine``: only its submodule counts (so
+                # too a package holding packages, ``from appservice.matrix import ours``, when nested).
+                if target_node is None or target_node == source_node or target_node in carriers:
                     continue
                 if target_node in packages or (root / Path(*target_node.split("."))).with_suffix(".py").is_file():
                     edges.add(target_node)
@@ -173,3 +199,28 @@ def test_no_folder_imports_round_a_loop() -> None:
     loops = [f"{', '.join(component)} (one loop: {' → '.join(a_loop_in(component, graph))})"
              for component in cycles(graph)]
     assert loops == [], f"folders that import each other round a loop: {loops}"
+
+
+def test_the_nested_check_sees_sub_folders(tmp_path: Path) -> None:
+    for folder in ("appservice", "appservice/matrix", "appservice/matrix/inbound", "appservice/matrix/asking"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "appservice" / "matrix" / "ours.py").write_text("from appservice.matrix.inbound.said import x\n")
+    (tmp_path / "appservice" / "matrix" / "inbound" / "said.py").write_text("from ..asking import mention\n")
+    (tmp_path / "appservice" / "matrix" / "asking" / "mention.py").write_text("from appservice.matrix import ours\n")
+    flat = folder_graph(tmp_path)
+    assert cycles(flat) == []  # one folder, appservice.matrix, at the top: the loop is invisible there
+    graph = folder_graph(tmp_path, nested=True)
+    assert graph["appservice.matrix.ours"] == {"appservice.matrix.inbound"}
+    assert graph["appservice.matrix.inbound"] == {"appservice.matrix.asking"}
+    assert graph["appservice.matrix.asking"] == {"appservice.matrix.ours"}
+    assert cycles(graph) == [["appservice.matrix.asking", "appservice.matrix.inbound", "appservice.matrix.ours"]]
+
+
+def test_no_sub_folder_imports_round_a_loop() -> None:
+    graph = folder_graph(ROOT, nested=True)
+    assert {"appservice.matrix.inbound", "appservice.matrix.asking", "appservice.matrix.ours"} <= set(graph)
+    loops = [f"{', '.join(component)} (one loop: {' → '.join(a_loop_in(component, graph))})"
+             for component in cycles(graph)]
+    assert loops == [], f"sub-folders that import each other round a loop: {loops}"

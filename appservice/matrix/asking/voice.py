@@ -42,11 +42,10 @@ from appservice.matrix.asking.voice_claims import VOICE_WORDS, claimed_bytes, cl
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.errors import MatrixError
-from appservice.matrix.inbound.followups import Followup, Transcribe
+from appservice.matrix.inbound.followups import ATTEMPT_SECONDS, Followup, Transcribe
 from appservice.matrix.inbound.mentions import named_bots
 from appservice.matrix.inbound.said import Line, read_event
 from appservice.matrix.ours import Ours
-from appservice.matrix.rooms import ATTEMPT_SECONDS
 from appservice.matrix.tables.lines import LineTables
 from appservice.matrix.tables.outbox import OutboxTables
 from appservice.matrix.tables.rooms import RoomTables

@@ -34,8 +34,9 @@ from appservice.matrix.asking.asking import Asking
 from appservice.matrix.claimers.msc4332 import COMMAND_BLOCKS, from_block
 from appservice.matrix.claimers.service_voice import people_in, reply, speaker
 from appservice.matrix.inbound.htmltext import person_link
-from appservice.matrix.inbound.mentions import Puppet, named_bots
+from appservice.matrix.inbound.mentions import named_bots
 from appservice.matrix.inbound.said import Line
+from appservice.matrix.ours import Puppet
 from appservice.matrix.power import facts_in_room
 from appservice.matrix.tables.rooms import Room, RoomTables
 from engine.content import AudienceFacts, Bot, Command, Registry, admits

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from appservice.matrix.delivery.render import answer_content
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
-from appservice.matrix.surface import facts_now
+from appservice.matrix.power import facts_now
 from appservice.matrix.tables.outbox import OutboxTables
 from appservice.matrix.tables.rooms import RoomTables
 from engine.content import Bot, Registry

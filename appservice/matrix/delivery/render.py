@@ -21,6 +21,8 @@ from markdown_it.renderer import RendererHTML, RendererProtocol
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
+from engine.surface import RunInfo
+
 __all__ = ["MATRIX_ATTRIBUTES", "MATRIX_TAGS", "Rendered", "answer_content", "render", "sanitize"]
 
 MATRIX_TAGS = frozenset(
@@ -136,3 +138,13 @@ def answer_content(text: str, *, thread_root: str | None, reply_to: str | None, 
     elif reply_to:
         content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
     return content
+
+
+def progress_txn(run_id: int) -> str:
+    return f"summon.run{run_id}.progress"
+
+
+def run_content(run: RunInfo, text: str, *, mention: bool = True) -> dict[str, Any]:
+    """A notice about ``run``: where it was asked, mentioning the asker unless ``mention`` is False."""
+    return answer_content(text, thread_root=run.thread, reply_to=run.trigger_event,
+                          mention=run.asked_by if mention else None)

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from appservice.matrix.surface import progress_txn, run_content
+from appservice.matrix.delivery.render import progress_txn, run_content
 from appservice.matrix.tables.outbox import OutboxTables
 from engine.clock import Clock
 from engine.content import Registry

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+FIRST_TRY_SECONDS = 60.0  # how long a remembered action's first attempt holds its row before another may
+ATTEMPT_SECONDS = 45.0  # an attempt gives up before its hold (FIRST_TRY_SECONDS) runs out, so none runs twice
+
 
 @dataclass(frozen=True)
 class Join:

@@ -12,18 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from appservice.matrix.inbound.said import Line, matrix_to_user_id, read_event
+from appservice.matrix.ours import Puppet
 
-__all__ = ["Puppet", "named_bots"]
-
-
-@dataclass(frozen=True, slots=True)
-class Puppet:
-    user_id: str
-    display_name: str
+__all__ = ["named_bots"]
 
 
 _MATRIX_TO_LINK = re.compile(r"https?://matrix\.to/#/[^\s<>\"')\]]+", re.IGNORECASE)

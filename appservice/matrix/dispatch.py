@@ -45,7 +45,7 @@ from typing import Any, Literal
 from appservice.matrix.asking.context import Fetched, ThreadBackfill
 from appservice.matrix.claimers.cancels import Cancels
 from appservice.matrix.claimers.presses import POLL_RESPONSES, Presses
-from appservice.matrix.inbound.followups import Followup
+from appservice.matrix.inbound.followups import FIRST_TRY_SECONDS, Followup
 from appservice.matrix.inbound.lines import LineHandler, RoomWork
 from appservice.matrix.inbound.said import read_event
 from appservice.matrix.inbound.state import StateHandler
@@ -57,7 +57,6 @@ from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)
 
-FIRST_TRY_SECONDS = 60.0  # how long a remembered action's first attempt holds its row before another may
 Recorded = Literal["new", "replay", "unremembered"]
 GIVE_UP_AFTER = 3  # failed attempts (a retry did not mend) before a transaction is stored without what fails
 LAST_TRIES = 2  # careful attempts that failed too before every event is recorded as rejected and acknowledged
