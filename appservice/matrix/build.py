@@ -111,12 +111,6 @@ def claim_order(
     the member bots') or a part of this one's that may be absent (``memories``, ``voice``) is left out when
     it is None; the others keep their places."""
 
-    async def cancel(tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
-        if not cancels.is_cancel(line):
-            return False
-        await cancels.line(tx, line)
-        return True
-
     async def voice_note(tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
         return line.is_voice and voice is not None and await voice.heard(tx, line, followups)
 
@@ -125,19 +119,19 @@ def claim_order(
         # a command or a mention (the desk sees it first, and says when it is any other line).
         None if elsewhere is None else Claim("staff room", lambda tx, line, _e, _f: elsewhere.line(tx, line, ours)),
         # Stopping must work whatever else the line could be read as: a !cancel is never a command or a question.
-        Claim("cancel", cancel),
+        Claim("cancel", cancels.claim),
         # !bots is the service's own word to a room's admins, before any bot's command could take it.
-        Claim("room admin", lambda tx, line, _e, followups: admin.heard(tx, line, followups)),
+        Claim("room admin", admin.claim),
         # A bare number answers the choices a bot just offered here, before it could read as anything else.
-        Claim("press", lambda tx, line, _e, _f: presses.line(tx, line)),
+        Claim("press", presses.claim),
         # !memories and !forget are the person's own (SPEC §11), whatever a bot's commands are called.
-        None if memories is None else Claim("memories", lambda tx, line, _e, _f: memories.heard(tx, line)),
+        None if memories is None else Claim("memories", memories.claim),
         # A !command a bot has (content/commands), before its words could be taken as a mention.
-        Claim("command", lambda tx, line, event, _f: commands.heard(tx, line, event)),
+        Claim("command", commands.claim),
         # A voice note asks once its words are heard (its hearing remembered); only a voice line is one.
         None if voice is None else Claim("voice note", voice_note),
         # A !word close to a command is answered as a typo, not put to a bot as a question.
-        Claim("typo", lambda tx, line, event, _f: commands.typo(tx, line, event)),
+        Claim("typo", commands.typo),
         # In a member bot's own room (or a DM with its builder) a bot is talked to without being named.
         None if own_rooms is None else Claim("own room", lambda tx, line, event, _f: own_rooms.line(tx, line, event)),
         # Last, whatever is left: a line that names a bot (or any line in a DM with one) asks it.

@@ -234,12 +234,11 @@ async def test_a_rooms_state_read_after_a_join_wakes_and_summons_nobody(db: Test
 async def test_a_handler_that_fails_loses_neither_its_line_nor_the_other_events(
     db: TestStore, published: Registry, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ingest = pipeline(db, published)
-
     async def broken(*args: Any, **kwargs: Any) -> bool:
         raise OverflowError("a number too big for a handler")
 
-    monkeypatch.setattr(Commands, "heard", broken)  # the claimer the built order calls
+    monkeypatch.setattr(Commands, "claim", broken)  # the claimer the built order holds (bound when it is built)
+    ingest = pipeline(db, published)
     bad = message("!summarise since=99999999999d")
     fine = message("Helper, hello", mentions=[HELPER])
     await feed(ingest, db, "t1", [bad, fine])

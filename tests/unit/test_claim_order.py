@@ -60,7 +60,7 @@ class Voice:
 
 
 class Memories:
-    async def heard(self, tx: Tx, line: Line) -> bool:
+    async def claim(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
         return False
 
 

@@ -49,8 +49,9 @@ class RoomAdmin:
         self.server_name = server_name
         self.service_user = service_user
 
-    async def heard(self, tx: Tx, line: Line, followups: list[Followup]) -> bool:
-        """True when ``line`` was a `!bots …` for the service (carried out, or refused out loud)."""
+    async def claim(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
+        """The order's "room admin" step: True when ``line`` was a `!bots …` for the service (carried out, or
+        refused out loud)."""
         if not words.is_bots_line(line.text) or not await self._addressed(tx, line):
             return False
         room = await tx.of(RoomTables).get(line.room_id)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from appservice.matrix.claimers.service_voice import people_in, reply, speaker
+from appservice.matrix.inbound.followups import Followup
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.power import facts_in_room
@@ -31,6 +32,13 @@ class Cancels:
     @staticmethod
     def is_cancel(line: Line) -> bool:
         return line.text.strip() in CANCEL_WORDS
+
+    async def claim(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
+        """The order's "cancel" step (``build.claim_order``): True when ``line`` was a cancel word (carried out)."""
+        if not self.is_cancel(line):
+            return False
+        await self.line(tx, line)
+        return True
 
     async def line(self, tx: Tx, line: Line) -> None:
         asker = None if await self._is_moderator(tx, line.room_id, line.sender) else line.sender

@@ -33,6 +33,7 @@ from typing import Any
 from appservice.matrix.asking.asking import Asking
 from appservice.matrix.claimers.msc4332 import COMMAND_BLOCKS, from_block
 from appservice.matrix.claimers.service_voice import people_in, reply, speaker
+from appservice.matrix.inbound.followups import Followup
 from appservice.matrix.inbound.htmltext import person_link
 from appservice.matrix.inbound.mentions import named_bots
 from appservice.matrix.inbound.said import Line
@@ -59,8 +60,8 @@ class Commands:
         self.server_name = server_name
         self.service_user = service_user
 
-    async def heard(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool:
-        """True when ``line`` was a command (run, or answered with why not)."""
+    async def claim(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
+        """The order's "command" step: True when ``line`` was a command (run, or answered with why not)."""
         registry = self._registry()
         said = self._said(line, event, registry)
         if said is None:
@@ -100,8 +101,8 @@ class Commands:
         await self.asking.ask(tx, line, bot, extra_context={"command": context})
         return True
 
-    async def typo(self, tx: Tx, line: Line, event: Mapping[str, Any]) -> bool:
-        """A ``!word`` that is no command but close to one this person may run here: pointed at it, by whoever
+    async def typo(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
+        """The order's "typo" step: a ``!word`` that is no command but close to one this person may run here: pointed at it, by whoever
         speaks for the service (True). Anything else — another bot's command (rooms have those), a command
         withheld from them or whose bot is not here, a line naming a bot — is left alone (False)."""
         registry = self._registry()

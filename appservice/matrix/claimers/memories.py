@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.inbound.followups import Followup
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.power import facts_now
@@ -50,8 +52,8 @@ class MemoryCommands:
     def _words(self, key: str) -> str:
         return self._registry().strings.get("memories", key) or WORDS[key]
 
-    async def heard(self, tx: Tx, line: Line) -> bool:
-        """True when ``line`` is ``!memories`` or ``!forget …`` (answered here)."""
+    async def claim(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
+        """The order's "memories" step: True when ``line`` is ``!memories`` or ``!forget …`` (answered here)."""
         match = _COMMAND.match(line.text.strip())
         if match is None:
             return False

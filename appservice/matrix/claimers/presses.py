@@ -28,6 +28,7 @@ from appservice.matrix.delivery.offers import (
     voted,
 )
 from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.inbound.followups import Followup
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.ours import Ours
 from appservice.matrix.tables.offers import Offer, OfferTables
@@ -48,6 +49,10 @@ class Presses:
         self._registry = registry
         self.ours = ours
         self.asking = asking
+
+    async def claim(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
+        """The order's "press" step (``line``)."""
+        return await self.line(tx, line)
 
     async def line(self, tx: Tx, line: Line) -> bool:
         """A bare number answering a bot's offer: True when it was taken as a press (or told it was gone).

@@ -41,7 +41,7 @@ class VoiceNotes(Protocol):
 class OwnMemories(Protocol):
     """A person's ``!memories`` / ``!forget`` (``memories.MemoryCommands``): True when the line was one."""
 
-    async def heard(self, tx: Tx, line: Line) -> bool: ...
+    async def claim(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool: ...
 
 
 class OwnRooms(Protocol):
