@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test unit fuzz lint typecheck bench install clean down client-check
+.PHONY: dev test unit fuzz lint typecheck bench install clean down client-check mention-path
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	scripts/bootstrap
@@ -54,6 +54,12 @@ bench: $(STAMP)
 	-$(BIN)/python -m tests.bench.door
 	-$(BIN)/python -m tests.bench.recall
 	@echo; $(BIN)/python -m tests.bench.table
+
+# The mention's path, counted: the files a mention's transaction passes through from the PUT to the run row, and
+# its returns to a file already left (tests/bench/mention_path.py, around the spine test's first mention).
+mention-path: $(STAMP)
+	$(BIN)/pytest -q -s -p no:cacheprovider -p tests.bench.mention_path \
+		"tests/matrix/test_spine.py::test_a_mention_in_a_room_gets_one_answer_from_the_puppet_as_a_reply"
 
 # Opt-in, not part of `make test`: summon as a person sees it, in a real Matrix client (Hydrogen, from the pinned
 # hydrogen-view-sdk bundled by the pinned esbuild) in Debian's Chromium, against a running `make dev` (in another
