@@ -253,6 +253,9 @@ class Door(_Strict):
     # How long a turn's response waits for its answer; then the work outlives the turn and its result is posted
     # to the session's room (re-checked) or the person's DM with the bot when it is done.
     wait_seconds: float = Field(default=120.0, gt=0, le=3600)
+    # How often a streamed turn that is still working sends a keep-alive comment: well under the read timeouts
+    # of voice front ends (LiveKit's client default is 5 s), so a slow answer never looks like a dead line.
+    keepalive_seconds: float = Field(default=2.5, ge=0.1, le=30)
     # How long a room claim waits for the homeserver when our own state does not know both members; silence
     # is a refusal (the session stays on the person's DM).
     check_seconds: float = Field(default=3.0, gt=0, le=60)

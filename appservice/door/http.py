@@ -3,19 +3,26 @@ ends and anything that speaks OpenAI, on grants (docs/door.md).
 
     POST /v1/chat/completions   a turn: the last user message asks the grant's bot; stream or one object
     GET  /v1/models             the bots this grant may reach (one: its own)
+    GET  /v1/models/{id}        that bot, by its slug
     POST /v1/session/context    a session.context frame: the room the session is in (answered with the ack)
     POST /v1/door/start         a grant, from a person's own Matrix access token (checked with whoami)
 
 Every request but the start route carries ``Authorization: Bearer <grant>``, verified on every request; a grant
 that does not verify — forged, tampered, expired, under an unknown key, for another bot or another room — gets
-the same 401 and the same body. A bad body is a 400 in OpenAI's error shape; a ceiling is a 429 in words.
+the same 401 and the same body. A bad body is a 400 in OpenAI's error shape; a ceiling is a 429 in words, with
+``Retry-After``. A ``model`` is the grant's bot or absent: any other name is 404 ``model_not_found`` naming the
+bot the grant opens (another of our bots' slugs is a grant used elsewhere: the 401). Every response carries
+``x-request-id`` (the client's own, when it sent a sane one), and a path or method the door does not serve is
+answered in OpenAI's error shape too (404, 405), never aiohttp's plain text.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import re
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -27,7 +34,7 @@ from appservice.door.errors import GrantRefused
 from appservice.door.grants import Grant, verify
 from appservice.door.issue import issue
 from appservice.door.replies import Replies
-from appservice.door.shapes import Asked, Bad, Claim, error_body, parse_completion, parse_frame
+from appservice.door.shapes import Asked, Bad, Claim, error_body, model_object, parse_completion, parse_frame
 from appservice.door.surface import SURFACE
 from appservice.door.tables import DoorTables
 from appservice.matrix.errors import MatrixError
@@ -44,6 +51,34 @@ UNAUTHORIZED = error_body("The grant was not accepted.", type="invalid_request_e
 NOT_A_SESSION = error_body("The homeserver did not take this access token.", type="invalid_request_error",
                            code="invalid_session")
 START_BODY = 16 * 1024
+REQUEST_ID = web.RequestKey("request_id", str)  # a request's id, kept on it (the middleware sets it; the response carries it)
+_SANE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def request_id(given: str | None) -> str:
+    """The client's request id when it is a sane one (letters, digits, ``.-_:``, at most 128), else one of ours."""
+    return given if given is not None and _SANE_ID.fullmatch(given) else f"req_{uuid.uuid4().hex}"
+
+
+@web.middleware
+async def edges(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                ) -> web.StreamResponse:
+    """Every request gets an id; a route or method the door does not serve is answered in OpenAI's shape."""
+    request[REQUEST_ID] = request_id(request.headers.get("X-Request-Id"))
+    try:
+        return await handler(request)
+    except web.HTTPMethodNotAllowed as exc:
+        return _json(error_body(f"{request.method} is not allowed on {request.path} (it takes "
+                                f"{', '.join(sorted(exc.allowed_methods))}).", type="invalid_request_error",
+                                code="method_not_allowed"), 405, headers={"Allow": ", ".join(sorted(exc.allowed_methods))})
+    except web.HTTPNotFound:
+        return _json(error_body(f"Invalid URL ({request.method} {request.path[:200]}).", type="invalid_request_error",
+                                code="unknown_url"), 404)
+
+
+async def stamp(request: web.Request, response: web.StreamResponse) -> None:
+    """``x-request-id`` on every response, streamed ones too (set as its headers go out)."""
+    response.headers["x-request-id"] = request.get(REQUEST_ID) or request_id(None)
 
 
 def _json(body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -70,8 +105,11 @@ class DoorEndpoint:
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self.completions)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/v1/models/{model}", self.model)
         app.router.add_post("/v1/session/context", self.session_context)
         app.router.add_post("/v1/door/start", self.start)
+        app.middlewares.append(edges)
+        app.on_response_prepare.append(stamp)
 
     # --- the grant -------------------------------------------------------------------------------------------
 
@@ -122,13 +160,16 @@ class DoorEndpoint:
             self.refuse_elsewhere(grant, asked, claim)
         except GrantRefused:
             return _json(UNAUTHORIZED, 401)
+        if asked.model is not None and asked.model != grant.bot:
+            return self.no_such_model(asked.model, grant)
         ack = await self.binding.claim(grant, claim) if claim is not None else None
         result = await self.asking.ask(grant, asked.text)
         if isinstance(result, Refused):
             return self.refused(grant, result)
         if asked.stream:
-            return await self.replies.stream(request, grant, result, include_usage=asked.include_usage, ack=ack)
-        return await self.replies.whole(request, grant, result, ack=ack)
+            return await self.replies.stream(request, grant, result, include_usage=asked.include_usage, ack=ack,
+                                             apology=asked.apology)
+        return await self.replies.whole(request, grant, result, ack=ack, apology=asked.apology)
 
     async def first_claim(self, grant: Grant) -> Claim | None:
         """A grant that names a room claims it on the session's first turn (verified like any claim)."""
@@ -160,11 +201,30 @@ class DoorEndpoint:
             grant = self.grant_of(request)
         except GrantRefused:
             return _json(UNAUTHORIZED, 401)
+        return _json({"object": "list", "data": self.listed(grant)})
+
+    async def model(self, request: web.Request) -> web.Response:
+        """``GET /v1/models/{id}``: the grant's bot by its slug; any other id is not found (naming the bot)."""
+        try:
+            grant = self.grant_of(request)
+        except GrantRefused:
+            return _json(UNAUTHORIZED, 401)
+        wanted = request.match_info["model"]
+        listed = self.listed(grant)
+        if not listed or wanted != grant.bot:
+            return self.no_such_model(wanted, grant)
+        return _json(listed[0])
+
+    def listed(self, grant: Grant) -> list[dict[str, Any]]:
+        """The models this grant reaches: its bot, while it is published for the door; else none."""
         bot = self._registry().get(grant.bot)
-        listed = [] if bot is None or SURFACE not in bot.surfaces else [
-            {"id": bot.slug, "object": "model", "created": int(grant.issued_at.timestamp()), "owned_by": "summon",
-             "name": bot.name, **voice_of(bot)}]
-        return _json({"object": "list", "data": listed})
+        if bot is None or SURFACE not in bot.surfaces:
+            return []
+        return [model_object(bot.slug, bot.name, int(grant.issued_at.timestamp()), voice_of(bot))]
+
+    def no_such_model(self, wanted: str, grant: Grant) -> web.Response:
+        return _json(error_body(f"The model {wanted[:64]!r} does not exist here; this grant opens {grant.bot!r}.",
+                                type="invalid_request_error", code="model_not_found", param="model"), 404)
 
     async def start(self, request: web.Request) -> web.Response:
         """A grant for the person whose own Matrix access token this is (asked of the homeserver, never kept)."""
@@ -221,8 +281,8 @@ class DoorEndpoint:
         return _json(error_body(bad.message, type="invalid_request_error", code=bad.code, param=bad.param), 400)
 
     def refused(self, grant: Grant, refused: Refused) -> web.Response:
-        status, type_, message = self.replies.refusal(grant, refused)
-        return _json(error_body(message, type=type_, code=refused.reason), status)
+        status, type_, message, headers = self.replies.refusal(grant, refused)
+        return _json(error_body(message, type=type_, code=refused.reason), status, headers=headers)
 
 
 def voice_of(bot: Bot) -> dict[str, Any]:

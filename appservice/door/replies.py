@@ -1,10 +1,17 @@
 """What a turn's response says, and how: one completion object, or server-sent events from the first byte.
 
 A streamed response sends its role chunk at once (the shape that lets a front end start its turn-taking and,
-later, speak a preamble), keep-alive comments while the run works, then the answer as content deltas — the
-first one cut for a fast first word (``engine.core.chunk``) — a finishing chunk, the usage when asked for, and
-``[DONE]``. A client that goes away (a disconnect, a barge-in that closes the stream) cancels the run: an
-abandoned answer that keeps being made is still being paid for.
+later, speak a preamble), keep-alive comments while the run works (every ``door.keepalive_seconds``, 2.5 s by
+default: well under LiveKit's 5 s client read timeout), then the answer as content deltas — the first one cut for
+a fast first word (``engine.core.chunk``) — a finishing chunk, the usage when asked for, and ``[DONE]``.
+
+A turn that fails is an error, never an answer: before the first byte (a whole response) an HTTP status in
+OpenAI's error shape; after it, one ``data: {"error": …}`` event and the end of the stream (no ``[DONE]``). The
+provider's own sentence is never passed on. A front end that wants the bot's own words for the failure, to
+speak them, asks with ``"summon": {"apology": true}``.
+
+A client that goes away (a disconnect, a barge-in that closes the stream) cancels the run: an abandoned answer
+that keeps being made is still being paid for.
 
 A run that takes longer than ``wait_seconds`` outlives its turn: the response says where the answer will be
 posted when it is ready (the door surface posts it, re-checking the room first).
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +31,7 @@ from aiohttp import web
 from appservice.door.asking import Asked
 from appservice.door.binding import Ack
 from appservice.door.grants import Grant
-from appservice.door.shapes import chunk, completion, event, usage_chunk, usage_of
+from appservice.door.shapes import chunk, completion, error_body, event, usage_chunk, usage_of
 from appservice.door.surface import DoorSurface
 from appservice.door.tables import DoorTables, EndedRun
 from appservice.door.waiting import Waiters
@@ -34,12 +42,22 @@ from engine.core.chunk import pieces
 from engine.errors import StoreError
 from engine.run.refusals import Refused, refusal_words
 from engine.store import Store
-from engine.surface import Ended
 from engine.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
-KEEPALIVE_SECONDS = 10.0
+KEEPALIVE_SECONDS = 2.5
+# A live-run limit frees when one of the person's runs ends (a cancelled one at once): the soonest worth trying.
+LIVE_RETRY_SECONDS = 2
+# A run's ending that is a failure, as OpenAI's error shape has it: the status, the type, and what is said (the
+# same on every door; the reason behind it is in the run's row and the log, never in the response).
+FAILURES: dict[str, tuple[int, str, str]] = {
+    "failed": (502, "server_error", "The bot could not answer: its model failed. Nothing was answered."),
+    "out_of_time": (504, "timeout", "The bot ran out of time before it answered."),
+    "out_of_steps": (500, "server_error", "The bot ran out of steps before it answered."),
+    "out_of_money": (429, "insufficient_quota", "The bot's spend for this turn ran out before it answered."),
+    "cancelled": (409, "conflict", "The turn was cancelled before it was answered."),
+}
 # Each refusal as OpenAI's error shape has it: the HTTP status and the error's type. Its words are the site's
 # (``### refusals``, the same on every surface: ``engine.run.refusals.refusal_words``).
 STATUSES: dict[str, tuple[int, str]] = {
@@ -78,19 +96,26 @@ class Replies:
 
     # --- the two shapes ----------------------------------------------------------------------------------
 
-    async def whole(self, request: web.Request, grant: Grant, asked: Asked, *, ack: Ack | None) -> web.Response:
+    async def whole(self, request: web.Request, grant: Grant, asked: Asked, *, ack: Ack | None,
+                    apology: bool = False) -> web.Response:
         try:
             said = await self.outcome(grant, asked)
         except asyncio.CancelledError:
             self.cancel(grant, asked.run_id, "the client went away")
             raise
+        failure = None if apology else FAILURES.get(said.ending or "")
+        if failure is not None:
+            status, type_, message = failure
+            self._failed(grant, asked, said)
+            return web.json_response(error_body(message, type=type_, code=said.ending), status=status,
+                                     headers=self.headers(asked))
         tokens = await self.store.of(DoorTables).usage(asked.run_id)
         body = completion(run_id=asked.run_id, bot=grant.bot, created=self.created(), text=said.text,
                           usage=usage_of(*tokens), summon=self.extra(asked, ack, said))
         return web.json_response(body, headers=self.headers(asked))
 
     async def stream(self, request: web.Request, grant: Grant, asked: Asked, *, include_usage: bool,
-                     ack: Ack | None) -> web.StreamResponse:
+                     ack: Ack | None, apology: bool = False) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                                "X-Accel-Buffering": "no", **self.headers(asked)})
         created = self.created()
@@ -111,6 +136,13 @@ class Replies:
                 await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
                                                  delta={"content": f"{first.rstrip()} "})))
             said = await self.outcome(grant, asked, tick=still_working)
+            failure = None if apology else FAILURES.get(said.ending or "")
+            if failure is not None:
+                _status, type_, message = failure
+                self._failed(grant, asked, said)
+                await response.write(event(error_body(message, type=type_, code=said.ending)))
+                await response.write_eof()
+                return response
             for delta in deltas(said.text):
                 await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
                                                  delta={"content": delta})))
@@ -163,8 +195,9 @@ class Replies:
         if ended.answer is not None:
             return Said(ended.answer)
         ending = ended.ending or ("cancelled" if ended.status == "cancelled" else "failed")
-        words = self.surface.words_of(grant.bot, Ended(ending, ended.reason or ""))  # type: ignore[arg-type]
-        return Said(words, ending=ending)
+        # The bot's own words for the ending, without the reason: a voice front end speaks what it is given, and
+        # the provider's sentence is for the run's row and the log, never for a listener.
+        return Said(self.surface.ending_words(grant.bot, ending), ending=ending)
 
     async def outlived(self, grant: Grant, asked: Asked) -> Said:
         """The work outlives the turn: say where its answer will be posted (the door surface re-checks when it
@@ -183,6 +216,11 @@ class Replies:
             return Said(strings.get("door", "later_dm") or "", outlived=True, posted_to="dm")
         return Said(strings.get("door", "later_nowhere") or "", outlived=True)
 
+    @staticmethod
+    def _failed(grant: Grant, asked: Asked, said: Said) -> None:
+        log.info("run %s ended %s: the turn is answered with an error", asked.run_id, said.ending,
+                 extra={"run": asked.run_id, "bot": grant.bot})
+
     def cancel(self, grant: Grant, run_id: int, why: str) -> None:
         """Cancel the run for a response nobody reads any more — in a task of its own, since the handler's
         own task is being cancelled."""
@@ -197,13 +235,20 @@ class Replies:
 
     # --- refusals ------------------------------------------------------------------------------------------
 
-    def refusal(self, grant: Grant, refused: Refused) -> tuple[int, str, str]:
-        """The status, OpenAI's error type and the words for a turn refused before it was asked."""
+    def refusal(self, grant: Grant, refused: Refused) -> tuple[int, str, str, dict[str, str]]:
+        """The status, OpenAI's error type, the words and the headers for a turn refused before it was asked: a
+        429 says when to try again (``Retry-After``, whole seconds) — when the window frees up for a ceiling or
+        the day's cap, ``LIVE_RETRY_SECONDS`` for a live-run limit or a full line."""
         status, type_ = STATUSES.get(refused.reason, (403, "permission_denied"))
         registry = self._registry()
         bot = registry.get(grant.bot)
         message = refusal_words(refused, registry.strings, bot.name if bot is not None else grant.bot)
-        return status, type_, message or refused.reason
+        headers: dict[str, str] = {}
+        if status == 429:
+            frees_at = refused.breach.frees_at if refused.breach is not None else None
+            wait = (frees_at - self.clock.now()).total_seconds() if frees_at is not None else LIVE_RETRY_SECONDS
+            headers["Retry-After"] = str(max(1, math.ceil(wait)))
+        return status, type_, message or refused.reason, headers
 
     # --- the small print -----------------------------------------------------------------------------------
 

@@ -36,7 +36,8 @@ class DoorListener:
             config, server_name=server_name, service_user=service_user, store=store, registry=registry,
             clock=clock, asking=DoorAsking(store, registry, surface, max_attempts=max_attempts),
             binding=Binding(store, registry, homeserver, check_seconds=config.check_seconds),
-            replies=Replies(store, registry, clock, self.waiters, surface, tasks, wait_seconds=config.wait_seconds),
+            replies=Replies(store, registry, clock, self.waiters, surface, tasks, wait_seconds=config.wait_seconds,
+                            keepalive_seconds=config.keepalive_seconds),
             whoami=whoami, puppet_prefix=surface.puppet_prefix,
         )
         self._runner: web.AppRunner | None = None

@@ -37,6 +37,9 @@ class Asked:
     include_usage: bool
     model: str | None
     claim: Claim | None  # None: the request names no room (the session stays as it is)
+    # The door's own extension (``"summon": {"apology": true}``): a turn that fails is answered with the bot's
+    # own words for it, as content, instead of an error — for a front end that wants something spoken.
+    apology: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,10 @@ def parse_completion(raw: bytes) -> Asked | Bad:
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
     model = body.get("model")
+    extension = body.get("summon")
+    if extension is not None and (not isinstance(extension, dict) or not isinstance(extension.get("apology", False), bool)):
+        return Bad("'summon' is an object: {\"apology\": true|false}.", "invalid_extension", "summon")
+    apology = isinstance(extension, dict) and extension.get("apology") is True
     claim: Claim | None = None
     if "session_context" in body:
         frame = parse_frame(body["session_context"])
@@ -84,7 +91,7 @@ def parse_completion(raw: bytes) -> Asked | Bad:
             return Bad(frame.message, frame.code, "session_context")
         claim = frame
     return Asked(text=text.strip(), stream=bool(stream), include_usage=include_usage,
-                 model=model if isinstance(model, str) else None, claim=claim)
+                 model=model if isinstance(model, str) and model else None, claim=claim, apology=apology)
 
 
 def parse_frame(frame: Any) -> Claim | Bad:
@@ -119,6 +126,11 @@ def _text_of(content: Any) -> str | None:
 def error_body(message: str, *, type: str, code: str | None, param: str | None = None) -> dict[str, Any]:
     """OpenAI's error shape (the SDKs read it into their exceptions)."""
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def model_object(slug: str, name: str, created: int, extra: dict[str, Any]) -> dict[str, Any]:
+    """A bot as OpenAI's model object (``GET /v1/models``, ``GET /v1/models/{id}``)."""
+    return {"id": slug, "object": "model", "created": created, "owned_by": "summon", "name": name, **extra}
 
 
 def completion(*, run_id: int, bot: str, created: int, text: str, usage: dict[str, int] | None,
