@@ -66,24 +66,18 @@ async def _translated(call: Awaitable[T], what: str) -> T:
         raise translate(exc, what) from exc
 
 
-def column(name: str) -> dict[str, str]:
-    """A row's field read from a column of another name: ``place: str | None = field(metadata=column("room_id"))``
-    (the engine's word for where a run is, kept in the column the schema has always had)."""
-    return {"column": name}
-
-
-def _fields(cls: type[Any]) -> list[tuple[str, str]]:
-    return [(f.name, f.metadata.get("column", f.name)) for f in dataclasses.fields(cls)]
+def _fields(cls: type[Any]) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
 
 
 def row(cls: type[R], record: Mapping[str, Any]) -> R:
-    """A typed row from a record: the dataclass's fields, by name (a query may return more columns)."""
-    return cls(**{name: record[col] for name, col in _fields(cls)})
+    """A typed row from a record: the dataclass's fields, by the columns' names (a query may return more)."""
+    return cls(**{name: record[name] for name in _fields(cls)})
 
 
 def rows(cls: type[R], records: list[Any]) -> list[R]:
     names = _fields(cls)
-    return [cls(**{name: r[col] for name, col in names}) for r in records]
+    return [cls(**{name: r[name] for name in names}) for r in records]
 
 
 def maybe(cls: type[R], record: Mapping[str, Any] | None) -> R | None:

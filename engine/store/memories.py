@@ -5,10 +5,10 @@ customer, never the staff member who asked): no method takes a person, so there 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
-from engine.store.base import Family, column, rows
+from engine.store.base import Family, rows
 
 Vector = list[float]
 
@@ -25,7 +25,7 @@ class AskedBefore:
     prompt: str
     answer: str
     created_at: datetime
-    place: str | None = field(metadata=column("room_id"))
+    place: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
-from engine.store.base import Family, column, rows
+from engine.store.base import Family, rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,8 +13,8 @@ class RefusalRow:
     id: int
     bot: str
     surface: str
-    place: str | None = field(metadata=column("room_id"))
-    thread: str | None = field(metadata=column("thread_root"))
+    place: str | None
+    thread: str | None
     trigger_event: str | None
     asked_by: str | None
     reason: str

@@ -3,12 +3,12 @@ tool calls keyed by run and call id (``sql/queries/runs.sql``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from engine.errors import Conflict, LeaseLost
-from engine.store.base import Family, column, maybe, row, rows
+from engine.store.base import Family, maybe, row, rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,8 +18,8 @@ class Run:
     id: int
     bot: str
     surface: str
-    place: str | None = field(metadata=column("room_id"))
-    thread: str | None = field(metadata=column("thread_root"))
+    place: str | None
+    thread: str | None
     trigger_event: str | None
     asked_by: str | None
     subject: str | None
@@ -105,8 +105,8 @@ class BotSpend:
 class InspectedRun:
     id: int
     bot: str
-    place: str | None = field(metadata=column("room_id"))
-    thread: str | None = field(metadata=column("thread_root"))
+    place: str | None
+    thread: str | None
     asked_by: str | None
     status: str
     ending: str | None
@@ -140,8 +140,8 @@ class WaitingRun:
     id: int
     bot: str
     surface: str
-    place: str | None = field(metadata=column("room_id"))
-    thread: str | None = field(metadata=column("thread_root"))
+    place: str | None
+    thread: str | None
     trigger_event: str | None
     asked_by: str | None
     ahead: int

@@ -88,7 +88,7 @@ def pct(values: list[float], q: float) -> float:
 
 async def running_run(pool: asyncpg.Pool, person: str) -> Any:
     return await pool.fetchval(
-        "INSERT INTO agent_runs (bot, surface, room_id, asked_by, subject, prompt, context, limits, status, "
+        "INSERT INTO agent_runs (bot, surface, place, asked_by, subject, prompt, context, limits, status, "
         "started_at) VALUES ($1, 'rooms', '!dm:localhost', $2, $2, 'q', '{}'::jsonb, '{}'::jsonb, 'running', now()) "
         "RETURNING id", BOT, person)
 

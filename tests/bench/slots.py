@@ -53,7 +53,7 @@ async def round_(dsn: str, registry: Registry, slots: int, latency: float) -> No
         script: list[dict[str, Any]] = [{"text": "done", "delay": latency}]
         runs = slots * ROUNDS_OF
         await db.pool.executemany(
-            "INSERT INTO agent_runs (bot, surface, room_id, asked_by, prompt, context, script, limits, max_attempts)"
+            "INSERT INTO agent_runs (bot, surface, place, asked_by, prompt, context, script, limits, max_attempts)"
             " VALUES ('helper', 'rooms', '!bench:localhost', '@b:localhost', 'go', $1, $2, $3, 3)",
             [({}, script, {"steps": 8, "spend": 1, "minutes": 5})] * runs)
         clock = SystemClock()

@@ -61,7 +61,7 @@ async def told(db: TestStore, registry: Registry, person: str, said: str, *, roo
 
 
 async def memories(db: TestStore) -> list[asyncpg.Record]:
-    return await db.pool.fetch("SELECT person, bot, said, room_id, run_id FROM memories ORDER BY id")
+    return await db.pool.fetch("SELECT person, bot, said, place, run_id FROM memories ORDER BY id")
 
 
 async def test_the_worker_remembers_what_the_person_said_after_the_answer(db: TestStore, tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ async def presses(db: TestStore) -> list[dict[str, Any]]:
 
 async def runs_asked(db: TestStore, prompt: str) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.pool.fetch(
-        "SELECT id, asked_by, prompt, trigger_event, thread_root FROM agent_runs WHERE prompt = $1", prompt)]
+        "SELECT id, asked_by, prompt, trigger_event, thread FROM agent_runs WHERE prompt = $1", prompt)]
 
 
 async def test_an_offer_is_recorded_when_the_answer_is_stored_and_shown_numbered_with_keycaps(
@@ -209,7 +209,7 @@ async def test_a_bare_number_in_the_offers_thread(ingest: Dispatcher, db: TestSt
     in_thread = said("1.", ALICE, thread=root["event_id"])
     await feed(ingest, db, [in_thread])
     [run] = await runs_asked(db, "The paperback")
-    assert (run["trigger_event"], run["thread_root"]) == (in_thread["event_id"], root["event_id"])
+    assert (run["trigger_event"], run["thread"]) == (in_thread["event_id"], root["event_id"])
 
 
 async def test_a_press_after_the_offer_is_spent_is_recorded_and_told(

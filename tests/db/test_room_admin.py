@@ -294,8 +294,8 @@ async def test_a_room_schedule_fires_once_through_the_tick(here: Room, db: TestS
     started = await schedule_tick(db, published, later, surface=RoomFacts("localhost"), resolve_room=no_alias, made=(room_schedules,))
     assert len(started) == 1
     run = await db.pool.fetchrow(
-        "SELECT bot, room_id, prompt, asked_by, subject, trigger_event FROM agent_runs WHERE id = $1", started[0])
-    assert (run["bot"], run["room_id"], run["prompt"], run["asked_by"]) == ("helper", ROOM, "Say good morning.", None)
+        "SELECT bot, place, prompt, asked_by, subject, trigger_event FROM agent_runs WHERE id = $1", started[0])
+    assert (run["bot"], run["place"], run["prompt"], run["asked_by"]) == ("helper", ROOM, "Say good morning.", None)
     assert run["subject"] == ALICE  # on its maker's behalf: their ceilings count it
     assert run["trigger_event"].startswith(f"schedule:helper:room:{n}:")
     assert await schedule_tick(db, published, later + dt.timedelta(minutes=1), surface=RoomFacts("localhost"),
@@ -379,7 +379,7 @@ async def test_runs_spend_and_cancel(here: Room, db: TestStore) -> None:
     assert await here.ask(f"!bots cancel {run_id}") == f"Run {run_id} is told to stop."
     assert await db.pool.fetchval("SELECT cancel_requested FROM agent_runs WHERE id = $1", run_id) is True
     # A run in another room is not this room's to cancel.
-    await db.pool.execute("UPDATE agent_runs SET room_id = '!elsewhere:localhost', cancel_requested = false")
+    await db.pool.execute("UPDATE agent_runs SET place = '!elsewhere:localhost', cancel_requested = false")
     assert "none" in await here.ask(f"!bots cancel {run_id}")
     assert await db.pool.fetchval("SELECT cancel_requested FROM agent_runs WHERE id = $1", run_id) is False
 

@@ -71,7 +71,7 @@ async def clock(db: TestStore) -> list[tuple[str, dt.datetime, dt.datetime]]:
 
 async def runs(db: TestStore) -> list[dict[str, object]]:
     rows = await db.pool.fetch(
-        "SELECT bot, surface, room_id, trigger_event, asked_by, prompt, context, status FROM agent_runs ORDER BY id")
+        "SELECT bot, surface, place, trigger_event, asked_by, prompt, context, status FROM agent_runs ORDER BY id")
     return [dict(r) for r in rows]
 
 
@@ -96,7 +96,7 @@ async def test_a_day_later_it_fires_once_and_keeps_the_clock(db: TestStore, morn
     owed = dt.datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
     key = key_of(morning)
     assert await runs(db) == [{
-        "bot": "morning", "surface": "rooms", "room_id": "!general:localhost",
+        "bot": "morning", "surface": "rooms", "place": "!general:localhost",
         "trigger_event": f"schedule:morning:{key}:{owed.isoformat()}", "asked_by": None,
         "prompt": "Say good morning.", "context": {"kind": "schedule", "occurrence": owed.isoformat(), "lines": []},
         "status": "queued",
@@ -190,7 +190,7 @@ async def test_an_alias_is_resolved_and_an_unknown_one_still_counts_as_fired(
     await schedule_tick(db, registry, MONDAY, surface=ROOMS, resolve_room=resolve)
     assert asked == []  # nothing owed, nothing resolved
     assert len(await schedule_tick(db, registry, MONDAY + dt.timedelta(hours=2), surface=ROOMS, resolve_room=resolve)) == 1
-    assert [r["room_id"] for r in await runs(db)] == ["!resolved:localhost"]
+    assert [r["place"] for r in await runs(db)] == ["!resolved:localhost"]
     with caplog.at_level(logging.ERROR, logger="engine.run.ticks"):
         assert await schedule_tick(db, registry, MONDAY + dt.timedelta(days=1, hours=2), surface=ROOMS, resolve_room=resolve) == []
     assert asked == ["#general:localhost", "#general:localhost"]

@@ -85,7 +85,7 @@ async def woken(db: TestStore, registry: Registry, event: str, occurrence: str, 
 
 async def runs(db: TestStore) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.pool.fetch(
-        "SELECT id, bot, surface, room_id, trigger_event, asked_by, subject, prompt, context, conversation, status"
+        "SELECT id, bot, surface, place, trigger_event, asked_by, subject, prompt, context, conversation, status"
         " FROM agent_runs ORDER BY bot, id")]
 
 
@@ -98,7 +98,7 @@ async def test_each_hearing_bot_is_summoned_with_its_ask_and_the_facts_on_the_ru
     assert [(r["bot"], r["prompt"]) for r in rows] == [
         ("cashier", "Check the order went through."), ("greeter", "Thank them for the purchase.")]
     for row in rows:
-        assert row["surface"] == "rooms" and row["room_id"] == ROOM and row["status"] == "queued"
+        assert row["surface"] == "rooms" and row["place"] == ROOM and row["status"] == "queued"
         assert row["asked_by"] is None and row["subject"] == ANN
         assert row["conversation"] == "order-12"
         assert row["trigger_event"] == f"event:site.purchase.paid:d-1:{row['bot']}"

@@ -76,7 +76,7 @@ async def test_a_command_runs_with_typed_fields_and_its_bot_answers(desk: DeskRi
     line = await run(desk, ann, conversation, "recap", {"since": "2d", "length": "detailed", "urgent": True},
                      script=[{"text": "You asked about your order."}])
     assert (line["message_type"], line["content"]) == ("incoming", "/recap since=2d length=detailed urgent=true")
-    context = await desk.db.pool.fetchval("SELECT context FROM agent_runs WHERE room_id = $1", f"desk:{conversation}")
+    context = await desk.db.pool.fetchval("SELECT context FROM agent_runs WHERE place = $1", f"desk:{conversation}")
     assert context["command"] == {"name": "recap", "args": {"since": "2d", "length": "detailed", "urgent": True}}
     # What the worker asks the bot, resolved from the command as published and the arguments the run keeps.
     assert command_prompt(desk_registry.commands, desk_registry.strings, context) == (
@@ -125,7 +125,7 @@ async def test_a_tool_command_runs_its_tool_directly(desk: DeskRig) -> None:
     ann = await desk.signed_in("personal", "@ann:localhost")
     conversation = await desk.conversation(ann)
     await run(desk, ann, conversation, "whoami", {})
-    context = await desk.db.pool.fetchval("SELECT context FROM agent_runs WHERE room_id = $1", f"desk:{conversation}")
+    context = await desk.db.pool.fetchval("SELECT context FROM agent_runs WHERE place = $1", f"desk:{conversation}")
     assert context["command"] == {"name": "whoami", "args": {}, "tool": "about_me"}
     assert await desk.work() == 1  # no model is asked: no script was given
     answer = (await desk.messages(ann, conversation))[-1]

@@ -31,7 +31,7 @@ async def state(desk: DeskRig, conversation: int) -> dict[str, Any]:
 
 
 async def runs(desk: DeskRig, conversation: int) -> int:
-    return int(await desk.db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE room_id = $1",
+    return int(await desk.db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE place = $1",
                                            f"desk:{conversation}"))
 
 
@@ -85,7 +85,7 @@ async def test_a_conversation_whose_bot_cannot_be_summoned_goes_to_people_told_o
     # People have it; its bot stays its bot (the staff can send it back) and nobody asked for a person.
     assert await state(desk, conversation) == {"status": "open", "handler_bot": "clerk", "bot_off": False}
     assert told(await desk.messages(ann, conversation)) == [NO_ASSISTANT]
-    reason = await desk.db.pool.fetchval("SELECT reason FROM summon_refusals WHERE room_id = $1 ORDER BY id LIMIT 1",
+    reason = await desk.db.pool.fetchval("SELECT reason FROM summon_refusals WHERE place = $1 ORDER BY id LIMIT 1",
                                          f"desk:{conversation}")
     assert reason == "no_provider"
 

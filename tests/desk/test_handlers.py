@@ -17,7 +17,7 @@ pytestmark = pytest.mark.db
 
 async def runs_in(desk: DeskRig, conversation: int) -> list[dict[str, Any]]:
     rows = await desk.db.pool.fetch("SELECT id, bot, status, ending, asked_by, subject, cancel_requested "
-                                    "FROM agent_runs WHERE room_id = $1 ORDER BY id", f"desk:{conversation}")
+                                    "FROM agent_runs WHERE place = $1 ORDER BY id", f"desk:{conversation}")
     return [dict(r) for r in rows]
 
 
@@ -58,7 +58,7 @@ async def test_a_message_while_the_bot_works_joins_its_run(desk: DeskRig) -> Non
     await desk.say(ann, conversation, "and a second")
     assert len(await runs_in(desk, conversation)) == 1  # one run per bot per conversation
     await desk.work()
-    context = await desk.db.pool.fetchval("SELECT context FROM agent_runs WHERE room_id = $1", f"desk:{conversation}")
+    context = await desk.db.pool.fetchval("SELECT context FROM agent_runs WHERE place = $1", f"desk:{conversation}")
     assert [line["said"] for line in context["later"]] == ["and a second"]
 
 
@@ -123,7 +123,7 @@ async def test_serves_is_the_only_gate_of_a_run_nobody_asked_for(desk: DeskRig) 
     conversation = await desk.conversation(guest)
     await desk.say(guest, conversation, "hi")
     assert await runs_in(desk, conversation) == []
-    refused = await desk.db.pool.fetchval("SELECT reason FROM summon_refusals WHERE room_id = $1",
+    refused = await desk.db.pool.fetchval("SELECT reason FROM summon_refusals WHERE place = $1",
                                           f"desk:{conversation}")
     assert refused == "audience"
     member = await desk.signed_in("members", "@ann:localhost")

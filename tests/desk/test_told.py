@@ -17,7 +17,7 @@ async def test_a_contact_is_told_the_bots_waiting_line_is_full(desk: DeskRig) ->
     ann = await desk.contact("always")
     conversation = await desk.conversation(ann)
     await desk.say(ann, conversation, "me too", script=[{"text": "b"}])
-    assert await desk.db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE room_id = $1", f"desk:{conversation}") == 0
+    assert await desk.db.pool.fetchval("SELECT count(*) FROM agent_runs WHERE place = $1", f"desk:{conversation}") == 0
     told = (await desk.messages(ann, conversation))[-1]
     assert told["message_type"] == "activity"
     assert told["content"].startswith("Clerk is busy right now — 1 questions are already waiting for it.")

@@ -130,8 +130,8 @@ async def test_the_askers_bare_number_in_the_thread_summons_the_bot_with_the_off
     await eventually(lambda: run_prompts(sql, number))
     assert await run_prompts(sql, number) == ["The hardcover"]
     row = await sql.fetchrow(
-        "SELECT asked_by, thread_root FROM agent_runs WHERE trigger_event = $1", number)
-    assert (row["asked_by"], row["thread_root"]) == (alice.user_id, root)
+        "SELECT asked_by, thread FROM agent_runs WHERE trigger_event = $1", number)
+    assert (row["asked_by"], row["thread"]) == (alice.user_id, root)
     press = await sql.fetchrow("SELECT how, taken FROM bot_choices WHERE event_id = $1", number)
     assert (press["how"], press["taken"]) == ("number", True)
 

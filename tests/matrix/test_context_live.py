@@ -153,7 +153,7 @@ async def test_a_second_mention_while_the_first_run_thinks_joins_it(people: Peop
     # The first answer was still a draft when the asker said more: the model is asked again with both.
     answer = await alice.answer_to(room, first)
     assert answer["content"]["body"] == "The Air, and it is under 1000."
-    runs = await sql.fetchval("SELECT count(*) FROM agent_runs WHERE room_id = $1", room)
+    runs = await sql.fetchval("SELECT count(*) FROM agent_runs WHERE place = $1", room)
     assert runs == 1
     kinds = [r["kind"] for r in await sql.fetch(
         "SELECT kind FROM agent_steps WHERE run_id = (SELECT id FROM agent_runs WHERE trigger_event = $1) "

@@ -144,7 +144,7 @@ async def test_a_room_is_bound_once_both_are_found_joined(people: People, servic
                    "bound": True, "surface": "room"}
     said = await turn(service, grant)
     assert said["room"] == {"id": room, "name": "Standup"}
-    assert await sql.fetchval("SELECT room_id FROM agent_runs WHERE id = $1", said["run"]) == room
+    assert await sql.fetchval("SELECT place FROM agent_runs WHERE id = $1", said["run"]) == room
     # Named again, nothing changes; the DM (no room) unbinds it.
     assert (await claim(service, grant, room, "Standup"))["bound"] is True
     assert await claim(service, grant, None) == {"type": "session.context.ack", "version": 1, "room_id": None,

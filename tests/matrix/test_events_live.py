@@ -35,7 +35,7 @@ You greet people.
 
 
 async def event_runs(sql: asyncpg.Pool, room: str, event: str) -> list[asyncpg.Record]:
-    return list(await sql.fetch("SELECT id, subject, context, status FROM agent_runs WHERE room_id = $1 AND "
+    return list(await sql.fetch("SELECT id, subject, context, status FROM agent_runs WHERE place = $1 AND "
                                 "trigger_event LIKE $2 ORDER BY id", room, f"event:{event}:%"))
 
 

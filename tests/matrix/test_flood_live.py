@@ -36,7 +36,7 @@ async def test_a_flood_of_mentions_does_not_hold_up_somebody_elses_one(
     answer = await b.answer_to(room, asked, timeout=6 * SLOW + 20)
     assert answer["content"]["body"] == "B's answer"
 
-    runs = await sql.fetch("SELECT id, asked_by, status, finished_at FROM agent_runs WHERE room_id = $1", room)
+    runs = await sql.fetch("SELECT id, asked_by, status, finished_at FROM agent_runs WHERE place = $1", room)
     b_run = next(r for r in runs if r["asked_by"] == b.user_id)
     a_done = sorted(r["finished_at"] for r in runs if r["asked_by"] == a.user_id and r["finished_at"] is not None)
     before_b = [t for t in a_done if t < b_run["finished_at"]]

@@ -138,7 +138,7 @@ async def test_a_member_bot_is_made_by_asking_and_lives_in_its_own_room(
     [changed] = await charters(service, alice.user_id)
     assert changed.charter.schedule == AtSchedule(at="08:00", tz="Europe/Dublin")
     # Its run had the charter as standing context: by its id only, opened when the request was built.
-    context = await sql.fetchval("SELECT context FROM agent_runs WHERE room_id = $1 AND surface = 'rooms' "
+    context = await sql.fetchval("SELECT context FROM agent_runs WHERE place = $1 AND surface = 'rooms' "
                                  "ORDER BY id DESC LIMIT 1", room)
     assert "note" not in context and context["standing"] == {"by": "charter", "id": kept.id, "edition": False}
 
@@ -242,9 +242,9 @@ async def test_a_dry_run_that_reads_nothing_makes_nothing_and_says_why(
     said = await tool_result(sql, line)
     assert said.startswith("Nothing was made: its first edition none of its sources could be read"), said
     assert "403" in said and site.hits["/flaky/"] == 2  # found at discovery, refused at the dry run
-    dry = await sql.fetchrow("SELECT status, room_id FROM agent_runs WHERE surface = 'members' AND trigger_event LIKE "
+    dry = await sql.fetchrow("SELECT status, place FROM agent_runs WHERE surface = 'members' AND trigger_event LIKE "
                              "'member:%:dry' ORDER BY id DESC LIMIT 1")
-    assert dry is not None and dry["status"] == "done" and dry["room_id"] is None
+    assert dry is not None and dry["status"] == "done" and dry["place"] is None
     assert await charters(service, erin.user_id) == []
     assert await sql.fetchval("SELECT count(*) FROM rooms") == rooms_before
     assert await sql.fetchval("SELECT count(*) FROM bot_clock WHERE trigger LIKE 'member:%'") == \

@@ -18,12 +18,6 @@ from pathlib import Path
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 NAMED = re.compile(r"\b(rooms|desk|voice|members|room_id|power_levels)\b|mxc://")
 
-# What is left, by file: the columns a run's place is kept in (the store maps them at its edge).
-STILL = {
-    "store/memories.py": 1,
-    "store/refusals.py": 1,
-    "store/runs.py": 3,
-}
 
 
 def _docstring_lines(tree: ast.AST) -> set[int]:
@@ -53,10 +47,9 @@ def test_the_check_sees_names_and_literals_but_not_prose() -> None:
     assert names_in('x = "mxc://server/media"\nrooms_taken = 1\n') == ["mxc://"]
 
 
-def test_no_engine_file_names_a_surface_beyond_what_is_left_to_move() -> None:
-    counts = {path.relative_to(ENGINE).as_posix(): len(names_in(path.read_text(encoding="utf-8")))
+def test_no_engine_file_names_a_surface() -> None:
+    counts = {path.relative_to(ENGINE).as_posix(): names_in(path.read_text(encoding="utf-8"))
               for path in sorted(ENGINE.rglob("*.py"))}
-    new = {path: n for path, n in counts.items() if n > STILL.get(path, 0)}
-    assert not new, f"engine files naming a surface (register it instead: docs/adding-a-surface.md): {new}"
-    fewer = {path: (STILL[path], counts.get(path, 0)) for path in STILL if counts.get(path, 0) < STILL[path]}
-    assert not fewer, f"fewer than STILL says (lower the figure, or drop the file at none): {fewer}"
+    assert len(counts) > 50  # the whole engine was read
+    named = {path: found for path, found in counts.items() if found}
+    assert not named, f"engine files naming a surface (register it instead: docs/adding-a-surface.md): {named}"

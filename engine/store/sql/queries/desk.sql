@@ -46,7 +46,7 @@ SELECT * FROM desk_conversations WHERE id = $1;
 -- Take the unfinished runs of conversation $1 (its room, `desk:<id>`), in id order, before the conversation
 -- itself: a worker's finishing commit holds its run and then takes the conversation, so everything takes
 -- them in that order.
-SELECT id FROM agent_runs WHERE room_id = $1 AND status IN ('queued', 'running') ORDER BY id FOR UPDATE;
+SELECT id FROM agent_runs WHERE place = $1 AND status IN ('queued', 'running') ORDER BY id FOR UPDATE;
 
 -- name: desk_lock_conversation
 -- Conversation $1, its row taken for the rest of the transaction (its changes are made one at a time).

@@ -73,7 +73,7 @@ SELECT coalesce((
 -- name: cancel_runs_asked_by
 -- The unfinished run that line $1 in room $2 summoned is asked to stop: its asker took the question back.
 UPDATE agent_runs SET cancel_requested = true, updated_at = now()
- WHERE trigger_event = $1 AND room_id = $2 AND status IN ('queued', 'running') AND NOT cancel_requested
+ WHERE trigger_event = $1 AND place = $2 AND status IN ('queued', 'running') AND NOT cancel_requested
 RETURNING id;
 
 -- name: scrub_redacted_heard
@@ -85,7 +85,7 @@ UPDATE agent_steps s
   FROM (SELECT r.id, coalesce(nullif(l.value->>'name', ''), l.value->>'sender') AS name, l.value->>'said' AS said
           FROM agent_runs r
          CROSS JOIN LATERAL jsonb_array_elements(r.context->'later') l
-         WHERE r.room_id = $2 AND r.context->'later' @> jsonb_build_array(jsonb_build_object('event_id', $1::text))
+         WHERE r.place = $2 AND r.context->'later' @> jsonb_build_array(jsonb_build_object('event_id', $1::text))
            AND l.value->>'event_id' = $1 AND coalesce(l.value->>'said', '') <> '') h
  WHERE s.run_id = h.id AND s.kind = 'heard' AND s.payload->>'text' IS NOT NULL;
 
@@ -106,7 +106,7 @@ UPDATE agent_runs r
                 FROM jsonb_array_elements(r.context->'later') WITH ORDINALITY AS l(value, n))) ELSE '{}'::jsonb END,
        prompt = CASE WHEN r.trigger_event = $1 THEN '' ELSE r.prompt END,
        updated_at = now()
- WHERE r.room_id = $2
+ WHERE r.place = $2
    AND (r.trigger_event = $1
         OR r.context->'lines' @> jsonb_build_array(jsonb_build_object('event_id', $1::text))
         OR r.context->'later' @> jsonb_build_array(jsonb_build_object('event_id', $1::text)))
@@ -122,7 +122,7 @@ UPDATE agent_runs r
              FROM jsonb_array_elements(r.context->'lines') WITH ORDINALITY AS l(value, n)
             WHERE NOT (l.value->>'event_id' = $1 AND $3::text = ''))),
        updated_at = now()
- WHERE r.room_id = $2 AND r.context->'lines' @> jsonb_build_array(jsonb_build_object('event_id', $1::text))
+ WHERE r.place = $2 AND r.context->'lines' @> jsonb_build_array(jsonb_build_object('event_id', $1::text))
 RETURNING r.id;
 
 -- name: event_sender

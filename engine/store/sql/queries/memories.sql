@@ -5,16 +5,16 @@
 -- same bot in earlier runs that were answered, newest first, at most $2; outside run $1's own conversation (the
 -- surface hands that over already); with $3, only those asked in run $1's room since everybody who reads it now
 -- came in (a line from before somebody joined is not repeated to them).
-SELECT p.prompt, p.answer, p.created_at, p.room_id
+SELECT p.prompt, p.answer, p.created_at, p.place
   FROM agent_runs r
   JOIN agent_runs p
     ON p.bot = r.bot
    AND coalesce(p.subject, CASE WHEN p.surface = 'rooms' THEN p.asked_by END)
      = coalesce(r.subject, CASE WHEN r.surface = 'rooms' THEN r.asked_by END)
  WHERE r.id = $1 AND p.id < r.id AND p.status = 'done' AND p.answer IS NOT NULL
-   AND (p.room_id IS DISTINCT FROM r.room_id OR p.thread_root IS DISTINCT FROM r.thread_root)
-   AND (NOT $3 OR (p.room_id = r.room_id AND p.created_at >= (
-        SELECT max(m.updated_at) FROM room_members m WHERE m.room_id = r.room_id AND m.membership IN ('join', 'invite'))))
+   AND (p.place IS DISTINCT FROM r.place OR p.thread IS DISTINCT FROM r.thread)
+   AND (NOT $3 OR (p.place = r.place AND p.created_at >= (
+        SELECT max(m.updated_at) FROM room_members m WHERE m.room_id = r.place AND m.membership IN ('join', 'invite'))))
  ORDER BY p.id DESC
  LIMIT $2;
 
@@ -34,7 +34,7 @@ SELECT agent_remember_v1($1, $2, $3::text::vector);
 SELECT m.said, m.at, (m.embedding <=> $2::text::vector)::float8 AS distance
   FROM memories m
  WHERE m.person = agent_person_v1(agent_run_v1()) AND m.bot = $1
-   AND ($5::text IS NULL OR m.room_id = $5)
+   AND ($5::text IS NULL OR m.place = $5)
    AND ($6::timestamptz IS NULL OR m.at >= $6)
    AND (m.embedding <=> $2::text::vector) <= $3
  ORDER BY m.embedding <=> $2::text::vector

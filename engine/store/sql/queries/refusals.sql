@@ -2,14 +2,14 @@
 
 -- name: record_refusal
 -- Remember one refused summons: which bot, where, who asked, why (and for a ceiling, which window).
-INSERT INTO summon_refusals (bot, surface, room_id, thread_root, trigger_event, asked_by, reason, detail)
+INSERT INTO summon_refusals (bot, surface, place, thread, trigger_event, asked_by, reason, detail)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 
 -- name: inspect_refusals
 -- The latest refusals, newest first, optionally only room $1 or bot $2, at most $3.
-SELECT id, bot, surface, room_id, thread_root, trigger_event, asked_by, reason, detail, created_at
+SELECT id, bot, surface, place, thread, trigger_event, asked_by, reason, detail, created_at
   FROM summon_refusals
- WHERE ($1::text IS NULL OR room_id = $1) AND ($2::text IS NULL OR bot = $2)
+ WHERE ($1::text IS NULL OR place = $1) AND ($2::text IS NULL OR bot = $2)
  ORDER BY id DESC
  LIMIT $3;
 

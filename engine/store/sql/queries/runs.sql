@@ -3,7 +3,7 @@
 -- name: insert_run
 -- A run for a summons, in its asker's turn $12 (or, asked by nobody, that of $13, whose live runs it counts in);
 -- one line summons at most one run (a replayed line gets no row back).
-INSERT INTO agent_runs (bot, surface, room_id, thread_root, trigger_event, asked_by, subject, prompt,
+INSERT INTO agent_runs (bot, surface, place, thread, trigger_event, asked_by, subject, prompt,
                         context, limits, max_attempts, turn, live_for)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (trigger_event) DO NOTHING
@@ -38,7 +38,7 @@ WITH queued AS (
       FROM provider_permits
      WHERE granted_at IS NULL AND expires_at > clock_timestamp() AND run_id IS NOT NULL
 )
-SELECT r.id, r.bot, r.surface, r.room_id, r.thread_root, r.trigger_event, r.asked_by,
+SELECT r.id, r.bot, r.surface, r.place, r.thread, r.trigger_event, r.asked_by,
        w.ahead::integer AS ahead, w.waited, w.provider
   FROM (SELECT * FROM queued UNION ALL SELECT * FROM permits) w
   JOIN agent_runs r ON r.id = w.id
@@ -160,7 +160,7 @@ UPDATE agent_runs r
                  || CASE WHEN $6::text IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('later_header', $6::text) END,
        updated_at = now()
  WHERE r.id = (SELECT l.id FROM agent_runs l
-                WHERE l.bot = $1 AND l.asked_by = $2 AND l.room_id = $3 AND l.thread_root IS NOT DISTINCT FROM $4
+                WHERE l.bot = $1 AND l.asked_by = $2 AND l.place = $3 AND l.thread IS NOT DISTINCT FROM $4
                   AND l.surface = $7 AND l.status IN ('queued', 'running') AND NOT l.cancel_requested
                 ORDER BY l.id DESC LIMIT 1)
    AND r.status IN ('queued', 'running') AND NOT r.cancel_requested
@@ -183,7 +183,7 @@ UPDATE agent_runs SET conversation = $2 WHERE id = $1;
 -- Ask the unfinished runs in a room's thread (or main timeline, thread NULL) to stop; only the asker's
 -- when $3 is given (a moderator passes NULL). Workers see the flag at their next fenced write.
 UPDATE agent_runs SET cancel_requested = true, updated_at = now()
- WHERE room_id = $1 AND thread_root IS NOT DISTINCT FROM $2 AND ($3::text IS NULL OR asked_by = $3)
+ WHERE place = $1 AND thread IS NOT DISTINCT FROM $2 AND ($3::text IS NULL OR asked_by = $3)
    AND status IN ('queued', 'running') AND NOT cancel_requested
 RETURNING id;
 
@@ -193,7 +193,7 @@ RETURNING id;
 UPDATE agent_runs r SET cancel_requested = true, updated_at = now()
  WHERE (r.trigger_event = $1
         OR r.id = (SELECT o.run_id FROM outbox o WHERE o.event_id = $1 AND o.run_id IS NOT NULL LIMIT 1))
-   AND r.room_id = $3
+   AND r.place = $3
    AND ($2::text IS NULL OR r.asked_by = $2)
    AND r.status IN ('queued', 'running') AND NOT r.cancel_requested
 RETURNING r.id;
@@ -207,25 +207,25 @@ UPDATE agent_runs
        ending = CASE WHEN status = 'queued' THEN 'cancelled' ELSE ending END,
        finished_at = CASE WHEN status = 'queued' THEN now() ELSE finished_at END,
        updated_at = now()
- WHERE room_id = $1 AND status IN ('queued', 'running')
+ WHERE place = $1 AND status IN ('queued', 'running')
 RETURNING id;
 
 -- name: cancel_room_run
 -- Ask run $1 to stop, only when it is in room $2 and unfinished; no row back = no such run here.
 UPDATE agent_runs SET cancel_requested = true, updated_at = now()
- WHERE id = $1 AND room_id = $2 AND status IN ('queued', 'running') AND NOT cancel_requested
+ WHERE id = $1 AND place = $2 AND status IN ('queued', 'running') AND NOT cancel_requested
 RETURNING id;
 
 -- name: unfinished_room_runs
 -- The runs in room $1 that are still queued or running (what `cancel` accepts), oldest first.
-SELECT id FROM agent_runs WHERE room_id = $1 AND status IN ('queued', 'running') ORDER BY id;
+SELECT id FROM agent_runs WHERE place = $1 AND status IN ('queued', 'running') ORDER BY id;
 
 -- name: room_runs
 -- The latest $2 runs in room $1, newest first, with what each cost.
 SELECT r.id, r.bot, r.status, r.ending, r.asked_by, r.created_at,
        coalesce((SELECT sum(s.cost_usd) FROM agent_steps s WHERE s.run_id = r.id), 0)::float8 AS cost_usd
   FROM agent_runs r
- WHERE r.room_id = $1
+ WHERE r.place = $1
  ORDER BY r.id DESC
  LIMIT $2;
 
@@ -235,16 +235,16 @@ SELECT r.bot,
        coalesce(sum(s.cost_usd) FILTER (WHERE s.created_at >= date_trunc('day', now(), 'UTC')), 0)::float8 AS today,
        coalesce(sum(s.cost_usd), 0)::float8 AS month
   FROM agent_steps s JOIN agent_runs r ON r.id = s.run_id
- WHERE r.room_id = $1 AND s.created_at >= date_trunc('month', now(), 'UTC')
+ WHERE r.place = $1 AND s.created_at >= date_trunc('month', now(), 'UTC')
  GROUP BY r.bot
  ORDER BY r.bot;
 
 -- name: inspect_runs
 -- The latest runs, newest first, optionally only run $1, room $2 or bot $3, at most $4.
-SELECT id, bot, room_id, thread_root, asked_by, status, ending, reason, attempts, created_at, started_at,
+SELECT id, bot, place, thread, asked_by, status, ending, reason, attempts, created_at, started_at,
        finished_at, left(coalesce(answer, ''), 120) AS answer
   FROM agent_runs
- WHERE ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR room_id = $2) AND ($3::text IS NULL OR bot = $3)
+ WHERE ($1::bigint IS NULL OR id = $1) AND ($2::text IS NULL OR place = $2) AND ($3::text IS NULL OR bot = $3)
  ORDER BY id DESC
  LIMIT $4;
 
