@@ -100,6 +100,12 @@ class Binding:
                  extra={"bot": grant.bot, "room": room})
         return Ack(None, None, bound=False, surface="refused", reason=reason)
 
+    async def check(self, room_id: str, person: str, puppet: str) -> Verdict:
+        """Whether ``person`` and ``puppet`` are both in ``room_id`` now — our state first, the homeserver when it
+        does not settle it — with no session touched (the start route asks before it mints a grant for a room)."""
+        verdict = await self.known(self.store, room_id, person, puppet)
+        return await self.ask_homeserver(room_id, person, puppet) if verdict == "unknown" else verdict
+
     @staticmethod
     async def known(db: Families, room_id: str, person: str, puppet: str) -> Verdict:
         """What our own state says, where it can be trusted to settle it: both joined, or the room encrypted.

@@ -31,7 +31,7 @@ from appservice.config import Door as DoorConfig
 from appservice.door.asking import DoorAsking
 from appservice.door.binding import Ack, Binding
 from appservice.door.errors import GrantRefused
-from appservice.door.grants import Grant, verify
+from appservice.door.grants import ROOM_ID, Grant, verify
 from appservice.door.issue import issue
 from appservice.door.replies import Replies
 from appservice.door.shapes import Asked, Bad, Claim, error_body, model_object, parse_completion, parse_frame
@@ -51,6 +51,13 @@ UNAUTHORIZED = error_body("The grant was not accepted.", type="invalid_request_e
 NOT_A_SESSION = error_body("The homeserver did not take this access token.", type="invalid_request_error",
                            code="invalid_session")
 START_BODY = 16 * 1024
+# Why the start route mints no grant for a room (the binding's verdicts, as a client reads them).
+ROOM_REFUSED = {
+    "person_not_joined": "You are not in that room.",
+    "bot_not_joined": "The bot is not in that room.",
+    "encrypted": "That room is encrypted; the bot does not take part in encrypted rooms.",
+    "no_answer": "The homeserver did not say whether you are both in that room; try again.",
+}
 REQUEST_ID = web.RequestKey("request_id", str)  # a request's id, kept on it (the middleware sets it; the response carries it)
 _SANE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -248,7 +255,7 @@ class DoorEndpoint:
         if not isinstance(one_to_one, bool):
             return self.bad(Bad("one_to_one is true (the session is heard by this person alone) or false.",
                                 "invalid_start", "one_to_one"))
-        if room is not None and not isinstance(room, str):
+        if room is not None and (not isinstance(room, str) or not ROOM_ID.fullmatch(room)):
             return self.bad(Bad("room_id is a room's id (!id:server).", "invalid_start", "room_id"))
         if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 < minutes <= self.config.minutes:
             return self.bad(Bad(f"minutes is at most {self.config.minutes:g}.", "invalid_start", "minutes"))
@@ -265,6 +272,15 @@ class DoorEndpoint:
         if bot is None or SURFACE not in bot.surfaces:
             return _json(error_body(f"There is no bot {body['bot'][:64]!r} to talk to here.",
                                     type="invalid_request_error", code="model_not_found", param="bot"), 404)
+        if room is not None:
+            # A grant for a room is minted only when the person and the bot are both in it now, so a refusal is
+            # said here and not first in the session's first turn.
+            verdict = await self.binding.check(room, person, bot.user_id)
+            if verdict != "joined":
+                reason = "no_answer" if verdict == "unknown" else verdict
+                log.info("start refused for %s in %s: %s", person, room, reason, extra={"bot": bot.slug, "room": room})
+                return _json(error_body(ROOM_REFUSED.get(reason, "The room could not be checked."),
+                                        type="invalid_request_error", code=reason, param="room_id"), 403)
         try:
             async with self.store.transaction("door_start") as tx:
                 grant_token, grant = await issue(tx, self.config, server_name=self.server_name, bot=bot,

@@ -179,6 +179,25 @@ async def test_a_grant_for_one_room_claims_it_and_no_other(people: People, servi
     assert status == 401 and answer["error"]["code"] == "invalid_grant"
 
 
+async def test_the_start_route_mints_a_grant_for_a_room_only_when_both_are_in_it(people: People, service: Service,
+                                                                                sql: asyncpg.Pool) -> None:
+    alice, bob = await people("alice"), await people("bob")
+    bobs = await bob.room_with("helper")  # alice is not in it
+    lonely = await alice.room_with()  # the bot is not in it
+    token = str(alice.client.access_token)
+    before = await sql.fetchval("SELECT count(*) FROM door_grants")
+    for room, reason in ((bobs, "person_not_joined"), (lonely, "bot_not_joined")):
+        status, answer = await call(service, "/door/start", token, {"bot": "helper", "room_id": room})
+        assert status == 403, answer
+        assert (answer["error"]["code"], answer["error"]["param"]) == (reason, "room_id")
+    status, answer = await call(service, "/door/start", token, {"bot": "helper", "room_id": "not-a-room"})
+    assert status == 400 and answer["error"]["param"] == "room_id"
+    assert await sql.fetchval("SELECT count(*) FROM door_grants") == before  # no grant minted for any of them
+    ours = await alice.room_with("helper")
+    grant = await start(service, alice, room_id=ours)
+    assert (await turn(service, grant))["room"]["id"] == ours
+
+
 async def test_a_newer_claim_supersedes_a_pending_one_and_another_room_is_released_first(
     people: People, service: Service, sql: asyncpg.Pool,
 ) -> None:
