@@ -18,6 +18,7 @@ answered in OpenAI's error shape too (404, 405), never aiohttp's plain text.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -170,7 +171,14 @@ class DoorEndpoint:
         if asked.model is not None and asked.model != grant.bot:
             return self.no_such_model(asked.model, grant)
         ack = await self.binding.claim(grant, claim) if claim is not None else None
-        result = await self.asking.ask(grant, asked.text)
+        # The ask is shielded: a client gone while it commits (the first few milliseconds) must not leave a run
+        # made and paid for with nobody to hear it — the run it makes is cancelled as soon as it is there.
+        asking = asyncio.ensure_future(self.asking.ask(grant, asked.text))
+        try:
+            result = await asyncio.shield(asking)
+        except asyncio.CancelledError:
+            self.replies.cancel_once_asked(grant, asking, "the client went away while it was being asked")
+            raise
         if isinstance(result, Refused):
             return self.refused(grant, result)
         if asked.stream:

@@ -221,6 +221,19 @@ class Replies:
         log.info("run %s ended %s: the turn is answered with an error", asked.run_id, said.ending,
                  extra={"run": asked.run_id, "bot": grant.bot})
 
+    def cancel_once_asked(self, grant: Grant, asking: asyncio.Future[Asked | Refused], why: str) -> None:
+        """Cancel the run ``asking`` makes, once it has made it (a refusal made none)."""
+        async def go() -> None:
+            try:
+                result = await asking
+            except Exception:  # the ask failed, so it made no run to cancel; said here, since its handler is gone
+                log.warning("a door turn whose client went away was not asked (%s)", why, exc_info=True)
+                return
+            if isinstance(result, Asked):
+                self.cancel(grant, result.run_id, why)
+
+        self.tasks.spawn(go(), name="door-cancel-asked")
+
     def cancel(self, grant: Grant, run_id: int, why: str) -> None:
         """Cancel the run for a response nobody reads any more — in a task of its own, since the handler's
         own task is being cancelled."""

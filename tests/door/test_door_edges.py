@@ -179,3 +179,31 @@ async def test_keepalives_come_well_inside_a_clients_read_timeout(door: Harness)
     waits = [b - a for a, b in itertools.pairwise(working)]
     assert max(waits) < KEEPALIVE * 2.5  # never near a silence a client would time out on
     assert any('"At last."' in line for _, line in arrivals)
+
+
+async def test_a_client_gone_while_its_turn_is_being_asked_gets_its_run_cancelled_not_cut_off(door: Harness) -> None:
+    """The gap the handler's own cancel missed: the client goes after its request is read, while the run is being
+    committed. Cut off there, the ask could have committed all the same (the commit went through, the reply did
+    not arrive) and left a run that nobody cancels and that is paid for; so the ask is never cut off — it
+    finishes, and the run it made is cancelled. Held here by a lock on agent_runs, so the ask is still waiting to
+    commit when the client goes."""
+    door.fake.queue("openai", Canned(body=openai_text("Nobody hears this.").body, delay=5.0))
+    async with door.db.pool.acquire() as holder:
+        lock = holder.transaction()
+        await lock.start()
+        await holder.execute("LOCK TABLE agent_runs IN SHARE ROW EXCLUSIVE MODE")  # inserts wait
+        async with httpx.AsyncClient(timeout=0.5) as http:
+            with pytest.raises(httpx.ReadTimeout):  # the client gives up and goes while the ask waits
+                await http.post(f"{door.url}/chat/completions", headers={"Authorization": f"Bearer {door.grant()}"},
+                                json={"model": "caller", "messages": [{"role": "user", "content": "Hello?"}]})
+        await asyncio.sleep(0.3)
+        await lock.rollback()
+
+    async def cancelled() -> bool:
+        row = await door.db.pool.fetchrow("SELECT status, cancel_requested FROM agent_runs ORDER BY id DESC LIMIT 1")
+        return row is not None and row["cancel_requested"] and row["status"] in ("cancelled", "queued", "running")
+
+    started = time.monotonic()
+    while not await cancelled():
+        assert time.monotonic() - started < 10, "the run made for a client that went away was never cancelled"
+        await asyncio.sleep(0.1)
