@@ -207,3 +207,34 @@ async def test_a_client_gone_while_its_turn_is_being_asked_gets_its_run_cancelle
     while not await cancelled():
         assert time.monotonic() - started < 10, "the run made for a client that went away was never cancelled"
         await asyncio.sleep(0.1)
+
+
+async def test_barge_ins_free_the_persons_live_run_places_at_once(door: Harness) -> None:
+    """Three turns cut off 0.8 s into long answers (a barge-in closes the stream): the next turn is taken at once,
+    while the three are still being made — not refused as one too many until they end."""
+    door.fake.always("openai", Canned(body=openai_text("A long answer.").body, delay=8.0))
+    client = door.aclient(door.grant())
+    cut = []
+    for n in range(3):
+        stream = await client.chat.completions.create(model="caller", stream=True,
+                                                      messages=[{"role": "user", "content": f"Story {n}?"}])
+        first = await stream.__anext__()
+        cut.append((first.model_extra or {})["summon"]["run"])
+        await asyncio.sleep(0.8)
+        await stream.close()
+
+    async def all_asked_to_stop() -> bool:
+        return bool(await door.db.pool.fetchval(
+            "SELECT bool_and(cancel_requested) FROM agent_runs WHERE id = ANY($1::bigint[])", cut))
+
+    started = time.monotonic()
+    while not await all_asked_to_stop():
+        assert time.monotonic() - started < 5, "the cut-off turns were not cancelled"
+        await asyncio.sleep(0.05)
+    assert await door.db.pool.fetchval(  # still being made: their places are what was freed
+        "SELECT count(*) FROM agent_runs WHERE id = ANY($1::bigint[]) AND status IN ('queued', 'running')", cut) >= 1
+    fourth = await client.chat.completions.create(model="caller", stream=True,
+                                                  messages=[{"role": "user", "content": "And now?"}])
+    first = await fourth.__anext__()  # a refusal would raise RateLimitError (too_many) here
+    assert first.choices[0].delta.role == "assistant"
+    await fourth.close()

@@ -12,10 +12,12 @@ RETURNING id;
 -- name: live_runs_of
 -- How many runs person $1 asked for (or that count for them, asked by nobody) are waiting or running: found
 -- through their reservations not yet settled (every summoned run reserves under its asker's name, else its
--- subject's, which is whom it counts for), so agent_runs needs no index by asker.
+-- subject's, which is whom it counts for), so agent_runs needs no index by asker. A run asked to stop no longer
+-- holds its place (a barge-in frees it at once; its reservation still counts against the ceilings until settled).
 SELECT count(*) AS live
   FROM spend_ledger l JOIN agent_runs r ON r.id = l.run_id
- WHERE l.who = $1 AND l.reserved AND coalesce(r.asked_by, r.live_for) = $1 AND r.status IN ('queued', 'running');
+ WHERE l.who = $1 AND l.reserved AND coalesce(r.asked_by, r.live_for) = $1 AND r.status IN ('queued', 'running')
+   AND NOT r.cancel_requested;
 
 -- name: bot_waiting
 -- How many runs of bot $1 wait: queued for a worker, or held and waiting for a provider's permit.
