@@ -177,7 +177,9 @@ async def test_keepalives_come_well_inside_a_clients_read_timeout(door: Harness)
     working = [at for at, line in arrivals if line == ": working"]
     assert len(working) >= 3  # a 2 s answer, a comment every 0.4 s
     waits = [b - a for a, b in itertools.pairwise(working)]
-    assert max(waits) < KEEPALIVE * 2.5  # never near a silence a client would time out on
+    # Never near a silence a client would time out on: under 2 s apart, where the default (2.5 s) or a keep-alive
+    # that ignored its setting would not be — and with room for a loaded machine's scheduling.
+    assert max(waits) < 2.0
     assert any('"At last."' in line for _, line in arrivals)
 
 
