@@ -177,7 +177,9 @@ async def test_tokens_per_minute_hold_a_call_until_the_window_makes_room(db: Tes
     env = {k: v for k, v in buying(fake, tpm=6000, window=2).items() if v is not None}
     answering = choose_answerer(provider_settings(env), SystemClock(), store=db, worker_id="w-tpm")
     assert answering.limiter is not None
-    fake.otherwise["openai"] = openai_text("ok", prompt=100, completion=10)
+    # Each answer takes 1 s, so the first two are both in flight when the second asks: an answer back in
+    # milliseconds counted its 110 before the second asked, and 110 + 91 did not fit (CI saw the second wait).
+    fake.otherwise["openai"] = replace(openai_text("ok", prompt=100, completion=10), delay=1.0)
     stop = asyncio.Event()
     running = asyncio.ensure_future(answering.limiter.run(stop))
     # 200 a window; each call counts its prompt and max_tokens (91) until it returns, then what it used (110):
