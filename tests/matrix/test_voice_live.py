@@ -45,7 +45,7 @@ async def upload(person: Person, data: bytes, mimetype: str = "audio/wav") -> st
 
 async def voice_note(person: Person, room: str, data: bytes, *, mimetype: str = "audio/wav",
                      size: int | None = None, url: str | None = None, script: list[dict[str, Any]] | None = None,
-                     duration_ms: int = 2000) -> str:
+                     duration_ms: int = 2000, heard: str = FakeSpeech.transcript) -> str:
     mxc = url or await upload(person, data, mimetype)
     content: dict[str, Any] = {
         "msgtype": "m.audio", "body": "Voice message", "url": mxc,
@@ -53,8 +53,10 @@ async def voice_note(person: Person, room: str, data: bytes, *, mimetype: str = 
         "org.matrix.msc1767.audio": {"duration": duration_ms, "waveform": [0, 512, 1024, 512]},
         "org.matrix.msc3245.voice": {},
     }
-    # A voice note's run is asked its transcript, said in its sender's name (their localpart, unless named).
-    BOOK.say(f"{person.client.user_id.lstrip('@').split(':')[0]}: ", script, anywhere=True)
+    # A voice note's run is asked its transcript (``heard``: what the fake hears), said in its sender's name
+    # (their localpart, unless named). The name alone would script every later run whose context shows the
+    # sender saying anything: a slow run that made its call after the note was sent answered the note's words.
+    BOOK.say(f"{person.client.user_id.lstrip('@').split(':')[0]}: {heard}", script, anywhere=True)
     return await person.send(room, content)
 
 
