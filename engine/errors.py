@@ -18,7 +18,9 @@ exception class under ``engine/`` and ``appservice/`` and fails on one outside t
     │   └── StoreRefused     the database refused a statement: a value it cannot store, a rule it keeps
     ├── ProviderError        a model call failed
     │   ├── ProviderFailure  the provider's own fault: try the next one
-    │   │   └── RetryableFailure  …and one short retry of the same provider is worth it
+    │   │   ├── RetryableFailure  …and one short retry of the same provider is worth it
+    │   │   └── CutOff       a streamed answer began and broke off: counted at what it said it used, else
+    │   │                    at its worst case; never retried once a listener heard some of it
     │   ├── RequestFault     the request's fault: fail the run, never fall back
     │   └── NotAnAnswer      a 2xx body that carries an error, or no answer at all
     ├── ToolError            a tool failed in words the model can act on; goes back to it as the result
@@ -101,6 +103,17 @@ class ProviderError(SummonError):
 
 class ProviderFailure(ProviderError):
     """The provider's own failure (no credit, bad key, rate limit, down): try the next provider."""
+
+
+class CutOff(ProviderFailure):
+    """A streamed answer that began and broke off (the provider's error mid-way, the connection gone, the stream
+    ended early): it may have been billed. ``usage`` is what the provider said it used (a
+    ``engine.providers.translate.Usage``; None when it said nothing, and the call is counted at its worst case)."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None, reason: str = "cut_off",
+                 usage: object = None) -> None:
+        super().__init__(message, provider=provider, status=status, reason=reason)
+        self.usage = usage
 
 
 class RetryableFailure(ProviderFailure):

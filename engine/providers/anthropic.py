@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anthropic
 
 from engine.core.messages import ModelRequest
 from engine.providers.base import SdkAdapter
-from engine.providers.translate import Reply, anthropic_reply, anthropic_request
+from engine.providers.translate import AnthropicStream, Reply, anthropic_reply, anthropic_request
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 
@@ -35,3 +36,15 @@ class AnthropicAdapter(SdkAdapter):
 
     def _reply(self, body: Any) -> Reply:
         return anthropic_reply(body)
+
+    async def _events(self, client: anthropic.AsyncAnthropic,
+                      kwargs: dict[str, Any]) -> AsyncIterator[Mapping[str, Any]]:
+        stream = await client.messages.create(**kwargs, stream=True)
+        try:
+            async for event in stream:
+                yield event.model_dump()
+        finally:
+            await stream.close()
+
+    def _fold(self) -> AnthropicStream:
+        return AnthropicStream()

@@ -20,6 +20,7 @@ call that could wait no longer moves on to the next provider (or gives up, sayin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -27,11 +28,12 @@ from typing import Protocol
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
-from engine.errors import ProviderError, RequestFault, RetryableFailure
+from engine.errors import CutOff, ProviderError, RequestFault, RetryableFailure
+from engine.providers.base import STOPPED, Said, Watch
 from engine.providers.classify import Fault
 from engine.providers.limits import Limiter, NoPermit, Permit
 from engine.providers.prices import PriceTable
-from engine.providers.translate import Reply, anthropic_request, openai_request
+from engine.providers.translate import Reply, Usage, anthropic_request, openai_request
 from engine.providers.worst import clamp, input_bound, worst_case
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,8 @@ class Adapter(Protocol):
     kind: str
     default_model: str | None
 
-    async def complete(self, model: str, request: ModelRequest, *, timeout: float | None = None) -> Reply: ...
+    async def complete(self, model: str, request: ModelRequest, *, timeout: float | None = None,
+                       said: Said | None = None) -> Reply: ...
     async def aclose(self) -> None: ...
 
 
@@ -153,7 +156,11 @@ class Chain:
 
     async def answer(
         self, request: ModelRequest, *, turn: int, allowance: float | None = None, run_id: int | None = None,
+        watch: Watch | None = None,
     ) -> list[ModelStep]:
+        """Every attempt, as steps. With a ``watch``: the text is streamed to its listener as it comes (once any
+        of it is heard, the answer is this attempt's: no fallback, no retry), and its stop aborts the call in
+        flight (counted at its worst case: nobody says what an aborted call used)."""
         if not any(model_for(request.model, a.name, a.default_model) for a in self.adapters):
             log.error("no provider has a model for this bot (model: %r; providers: %s)",
                       request.model, ", ".join(a.name for a in self.adapters))
@@ -164,6 +171,7 @@ class Chain:
             # ends a run out of money before asking, so here it is the price that is missing).
             return [ModelStep(error=NO_PRICE, error_class="provider", gave_up=True)]
         steps: list[ModelStep] = []
+        heard: list[str] = []  # what the watch's listener has heard, of every attempt
         started = self.clock.monotonic()
         retries = [self.retry.retries] * len(tried)
         n = 0
@@ -192,8 +200,11 @@ class Chain:
             left = self.patience - (self.clock.monotonic() - started)
             reply: Reply | None = None
             failure: ProviderError | None = None
+            stopped = False
+            paid = 0.0
             try:
-                reply = await adapter.complete(model, sent, timeout=left)
+                reply = await self._made(adapter, model, sent, left, watch, heard)
+                stopped = reply is None
             except ProviderError as exc:
                 failure = exc
                 if isinstance(exc, RetryableFailure) and exc.retry_after is not None and self.limiter is not None:
@@ -203,14 +214,32 @@ class Chain:
                 # Handed back as soon as the call returns (never held across a retry's wait), with what it used.
                 if permit is not None:
                     await self._release(permit, None if reply is None else reply.usage.tokens_in + reply.usage.output)
+            if stopped:
+                log.info("provider %s (%s): the call was stopped while it was being made", adapter.name, model,
+                         extra={"run": run_id})
+                steps.append(ModelStep(provider=adapter.name, model=model, fallback=n > 0, text="".join(heard),
+                                       error=STOPPED, error_class="provider", gave_up=True, interrupted=True,
+                                       cost_usd=tried[n].worst_usd))
+                return steps
             if isinstance(failure, RequestFault):
                 steps.append(self._failed(adapter, model, n, failure, gave_up=True))
                 return steps
+            if isinstance(failure, CutOff):
+                # It began and broke off: what the provider said it used, else its worst case, may be billed.
+                paid = self._cost(adapter, model, failure.usage, tried[n].worst_usd)
+                if heard:
+                    # Somebody heard part of this answer: another attempt would say it again, differently.
+                    steps.append(self._failed(adapter, model, n, failure, gave_up=True, cost=paid, text="".join(heard)))
+                    return steps
             if failure is not None:
-                if failure.status is None and allowance is not None and n + 1 < len(tried):
-                    # No HTTP answer at all (timed out, cut off): it may have been generated and billed all the
-                    # same, so the providers after it get what is left once its worst case is counted.
-                    allowance = max(0.0, allowance - tried[n].worst_usd)
+                if failure.status is None or isinstance(failure, CutOff):
+                    charged = paid if isinstance(failure, CutOff) else tried[n].worst_usd
+                else:
+                    charged = 0.0
+                if charged and allowance is not None and n + 1 < len(tried):
+                    # No HTTP answer at all (timed out), or a stream cut off: it may have been generated and billed
+                    # all the same, so the providers after it get what is left once that is counted.
+                    allowance = max(0.0, allowance - charged)
                     later = {id(a.adapter) for a in tried[n + 1:]}
                     tried = tried[:n + 1] + [a for a in self.plan(request, allowance) if id(a.adapter) in later]
                     retries = retries[:n + 1] + [self.retry.retries] * (len(tried) - n - 1)
@@ -219,7 +248,8 @@ class Chain:
                 wait = self._retry_wait(failure, alone=not moving_on) if retries[n] > 0 else None
                 if wait is not None and left - wait < MIN_ATTEMPT:
                     wait = None
-                steps.append(self._failed(adapter, model, n, failure, gave_up=wait is None and not moving_on))
+                steps.append(self._failed(adapter, model, n, failure, gave_up=wait is None and not moving_on,
+                                          cost=paid if isinstance(failure, CutOff) else 0.0))
                 if wait is not None:
                     retries[n] -= 1
                     retrying = True
@@ -230,8 +260,47 @@ class Chain:
                     return steps
                 continue
             assert reply is not None
-            steps.append(self._answered(adapter, model, n, reply))
+            steps.append(self._answered(adapter, model, n, reply, worst=tried[n].worst_usd))
             return steps
+
+    @staticmethod
+    async def _made(adapter: Adapter, model: str, sent: ModelRequest, left: float, watch: Watch | None,
+                    heard: list[str]) -> Reply | None:
+        """One attempt, followed by ``watch`` (what its listener hears is kept in ``heard`` too); None when the
+        watch's stop came first (the call, if it was under way, is aborted: its connection closed)."""
+        if watch is None:
+            return await adapter.complete(model, sent, timeout=left)
+        if watch.stop.is_set():
+            return None
+        listener = watch.said
+
+        def said(text: str) -> None:
+            heard.append(text)
+            assert listener is not None
+            listener(text)
+
+        call = asyncio.ensure_future(adapter.complete(model, sent, timeout=left,
+                                                      said=said if listener is not None else None))
+        stop = asyncio.ensure_future(watch.stop.wait())
+        try:
+            await asyncio.wait((call, stop), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        finally:
+            stop.cancel()
+        if call.done():
+            return call.result()
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+        return None
+
+    def _cost(self, adapter: Adapter, model: str, usage: object, worst: float) -> float:
+        """What a call that broke off is counted at: what the provider said it used, else its worst case."""
+        if not isinstance(usage, Usage):
+            return worst
+        cost = self.prices.cost(adapter.name, model, usage, kind=adapter.kind)
+        return worst if cost is None else cost
 
     async def _permit(self, adapter: Adapter, tokens: int, run_id: int | None, left: float, *,
                       wait_out_pause: bool) -> Permit | NoPermit | None:
@@ -305,19 +374,24 @@ class Chain:
             return wait
         return None
 
-    def _failed(self, adapter: Adapter, model: str, n: int, exc: ProviderError, *, gave_up: bool) -> ModelStep:
+    def _failed(self, adapter: Adapter, model: str, n: int, exc: ProviderError, *, gave_up: bool,
+                cost: float = 0.0, text: str = "") -> ModelStep:
         fault: Fault = "request" if isinstance(exc, RequestFault) else "provider"
         log.warning("provider %s (%s) failed (%s, HTTP %s): %s%s", adapter.name, model, fault,
                     exc.status, exc, " — giving up" if gave_up else "")
-        return ModelStep(provider=adapter.name, model=model, fallback=n > 0, error=str(exc),
-                         error_class=fault, gave_up=gave_up, reason=exc.reason)
+        return ModelStep(provider=adapter.name, model=model, fallback=n > 0, error=str(exc), text=text,
+                         error_class=fault, gave_up=gave_up, reason=exc.reason, cost_usd=cost)
 
-    def _answered(self, adapter: Adapter, model: str, n: int, reply: Reply) -> ModelStep:
+    def _answered(self, adapter: Adapter, model: str, n: int, reply: Reply, *, worst: float) -> ModelStep:
         cost = self.prices.cost(adapter.name, model, reply.usage, kind=adapter.kind)
         if cost is None and reply.model and reply.model != model:
             cost = self.prices.cost(adapter.name, reply.model, reply.usage, kind=adapter.kind)
         if cost is None:
             self._warn_unpriced(adapter, model, skipped=False)
+        elif not reply.usage_known:
+            # A stream that never said what it used (no usage chunk): counted at its worst case.
+            log.info("provider %s (%s) did not say what the call used; counted at its worst case", adapter.name, model)
+            cost = worst
         return ModelStep(
             text=reply.text, tool_calls=reply.tool_calls, provider=adapter.name, model=model,
             fallback=n > 0, tokens_in=reply.usage.tokens_in, tokens_out=reply.usage.output,

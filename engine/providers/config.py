@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep
-from engine.providers.base import Kind, ProviderConfig, ProviderStatus
+from engine.providers.base import Kind, ProviderConfig, ProviderStatus, Watch
 from engine.providers.chain import PATIENCE, Adapter, Chain, Priced, RetryPolicy
 from engine.providers.limits import Limiter, limits_said
 from engine.providers.mock import MockModel, StandIn
@@ -97,10 +97,11 @@ class Answering:
 
     async def answer(
         self, request: ModelRequest, *, turn: int, allowance: float | None = None, run_id: int | None = None,
+        watch: Watch | None = None,
     ) -> list[ModelStep]:
         if self.chain is None:
-            return await self.mock.answer(request, turn=turn, allowance=allowance, run_id=run_id)
-        return await self.chain.answer(request, turn=turn, allowance=allowance, run_id=run_id)
+            return await self.mock.answer(request, turn=turn, allowance=allowance, run_id=run_id, watch=watch)
+        return await self.chain.answer(request, turn=turn, allowance=allowance, run_id=run_id, watch=watch)
 
     def estimate(self, request: ModelRequest, *, turn: int, allowance: float | None = None) -> float | None:
         if self.chain is None:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.clock import Clock
 from engine.core.messages import ModelRequest, ModelStep, ToolCall
-from engine.providers.base import Answerer
+from engine.providers.base import STOPPED, Answerer, Watch
 
 # What the mock says when it stands in for a provider because none is configured. (The words a run
 # ends with are strings; this is the mock's own answer, and says plainly what it is.)
@@ -112,7 +112,10 @@ class MockModel:
 
     async def answer(
         self, request: ModelRequest, *, turn: int, allowance: float | None = None, run_id: int | None = None,
+        watch: Watch | None = None,
     ) -> list[ModelStep]:
+        if watch is not None and watch.said is not None:
+            watch.said(self._standing_in)
         return [ModelStep(text=self._standing_in, provider=self.name, model="mock")]
 
 
@@ -142,15 +145,22 @@ class StandInModel:
 
     async def answer(
         self, request: ModelRequest, *, turn: int, allowance: float | None = None, run_id: int | None = None,
+        watch: Watch | None = None,
     ) -> list[ModelStep]:
+        """A scripted turn, said to the watch's listener when it is answered (in one piece); a stop during its
+        ``delay`` ends it as a stopped call does."""
         turns = self._turns(request)
         if turns is None:
-            return await self.otherwise.answer(request, turn=turn, allowance=allowance, run_id=run_id)
+            return await self.otherwise.answer(request, turn=turn, allowance=allowance, run_id=run_id, watch=watch)
         if turn >= len(turns):
             return [ModelStep(text="", provider=self.name, model="mock")]
         t = turns[turn]
         if t.delay:
-            await self._clock.sleep(t.delay)
+            if watch is None:
+                await self._clock.sleep(t.delay)
+            elif await self._clock.wait(watch.stop, t.delay):
+                return [ModelStep(provider=self.name, model="mock", error=STOPPED, error_class="provider",
+                                  gave_up=True, interrupted=True, cost_usd=t.cost_usd)]
         if t.error is not None:
             return [ModelStep(
                 provider=self.name, model="mock", error=t.error, error_class=t.error_class, gave_up=True,
@@ -159,6 +169,8 @@ class StandInModel:
         if t.echo:
             said = next((m.text for m in reversed(request.messages) if m.role == "tool"), "")
             text = f"{text} {said}".strip()
+        if text and watch is not None and watch.said is not None:
+            watch.said(text)
         return [ModelStep(
             text=text,
             tool_calls=tuple(ToolCall(c.id, c.name, dict(c.arguments)) for c in t.tool_calls),

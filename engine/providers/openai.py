@@ -3,13 +3,14 @@ Azure, Groq, Together, Fireworks, vLLM, llama.cpp, LM Studio, Ollama …). The S
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import openai
 
 from engine.core.messages import ModelRequest
 from engine.providers.base import SdkAdapter
-from engine.providers.translate import Reply, openai_reply, openai_request
+from engine.providers.translate import OpenAIStream, Reply, openai_reply, openai_request
 
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -36,3 +37,15 @@ class OpenAIAdapter(SdkAdapter):
 
     def _reply(self, body: Any) -> Reply:
         return openai_reply(body)
+
+    async def _events(self, client: openai.AsyncOpenAI, kwargs: dict[str, Any]) -> AsyncIterator[Mapping[str, Any]]:
+        # The usage comes in a last chunk of its own, and only when asked for.
+        stream = await client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
+        try:
+            async for chunk in stream:
+                yield chunk.model_dump()
+        finally:
+            await stream.close()
+
+    def _fold(self) -> OpenAIStream:
+        return OpenAIStream()

@@ -66,6 +66,9 @@ class Reply:
     usage: Usage = Usage()
     model: str = ""  # as the provider reported it
     finish: str = ""  # "stop" | "length" | "tool_calls" | the provider's own word
+    # False: the provider did not say what the call used (a stream without its usage chunk), so ``usage`` is no
+    # bill and the call is counted at its worst case.
+    usage_known: bool = True
 
 
 # --- making a history provider-valid ----------------------------------------------------------------
@@ -363,3 +366,184 @@ def anthropic_usage(usage: object) -> Usage:
         cache_write=_int(usage.get("cache_creation_input_tokens")),
         output=_int(usage.get("output_tokens")),
     )
+
+
+# --- streams ------------------------------------------------------------------------------------------
+# A streamed answer is folded, event by event, into the body the same call would have answered unstreamed, and
+# read by the same reader (``openai_reply``, ``anthropic_reply``): one set of rules for both. ``add`` returns the
+# text the event adds (what a listener may hear at once); ``usage_known`` says whether the provider reported
+# what the call used (OpenAI's final usage chunk, Anthropic's ``message_delta``) — until it has, a call cut off
+# is counted at its worst case.
+
+
+class OpenAIStream:
+    """``chat.completion.chunk`` objects (as JSON) folded into the ``chat.completion`` they add up to."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: object = None
+        self._model = ""
+        self._error: object = None
+
+    @property
+    def usage_known(self) -> bool:
+        return isinstance(self._usage, Mapping)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._text)
+
+    def add(self, chunk: Mapping[str, Any]) -> str:
+        if not isinstance(chunk, Mapping):
+            return ""
+        if chunk.get("error"):
+            self._error = chunk["error"]
+            return ""
+        if chunk.get("model"):
+            self._model = str(chunk["model"])
+        if isinstance(chunk.get("usage"), Mapping):
+            self._usage = chunk["usage"]
+        said: list[str] = []
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue
+            if choice.get("error"):
+                self._error = choice["error"]
+            if choice.get("finish_reason"):
+                self._finish = str(choice["finish_reason"])
+            delta = choice.get("delta")
+            if not isinstance(delta, Mapping):
+                continue
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                said.append(delta["content"])
+            if isinstance(delta.get("refusal"), str):
+                self._refusal.append(delta["refusal"])
+            for raw in delta.get("tool_calls") or ():
+                if not isinstance(raw, Mapping):
+                    continue
+                index = raw.get("index")
+                call = self._calls.setdefault(index if isinstance(index, int) else len(self._calls),
+                                              {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                if raw.get("id"):
+                    call["id"] = raw["id"]
+                function = raw.get("function")
+                if isinstance(function, Mapping):
+                    if isinstance(function.get("name"), str) and function["name"]:
+                        call["function"]["name"] = function["name"]
+                    if isinstance(function.get("arguments"), str):
+                        call["function"]["arguments"] += function["arguments"]
+        self._text.extend(said)
+        return "".join(said)
+
+    def usage(self) -> Usage | None:
+        """What the provider said the call used (None: nothing yet: OpenAI says it only at the end)."""
+        return openai_usage(self._usage) if self.usage_known else None
+
+    def body(self) -> dict[str, Any]:
+        """The completion the chunks so far add up to."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text,
+                                   "refusal": "".join(self._refusal) or None}
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        body: dict[str, Any] = {"object": "chat.completion", "model": self._model, "usage": self._usage,
+                                "choices": [{"index": 0, "message": message, "finish_reason": self._finish}]}
+        if self._error:
+            body["error"] = self._error
+        return body
+
+    @property
+    def finished(self) -> bool:
+        """Whether the stream said its answer was over (a finish reason), not just stopped."""
+        return self._finish is not None
+
+    def reply(self) -> Reply:
+        """What the stream answered; raises ``NotAnAnswer`` as ``openai_reply`` does (an error chunk, say)."""
+        return replace(openai_reply(self.body()), usage_known=self.usage_known)
+
+
+class AnthropicStream:
+    """Messages stream events (``message_start`` … ``message_stop``, as JSON) folded into the message."""
+
+    def __init__(self) -> None:
+        self._message: dict[str, Any] = {"type": "message", "role": "assistant", "content": [], "model": "",
+                                         "stop_reason": None, "usage": {}}
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, list[str]] = {}
+        self._usage_final = False
+        self._error: object = None
+
+    @property
+    def usage_known(self) -> bool:
+        return self._usage_final
+
+    @property
+    def text(self) -> str:
+        return "".join(b.get("text", "") for _, b in sorted(self._blocks.items()) if b.get("type") == "text")
+
+    def add(self, event: Mapping[str, Any]) -> str:
+        if not isinstance(event, Mapping):
+            return ""
+        kind = event.get("type")
+        if kind == "error":
+            self._error = event.get("error") or "the provider answered with an error"
+        elif kind == "message_start" and isinstance(event.get("message"), Mapping):
+            started = event["message"]
+            self._message.update({k: v for k, v in started.items() if k != "content"})
+            self._message["usage"] = dict(started.get("usage") or {})
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), Mapping):
+            index = event.get("index")
+            if isinstance(index, int):
+                block = dict(event["content_block"])
+                self._blocks[index] = block
+                if block.get("type") == "text" and isinstance(block.get("text"), str):
+                    return str(block["text"])
+        elif kind == "content_block_delta" and isinstance(event.get("delta"), Mapping):
+            index = event.get("index")
+            found = self._blocks.get(index) if isinstance(index, int) else None
+            delta = event["delta"]
+            if found is None:
+                return ""
+            block = found
+            if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
+                block["text"] = str(block.get("text") or "") + delta["text"]
+                return str(delta["text"])
+            if delta.get("type") == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+                self._json.setdefault(int(event["index"]), []).append(delta["partial_json"])
+        elif kind == "message_delta":
+            delta = event.get("delta")
+            if isinstance(delta, Mapping) and delta.get("stop_reason"):
+                self._message["stop_reason"] = delta["stop_reason"]
+            if isinstance(event.get("usage"), Mapping):
+                # Cumulative counts; a field it leaves out (or null, as the SDK dumps it) stays as message_start said.
+                said = {k: v for k, v in event["usage"].items() if v is not None}
+                self._message["usage"] = {**self._message["usage"], **said}
+                self._usage_final = True
+        return ""
+
+    def body(self) -> dict[str, Any]:
+        """The message the events so far add up to."""
+        content: list[dict[str, Any]] = []
+        for index, block in sorted(self._blocks.items()):
+            if block.get("type") == "tool_use" and index in self._json:
+                block = {**block, "input": "".join(self._json[index])}
+            content.append(block)
+        body = {**self._message, "content": content}
+        if self._error:
+            body = {"type": "error", "error": self._error}
+        return body
+
+    @property
+    def finished(self) -> bool:
+        """Whether the stream said its answer was over (``message_delta``'s stop reason), not just stopped."""
+        return self._message.get("stop_reason") is not None
+
+    def reply(self) -> Reply:
+        """What the stream answered; raises ``NotAnAnswer`` as ``anthropic_reply`` does (an error event, say)."""
+        return replace(anthropic_reply(self.body()), usage_known=self.usage_known)
+
+    def usage(self) -> Usage | None:
+        """What the provider said the call used (None: not yet — ``message_start``'s is only the input)."""
+        return anthropic_usage(self._message["usage"]) if self._usage_final else None

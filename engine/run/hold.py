@@ -17,6 +17,10 @@ back. I/O around the pure ``decide`` (``engine/core/loop.py``).
   It is recorded as started, with that worst case drawn from the run's reservation, before it is made (and only
   by a commit that read "not cancelled"), so a call paid for whose answer is never recorded is still counted;
   the step that records what it cost settles the draw to the real cost in the same commit.
+- A model call is followed while it is made (``engine.providers.base.Watch``): a cancel heard meanwhile
+  (``engine/run/cancels.py``) aborts it — its connection closed, so the provider stops generating and billing —
+  and the step records it at its worst case; for a surface that answers as it comes, its words are told as
+  they arrive (``engine/run/pieces.py``), the answer still recorded and delivered whole.
 - The answer (or the ending), the spend settled and its delivery to the surface are one commit.
 - ``decide`` is handed the database's time — read with the claim and with every fenced write, carried forward
   by this process's monotonic clock — never this process's wall clock: ``started_at`` is the database's too.
@@ -26,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -71,8 +76,10 @@ from engine.errors import LeaseLost, MemoryUnavailable, StoreError
 from engine.logfields import about_run
 from engine.memory.recall import Recall, Remembered, remembered
 from engine.meter import NO_METER, Meter
-from engine.providers.base import Answerer
+from engine.providers.base import Answerer, Watch
+from engine.run.cancels import Cancels
 from engine.run.lease import kept
+from engine.run.pieces import Pieces
 from engine.store import Store, Tx
 from engine.store.runs import Claim, Run
 from engine.surface import Answered, Ended, Opened, Opener, Outcome, RunInfo, Surface
@@ -93,7 +100,11 @@ class Hold:
     def __init__(self, claim: Claim, *, store: Store, registry: Callable[[], Registry], answerer: Answerer,
                  surface: Surface | None, toolbox: ToolRunner, clock: Clock, owner: str, lease_seconds: float,
                  budget_seconds: float, recall: Recall | None = None, meter: Meter | None = None,
-                 openers: Mapping[str, Opener] | None = None) -> None:
+                 openers: Mapping[str, Opener] | None = None, cancels: Cancels | None = None,
+                 streams: bool = False) -> None:
+        """``cancels``: what tells a call under way that its run was asked to stop (None: the flag is read at the
+        next step, as ever). ``streams``: the run's surface answers as it comes, so its words are told as the
+        model says them."""
         self.row = claim.run
         self.run = RunInfo.of(claim.run)
         self.store = store
@@ -115,6 +126,8 @@ class Hold:
         self.answered = False
         self.meter = meter or NO_METER
         self.openers = openers or {}
+        self.cancels = cancels
+        self.streams = streams
         self.standing: Opened | None = None  # the context's sealed standing note, opened on taking the run
         # Steps written in the transaction under way, told to the meter once it commits; and when the run's
         # previous step was (how long a step took).
@@ -202,22 +215,25 @@ class Hold:
                     context = await self.store.runs.context(run.id)
                 text, count = said_since(context, heard(steps))
                 cancelled = bool(count) and await self.record(steps, HeardStep(text, count))
-                if not cancelled:
-                    request, turn = self._request(context, steps, self._offer(ref, steps, facts))
-                    allowance = left(self.view, steps)
-                    estimate = self.answerer.estimate(request, turn=turn, allowance=allowance)
-                    if estimate is None:
-                        # Even the call's input costs more than is left: nothing is bought.
-                        log.info("run %s: the next model call's input alone would cost more than the %.6f USD left; "
-                                 "out of money", run.id, allowance, extra={"run": run.id, "bot": run.bot})
-                        if await self._finish(steps, [], End("out_of_money")):
-                            return
-                        continue
-                    # Recorded before the call is made, with what it may cost, and only in a commit that read
-                    # "not cancelled": a call paid for and never recorded is still counted (``decide``).
-                    cancelled = await self.record(steps, ModelStartedStep(estimate), unless_cancelled=True)
-                if not cancelled:
-                    cancelled, last = await self._call_model(request, turn, steps, allowance)
+                # Watched from before the commit that reads "not cancelled" for it: a cancel after that commit is
+                # heard while the call is made.
+                with self._watching() as stop:
+                    if not cancelled:
+                        request, turn = self._request(context, steps, self._offer(ref, steps, facts))
+                        allowance = left(self.view, steps)
+                        estimate = self.answerer.estimate(request, turn=turn, allowance=allowance)
+                        if estimate is None:
+                            # Even the call's input costs more than is left: nothing is bought.
+                            log.info("run %s: the next model call's input alone would cost more than the %.6f USD "
+                                     "left; out of money", run.id, allowance, extra={"run": run.id, "bot": run.bot})
+                            if await self._finish(steps, [], End("out_of_money")):
+                                return
+                            continue
+                        # Recorded before the call is made, with what it may cost, and only in a commit that read
+                        # "not cancelled": a call paid for and never recorded is still counted (``decide``).
+                        cancelled = await self.record(steps, ModelStartedStep(estimate), unless_cancelled=True)
+                    if not cancelled:
+                        cancelled, last = await self._call_model(request, turn, steps, allowance, stop)
                 if not cancelled:
                     then = decide(self.view, [*steps, last], self.now())
                     if isinstance(then, Say | End):
@@ -300,11 +316,25 @@ class Hold:
         )
         return request, sum(1 for s in steps if isinstance(s, ModelStep) and s.error is None)
 
-    async def _call_model(self, request: ModelRequest, turn: int, steps: list[Step],
-                          allowance: float) -> tuple[bool, ModelStep]:
-        """Call the model, every attempt within ``allowance`` USD; record every failed attempt before the last,
-        and return the last unrecorded (with the cancel flag read while recording the others)."""
-        *earlier, last = await self.answerer.answer(request, turn=turn, allowance=allowance, run_id=self.run.id)
+    @contextmanager
+    def _watching(self) -> Iterator[asyncio.Event | None]:
+        """The stop a cancel sets while the next call is made (None: nothing here hears cancels)."""
+        with self.cancels.watching(self.run.id) if self.cancels is not None else nullcontext() as stop:
+            yield stop
+
+    async def _call_model(self, request: ModelRequest, turn: int, steps: list[Step], allowance: float,
+                          stop: asyncio.Event | None = None) -> tuple[bool, ModelStep]:
+        """Call the model, every attempt within ``allowance`` USD, followed by ``stop`` (and, for a surface that
+        answers as it comes, by whoever listens); record every failed attempt before the last, and return the
+        last unrecorded (with the cancel flag read while recording the others)."""
+        pieces = Pieces(self.store, self.run.id, attempt=self.row.attempts, turn=turn) if self.streams else None
+        watch = Watch(stop=stop or asyncio.Event(), said=pieces) if stop is not None or pieces is not None else None
+        try:
+            *earlier, last = await self.answerer.answer(request, turn=turn, allowance=allowance, run_id=self.run.id,
+                                                        watch=watch)
+        finally:
+            if pieces is not None:
+                await pieces.close()
         cancelled = False
         for attempt in earlier:
             cancelled = await self.record(steps, attempt) or cancelled

@@ -26,6 +26,7 @@ from engine.errors import LeaseLost, StoreError
 from engine.memory.recall import Recall
 from engine.meter import NO_METER, Meter
 from engine.providers.base import Answerer, ProviderStatus
+from engine.run.cancels import Cancels
 from engine.run.hold import Hold
 from engine.store import Store
 from engine.store.runs import Claim
@@ -76,13 +77,15 @@ class Worker:
         meter: Meter | None = None,
         openers: Mapping[str, Opener] | None = None,
         hold: type[Hold] = Hold,
+        streamed: Collection[str] = (),
     ) -> None:
         """``status``: whether a provider is usable here (``Answerer.status()``), said on every heartbeat.
         ``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``; the
         surfaces' own built-ins among ``tools`` are those ``surface_tools`` names);
         ``harness`` are a test's or a bench's own tools, offered to every run (never in production);
         ``openers`` open what surfaces keep sealed off a run's context (``engine.surface.Opener``); ``hold``: how
-        a claimed run is held (a test or a bench may pass one that watches it more closely)."""
+        a claimed run is held (a test or a bench may pass one that watches it more closely); ``streamed``: the
+        surfaces that answer as it comes (their runs' words are told as the model says them)."""
         self.store = store
         self._registry = registry
         self.answerer = answerer
@@ -101,6 +104,9 @@ class Worker:
         self.meter = meter or NO_METER
         self.openers = dict(openers or {})
         self._hold = hold
+        self.streamed = frozenset(streamed)
+        # A run asked to stop while its model call is made has the call aborted (heard while ``run`` runs).
+        self.cancels = Cancels(store)
         self._wake = asyncio.Event()
         self._generation = 0
 
@@ -111,6 +117,7 @@ class Worker:
         try:
             async with TaskGroup("worker") as group:
                 group.spawn(self.store.listen("summon_runs", self._poke, stop), name="worker-listen")
+                group.spawn(self.cancels.listen(stop), name="worker-cancels")
                 group.spawn(self._claimer(stop, group), name="worker-claim")
                 group.spawn(self._sweeper(stop), name="worker-sweep")
                 group.spawn(self._heartbeat(stop), name="worker-heartbeat")
@@ -233,7 +240,8 @@ class Worker:
             claim, store=self.store, registry=self._registry, answerer=self.answerer,
             surface=self.surfaces.get(claim.run.surface), toolbox=self.toolbox, clock=self.clock, owner=self.id,
             lease_seconds=self.settings.lease_seconds, budget_seconds=self.settings.budget_seconds,
-            recall=self.recall, meter=self.meter, openers=self.openers,
+            recall=self.recall, meter=self.meter, openers=self.openers, cancels=self.cancels,
+            streams=claim.run.surface in self.streamed,
         )
 
     # --- the sweep ------------------------------------------------------------------------------------

@@ -287,6 +287,14 @@ class Runs(Family):
 
     # --- told to stop --------------------------------------------------------------------------------
 
+    async def cancel_requested_of(self, run_ids: list[int]) -> list[int]:
+        """Which of ``run_ids`` have been asked to stop."""
+        return [int(r["id"]) for r in await self._all("cancel_requested_of", run_ids)]
+
+    async def tell_piece(self, channel: str, payload: str) -> None:
+        """Tell whoever listens on ``channel`` a run's words as they come (``engine.run.pieces``)."""
+        await self._value("tell_piece", channel, payload)
+
     async def request_cancel(self, place: str, thread: str | None, asker: str | None) -> list[int]:
         """Ask the unfinished runs in a thread (or the main timeline) to stop; only ``asker``'s unless None."""
         return [int(r["id"]) for r in await self._all("request_cancel", place, thread, asker)]

@@ -18,6 +18,7 @@ from engine.clock import SystemClock
 from engine.content import Registry
 from engine.core.messages import ModelRequest, ModelStep, ToolCall, ToolSpec
 from engine.errors import LeaseLost
+from engine.providers.base import Watch
 from engine.providers.mock import MockModel
 from engine.run.hold import INTERRUPTED
 from engine.run.worker import Worker, WorkerSettings
@@ -36,7 +37,7 @@ class Retrier(MockModel):
     asks again; told what it made, it says so."""
 
     async def answer(self, request: ModelRequest, *, turn: int, allowance: float | None = None,
-                     run_id: int | None = None) -> list[ModelStep]:
+                     run_id: int | None = None, watch: Watch | None = None) -> list[ModelStep]:
         results = [m for m in request.messages if m.role == "tool"]
         if not results or results[-1].text == INTERRUPTED:
             call = ToolCall(f"c{len(results) + 1}", "make_it", {})

@@ -16,6 +16,7 @@ from engine.clock import SystemClock
 from engine.content import Registry
 from engine.content.files import compile_content
 from engine.core.messages import ModelRequest, ModelStep
+from engine.providers.base import Watch
 from engine.providers.mock import MockModel, StandInModel
 from engine.run.publish import publish
 from engine.run.worker import Worker, WorkerSettings
@@ -59,9 +60,9 @@ class RecordingModel(StandInModel):
         self.requests: list[ModelRequest] = []
 
     async def answer(self, request: ModelRequest, *, turn: int, allowance: float | None = None,
-                     run_id: int | None = None) -> list[ModelStep]:
+                     run_id: int | None = None, watch: Watch | None = None) -> list[ModelStep]:
         self.requests.append(request)
-        return await super().answer(request, turn=turn, allowance=allowance, run_id=run_id)
+        return await super().answer(request, turn=turn, allowance=allowance, run_id=run_id, watch=watch)
 
 
 @pytest.fixture

@@ -6,6 +6,13 @@ Answers are queued per route (``openai`` = ``POST /v1/chat/completions``, ``anth
 ``POST /v1/messages``); a request with nothing queued gets ``otherwise`` when one is set, else a 500 that
 says so, and is recorded, so a test that did not expect it fails on its assertions.
 
+A request that asks to stream (``"stream": true``) gets the same answer as the real wire streams it: OpenAI's
+``chat.completion.chunk`` events (and the final usage chunk when ``stream_options.include_usage`` asks for it,
+then ``[DONE]``), Anthropic's ``message_start`` … ``message_stop`` events — word by word: the opening event at
+once, the next after ``first`` seconds (``first_sent`` says when) and the rest every ``pace``. A stream may be
+cut off after ``cut_after`` events, or end in a provider's error event after ``error_after``. When a caller goes
+away before its answer is all sent, the moment the fake saw it go is in ``drops`` (``time.monotonic``).
+
 It counts what a provider's own limits would: requests being answered at once (``in_flight``, the most
 ever in ``most_in_flight``) and when each arrived (``arrivals``, ``time.monotonic``), so a test can check
 that every worker together kept its limits.
@@ -15,10 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from aiohttp import web
@@ -38,6 +46,13 @@ class Canned:
     # ``max_completion_tokens`` / ``max_tokens`` as output, and its input at about four bytes of JSON a token
     # (English prose's rate — what a real tokenizer would report, and well under summon's bound of one a byte).
     fill: bool = False
+    # Streamed (a request with ``"stream": true``): the opening event at once, the next after ``first`` seconds, each
+    # after that ``pace`` later;
+    # cut off (the connection closed) after ``cut_after`` events, or a provider's error event after ``error_after``.
+    first: float = 0.0
+    pace: float = 0.0
+    cut_after: int | None = None
+    error_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,8 @@ class FakeProvider:
         self.in_flight = 0
         self.most_in_flight = 0
         self.arrivals: list[float] = []
+        self.drops: list[float] = []  # when a caller went away before its answer was all sent
+        self.first_sent: list[float] = []  # when each stream's first words went out
 
     def most_within(self, seconds: float) -> int:
         """The most requests that arrived within any ``seconds`` (a sliding window over ``arrivals``)."""
@@ -91,7 +108,8 @@ class FakeProvider:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/messages", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+        # A caller going away cancels its handler at once, so the moment it went is seen, not the next write.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -106,16 +124,19 @@ class FakeProvider:
             await self._runner.cleanup()
             self._runner = None
 
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.arrivals.append(time.monotonic())
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             return await self._answer(request)
+        except asyncio.CancelledError:
+            self.drops.append(time.monotonic())
+            raise
         finally:
             self.in_flight -= 1
 
-    async def _answer(self, request: web.Request) -> web.Response:
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         route = PATHS[request.path]
         headers = {k.lower(): v for k, v in request.headers.items()}
         body = await request.json()
@@ -127,11 +148,116 @@ class FakeProvider:
             canned = filled(route, canned, body)
         if canned.delay:
             await asyncio.sleep(canned.delay)
+        if body.get("stream") and canned.status == 200 and canned.raw is None:
+            return await self._stream(request, route, canned, body)
         if canned.raw is not None:
             return web.Response(status=canned.status, text=canned.raw, headers=canned.headers,
                                 content_type="application/json")
         return web.Response(status=canned.status, text=json.dumps(canned.body), headers=canned.headers,
                             content_type="application/json")
+
+
+    async def _stream(self, request: web.Request, route: Route, canned: Canned,
+                      body: dict[str, Any]) -> web.StreamResponse:
+        usage = route == "anthropic" or bool((body.get("stream_options") or {}).get("include_usage"))
+        events = streamed(route, canned.body, usage=usage)
+        response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+                                                           "Cache-Control": "no-cache", **canned.headers})
+        await response.prepare(request)
+        for n, payload in enumerate(events):
+            if n == canned.cut_after:
+                assert request.transport is not None
+                request.transport.close()  # cut off mid-way: no end, no [DONE]
+                return response
+            if n == canned.error_after:
+                await response.write(stream_error(route))
+                break
+            # The opening event (the role chunk, message_start) at once, as a provider's is; the first words after
+            # ``first``; the rest at ``pace``.
+            if n:
+                await asyncio.sleep(canned.first if n == 1 else canned.pace)
+            if n == 1:
+                self.first_sent.append(time.monotonic())
+            await response.write(payload)
+        await response.write_eof()
+        return response
+
+
+def stream_error(route: Route) -> bytes:
+    """A provider's own error, mid-stream, as each wire sends it."""
+    if route == "openai":
+        return _sse({"error": {"message": "The server had an error while processing your request.",
+                               "type": "server_error", "param": None, "code": None}})
+    return _sse({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "error")
+
+
+def _sse(data: object, name: str | None = None) -> bytes:
+    head = f"event: {name}\n" if name else ""
+    text = data if isinstance(data, str) else json.dumps(data)
+    return f"{head}data: {text}\n\n".encode()
+
+
+def _words(text: str) -> list[str]:
+    """``text`` in the pieces a model streams it in: each word with the space before it."""
+    return re.findall(r"\s*\S+", text) or ([text] if text else [])
+
+
+def streamed(route: Route, body: Any, *, usage: bool = True) -> list[bytes]:
+    """The events that stream ``body`` (a success body in ``route``'s wire shape), word by word."""
+    if route == "openai":
+        return _openai_stream(body, usage=usage)
+    return _anthropic_stream(body)
+
+
+def _openai_stream(body: dict[str, Any], *, usage: bool) -> list[bytes]:
+    base = {"id": body.get("id", "chatcmpl-x"), "object": "chat.completion.chunk", "created": body.get("created", 0),
+            "model": body.get("model", ""), "system_fingerprint": body.get("system_fingerprint")}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return _sse({**base, "choices": [choice], **({"usage": None} if usage else {})})
+
+    choice = body["choices"][0]
+    message = choice["message"]
+    out = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    out += [chunk({"content": word}) for word in _words(message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        out.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        arguments = call["function"]["arguments"]
+        out += [chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[i:i + 8]}}]})
+                for i in range(0, len(arguments), 8)]
+    out.append(chunk({}, choice.get("finish_reason") or "stop"))
+    if usage:
+        out.append(_sse({**base, "choices": [], "usage": body.get("usage")}))
+    out.append(_sse("[DONE]"))
+    return out
+
+
+def _anthropic_stream(body: dict[str, Any]) -> list[bytes]:
+    used = body.get("usage") or {}
+    start = {**body, "content": [], "stop_reason": None, "stop_sequence": None,
+             "usage": {**used, "output_tokens": 1}}
+    out = [_sse({"type": "message_start", "message": start}, "message_start")]
+    for index, block in enumerate(body.get("content") or []):
+        if block.get("type") == "text":
+            out.append(_sse({"type": "content_block_start", "index": index,
+                             "content_block": {"type": "text", "text": ""}}, "content_block_start"))
+            out += [_sse({"type": "content_block_delta", "index": index,
+                          "delta": {"type": "text_delta", "text": word}}, "content_block_delta")
+                    for word in _words(block["text"])]
+        else:
+            out.append(_sse({"type": "content_block_start", "index": index,
+                             "content_block": {**block, "input": {}}}, "content_block_start"))
+            arguments = json.dumps(block.get("input") or {})
+            out += [_sse({"type": "content_block_delta", "index": index,
+                          "delta": {"type": "input_json_delta", "partial_json": arguments[i:i + 8]}},
+                         "content_block_delta") for i in range(0, len(arguments), 8)]
+        out.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    out.append(_sse({"type": "message_delta", "delta": {"stop_reason": body.get("stop_reason"), "stop_sequence": None},
+                     "usage": {"output_tokens": used.get("output_tokens", 0)}}, "message_delta"))
+    out.append(_sse({"type": "message_stop"}, "message_stop"))
+    return out
 
 
 def filled(route: Route, canned: Canned, request: dict[str, Any]) -> Canned:
@@ -148,7 +274,7 @@ def filled(route: Route, canned: Canned, request: dict[str, Any]) -> Canned:
         body["usage"] = {"input_tokens": prompt, "output_tokens": int(request["max_tokens"]),
                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
         body["stop_reason"] = "max_tokens"
-    return Canned(status=canned.status, body=body, headers=canned.headers, delay=canned.delay)
+    return replace(canned, body=body, fill=False)
 
 
 def closed_port() -> int:

@@ -29,7 +29,7 @@ SELECT format('trigger %s', pg_get_triggerdef(oid)) AS line FROM pg_trigger
 -- The schema's functions.
 SELECT format('function %s(%s) returns %s', p.proname, pg_get_function_arguments(p.oid),
               pg_get_function_result(p.oid)) AS line
-  FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace ORDER BY p.proname;
+  FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace ORDER BY p.proname, line;
 
 -- name: published_bots
 -- Every bot that is published now.

@@ -156,7 +156,7 @@ class Otherwise:
         return 0.5
 
     async def answer(self, request: ModelRequest, *, turn: int, allowance: float | None = None,
-                     run_id: int | None = None) -> list[ModelStep]:
+                     run_id: int | None = None, watch: object = None) -> list[ModelStep]:
         self.asked.append(asked(request))
         return [ModelStep(text="bought", provider="p", model="m")]
 

@@ -291,3 +291,11 @@ UPDATE tool_calls
 -- name: tool_call_result
 -- What side-effecting call $2 of run $1 returned, when it finished (no row: never begun, or never finished).
 SELECT result, is_error FROM tool_calls WHERE run_id = $1 AND call_id = $2 AND finished_at IS NOT NULL;
+
+-- name: cancel_requested_of
+-- Which of runs $1 have been asked to stop (read when the cancel notifications may have been missed).
+SELECT id FROM agent_runs WHERE id = ANY($1::bigint[]) AND cancel_requested;
+
+-- name: tell_piece
+-- A run's words as they come, told to whoever listens on channel $1 (payload $2: engine/run/pieces.py).
+SELECT pg_notify($1, $2);
