@@ -222,6 +222,7 @@ class Service:
             openers=self.members.openers() if self.members is not None else None,
             recall=Recall(Embedder(threads=c.memory.embed_threads),
                           RecallSettings(floor=c.memory.recall_floor, count=c.memory.recall_count)),
+            streamed=[p.surface.name for p in parts if p.surface and p.streams],
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         if c.metrics.listen is not None:

@@ -72,3 +72,5 @@ class Parts:
     serve: Callable[[], Awaitable[None]] = nothing
     background: tuple[Background, ...] = ()
     on_publish: Callable[[Registry], Awaitable[None]] | None = None
+    # The surface answers as the model speaks: its runs' words are told as they come (engine/run/pieces.py).
+    streams: bool = False

@@ -51,4 +51,5 @@ def build_door(shared: Shared, *, homeserver: Homeserver, http: bool) -> Door:
             await shared.clock.wait(shared.stop, PRUNE_SECONDS)
 
     return Door(surface=surface, listener=listener, parts=Parts(
-        surface=surface, serve=serve if listener is not None else nothing, background=(("door-prune", prune),)))
+        surface=surface, serve=serve if listener is not None else nothing, background=(("door-prune", prune),),
+        streams=True))

@@ -1,9 +1,12 @@
 """What a turn's response says, and how: one completion object, or server-sent events from the first byte.
 
 A streamed response sends its role chunk at once (the shape that lets a front end start its turn-taking and,
-later, speak a preamble), keep-alive comments while the run works (every ``door.keepalive_seconds``, 2.5 s by
-default: well under LiveKit's 5 s client read timeout), then the answer as content deltas — the first one cut for
-a fast first word (``engine.core.chunk``) — a finishing chunk, the usage when asked for, and ``[DONE]``.
+later, speak a preamble), then the model's words as content deltas while it is still saying them — streamed from
+the provider through the run (``engine/run/pieces.py``), whichever worker holds it — keep-alive comments whenever
+nothing else was written for ``door.keepalive_seconds`` (2.5 s by default: well under LiveKit's 5 s client read
+timeout), what is left of the answer once the run ends (all of it, the first piece cut for a fast first word by
+``engine.core.chunk``, when none of its words came as they were said: the stand-in, a piece missed), a
+finishing chunk, the usage when asked for, and ``[DONE]``. A step that only calls tools says nothing.
 
 A turn that fails is an error, never an answer: before the first byte (a whole response) an HTTP status in
 OpenAI's error shape; after it, one ``data: {"error": …}`` event and the end of the stream (no ``[DONE]``). The
@@ -34,7 +37,7 @@ from appservice.door.grants import Grant
 from appservice.door.shapes import chunk, completion, error_body, event, usage_chunk, usage_of
 from appservice.door.surface import DoorSurface
 from appservice.door.tables import DoorTables, EndedRun
-from appservice.door.waiting import Waiters
+from appservice.door.waiting import Piece, Waiters
 from appservice.voices import VOICE, Voice
 from engine.clock import Clock
 from engine.content import Registry
@@ -135,7 +138,15 @@ class Replies:
             if first:
                 await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
                                                  delta={"content": f"{first.rstrip()} "})))
-            said = await self.outcome(grant, asked, tick=still_working)
+            spoken = Spoken()
+
+            async def heard(piece: Piece) -> None:
+                text = spoken.hear(piece)
+                if text:
+                    await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
+                                                     delta={"content": text})))
+
+            said = await self.outcome(grant, asked, tick=still_working, heard=heard)
             failure = None if apology else FAILURES.get(said.ending or "")
             if failure is not None:
                 _status, type_, message = failure
@@ -143,7 +154,7 @@ class Replies:
                 await response.write(event(error_body(message, type=type_, code=said.ending)))
                 await response.write_eof()
                 return response
-            for delta in deltas(said.text):
+            for delta in spoken.rest(said.text) if spoken.any else deltas(said.text):
                 await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
                                                  delta={"content": delta})))
             await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created, delta={},
@@ -163,23 +174,33 @@ class Replies:
 
     # --- waiting for the run -------------------------------------------------------------------------------
 
-    async def outcome(self, grant: Grant, asked: Asked,
-                      tick: Callable[[], Awaitable[None]] | None = None) -> Said:
-        """What the turn came to, waited for up to ``wait_seconds`` (``tick`` called every keep-alive while it
-        works); past that, the work outlives the turn."""
+    async def outcome(self, grant: Grant, asked: Asked, tick: Callable[[], Awaitable[None]] | None = None,
+                      heard: Callable[[Piece], Awaitable[None]] | None = None) -> Said:
+        """What the turn came to, waited for up to ``wait_seconds``: ``heard`` is handed each piece of the words
+        as the model says them, and ``tick`` is called when nothing was written for a keep-alive's while; past
+        ``wait_seconds``, the work outlives the turn."""
         started = self.clock.monotonic()
         # The bot's own patience (voice.wait) over the door's.
         voice = self._voice(grant.bot)
         wait_seconds = voice.wait if voice is not None and voice.wait is not None else self.wait_seconds
-        while True:
-            left = wait_seconds - (self.clock.monotonic() - started)
-            ended = await self.waiters.wait(asked.run_id, max(0.0, min(left, self.keepalive_seconds)))
-            if ended is not None:
-                return self.said(grant, ended)
-            if left <= self.keepalive_seconds:
-                break
-            if tick is not None:
-                await tick()
+        with self.waiters.following(asked.run_id, words=heard is not None) as follow:
+            written = started
+            while True:
+                now = self.clock.monotonic()
+                left = wait_seconds - (now - started)
+                await self.waiters.next(follow, max(0.0, min(left, self.keepalive_seconds - (now - written))))
+                while follow.pieces and heard is not None:
+                    await heard(follow.pieces.popleft())
+                    written = self.clock.monotonic()
+                if follow.ended is not None:
+                    return self.said(grant, follow.ended)
+                now = self.clock.monotonic()
+                if now - started >= wait_seconds:
+                    break
+                if now - written >= self.keepalive_seconds:
+                    if tick is not None:
+                        await tick()
+                    written = now
         if not await self.store.of(DoorTables).outlive(asked.run_id):
             # It finished as the response gave up: the answer is there after all.
             ended_now = await self.store.of(DoorTables).ended([asked.run_id])
@@ -288,6 +309,49 @@ class Replies:
             if said.outlived:
                 extra["posted_to"] = said.posted_to
         return extra
+
+
+class Spoken:
+    """What a streamed response has said of its run's words as they came, turn by turn (a model call each), and
+    what is left to say of the answer once the run ends. Only the run's first try is passed on (a retried run
+    would say it again, differently: its answer fills in), and a turn whose pieces came with a gap stops being
+    passed on (the answer fills in the rest)."""
+
+    def __init__(self) -> None:
+        self.attempt: int | None = None
+        self.turns: dict[int, str] = {}
+        self._next: dict[int, int] = {}
+        self._gapped: set[int] = set()
+
+    @property
+    def any(self) -> bool:
+        return bool(self.turns)
+
+    def hear(self, piece: Piece) -> str:
+        """The text of ``piece`` to pass on now ("" for none)."""
+        if self.attempt is None:
+            self.attempt = piece.attempt
+        if piece.attempt != self.attempt or piece.turn in self._gapped:
+            return ""
+        if piece.seq != self._next.get(piece.turn, 1):
+            self._gapped.add(piece.turn)
+            return ""
+        self._next[piece.turn] = piece.seq + 1
+        self.turns[piece.turn] = self.turns.get(piece.turn, "") + piece.text
+        return piece.text
+
+    def rest(self, answer: str) -> list[str]:
+        """What is left to say of ``answer`` (the last model call's words, stripped): what comes after the last
+        turn's words said; the whole answer when those are not how it begins (its own words were missed)."""
+        said = self.turns[max(self.turns)]
+        begun = said.strip()
+        if not answer.startswith(begun):
+            log.info("a streamed answer did not begin with what was said of it; said whole")
+            return deltas(answer)
+        rest = answer[len(begun):]
+        if said[-1:].isspace():
+            rest = rest.lstrip()
+        return [rest] if rest else []
 
 
 def deltas(text: str) -> list[str]:

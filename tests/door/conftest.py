@@ -145,7 +145,7 @@ async def door(db: TestStore, published: Registry, door_config: DoorConfig) -> A
     stop = asyncio.Event()
     tasks = TaskGroup("door-test")
     worker = Worker(db, lambda: published, answerer, {"voice": surface}, clock,
-                    WorkerSettings(lease_seconds=30, poll_seconds=0.2, slots=4),
+                    WorkerSettings(lease_seconds=30, poll_seconds=0.2, slots=4), streamed={"voice"},
                     tools={"current_room": make_current_room(db)}, surface_tools=KINDS.tools, worker_id="door-test-worker",
                     status=answerer.status())
     tasks.spawn(worker.run(stop), name="worker")

@@ -180,7 +180,8 @@ async def test_keepalives_come_well_inside_a_clients_read_timeout(door: Harness)
     # Never near a silence a client would time out on: under 2 s apart, where the default (2.5 s) or a keep-alive
     # that ignored its setting would not be — and with room for a loaded machine's scheduling.
     assert max(waits) < 2.0
-    assert any('"At last."' in line for _, line in arrivals)
+    said = [json.loads(line[6:]) for _, line in arrivals if line.startswith("data: {")]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in said if c.get("choices")) == "At last."
 
 
 async def test_a_client_gone_while_its_turn_is_being_asked_gets_its_run_cancelled_not_cut_off(door: Harness) -> None:
@@ -233,8 +234,7 @@ async def test_barge_ins_free_the_persons_live_run_places_at_once(door: Harness)
     while not await all_asked_to_stop():
         assert time.monotonic() - started < 5, "the cut-off turns were not cancelled"
         await asyncio.sleep(0.05)
-    assert await door.db.pool.fetchval(  # still being made: their places are what was freed
-        "SELECT count(*) FROM agent_runs WHERE id = ANY($1::bigint[]) AND status IN ('queued', 'running')", cut) >= 1
+    # (Their calls are stopped at once now, so they end before long: tests/door/test_door_stream.py times that.)
     fourth = await client.chat.completions.create(model="caller", stream=True,
                                                   messages=[{"role": "user", "content": "And now?"}])
     first = await fourth.__anext__()  # a refusal would raise RateLimitError (too_many) here
