@@ -2,6 +2,7 @@
 ends and anything that speaks OpenAI, on grants (docs/door.md).
 
     POST /v1/chat/completions   a turn: the last user message asks the grant's bot; stream or one object
+    POST /v1/responses          the same turn on the Responses API (its events when streamed: wires.py)
     GET  /v1/models             the bots this grant may reach (one: its own)
     GET  /v1/models/{id}        that bot, by its slug
     POST /v1/session/context    a session.context frame: the room the session is in (answered with the ack)
@@ -35,7 +36,16 @@ from appservice.door.errors import GrantRefused
 from appservice.door.grants import ROOM_ID, Grant, verify
 from appservice.door.issue import issue
 from appservice.door.replies import Replies
-from appservice.door.shapes import Asked, Bad, Claim, error_body, model_object, parse_completion, parse_frame
+from appservice.door.shapes import (
+    Asked,
+    Bad,
+    Claim,
+    error_body,
+    model_object,
+    parse_completion,
+    parse_frame,
+    parse_responses,
+)
 from appservice.door.surface import SURFACE
 from appservice.door.tables import DoorTables
 from appservice.matrix.errors import MatrixError
@@ -112,6 +122,7 @@ class DoorEndpoint:
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self.completions)
+        app.router.add_post("/v1/responses", self.responses)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/v1/models/{model}", self.model)
         app.router.add_post("/v1/session/context", self.session_context)
@@ -156,12 +167,20 @@ class DoorEndpoint:
     # --- the routes ----------------------------------------------------------------------------------------
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self.turn(request, parse_completion, responses=False)
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self.turn(request, parse_responses, responses=True)
+
+    async def turn(self, request: web.Request, parse: Callable[[bytes], Asked | Bad], *,
+                   responses: bool) -> web.StreamResponse:
+        """One turn, on either API: the grant, the body, the room, the ask, then the answer in that API's shape."""
         try:
             grant = self.grant_of(request)
             raw = await self.body_of(request, self.config.max_body_size)
             if raw is None:
                 return self.bad(Bad(f"The request body is over {self.config.max_body_size} bytes.", "body_too_large"))
-            asked = parse_completion(raw)
+            asked = parse(raw)
             if isinstance(asked, Bad):
                 return self.bad(asked)
             claim = asked.claim or await self.first_claim(grant)
@@ -183,8 +202,8 @@ class DoorEndpoint:
             return self.refused(grant, result)
         if asked.stream:
             return await self.replies.stream(request, grant, result, include_usage=asked.include_usage, ack=ack,
-                                             apology=asked.apology)
-        return await self.replies.whole(request, grant, result, ack=ack, apology=asked.apology)
+                                             apology=asked.apology, responses=responses)
+        return await self.replies.whole(request, grant, result, ack=ack, apology=asked.apology, responses=responses)
 
     async def first_claim(self, grant: Grant) -> Claim | None:
         """A grant that names a room claims it on the session's first turn (verified like any claim)."""

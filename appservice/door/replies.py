@@ -34,10 +34,11 @@ from aiohttp import web
 from appservice.door.asking import Asked
 from appservice.door.binding import Ack
 from appservice.door.grants import Grant
-from appservice.door.shapes import chunk, completion, error_body, event, usage_chunk, usage_of
+from appservice.door.shapes import error_body
 from appservice.door.surface import DoorSurface
 from appservice.door.tables import DoorTables, EndedRun
 from appservice.door.waiting import Piece, Waiters
+from appservice.door.wires import ChatWire, ResponsesWire, Wire
 from appservice.voices import VOICE, Voice
 from engine.clock import Clock
 from engine.content import Registry
@@ -99,8 +100,14 @@ class Replies:
 
     # --- the two shapes ----------------------------------------------------------------------------------
 
+    def wire(self, grant: Grant, asked: Asked, *, responses: bool, include_usage: bool = False) -> Wire:
+        """How this turn's answer is written: the Responses API's events, or chat completions'."""
+        if responses:
+            return ResponsesWire(run_id=asked.run_id, bot=grant.bot, created=self.created())
+        return ChatWire(run_id=asked.run_id, bot=grant.bot, created=self.created(), include_usage=include_usage)
+
     async def whole(self, request: web.Request, grant: Grant, asked: Asked, *, ack: Ack | None,
-                    apology: bool = False) -> web.Response:
+                    apology: bool = False, responses: bool = False) -> web.Response:
         try:
             said = await self.outcome(grant, asked)
         except asyncio.CancelledError:
@@ -113,20 +120,22 @@ class Replies:
             return web.json_response(error_body(message, type=type_, code=said.ending), status=status,
                                      headers=self.headers(asked))
         tokens = await self.store.of(DoorTables).usage(asked.run_id)
-        body = completion(run_id=asked.run_id, bot=grant.bot, created=self.created(), text=said.text,
-                          usage=usage_of(*tokens), summon=self.extra(asked, ack, said))
+        body = self.wire(grant, asked, responses=responses).whole(said.text, tokens, self.extra(asked, ack, said))
         return web.json_response(body, headers=self.headers(asked))
 
     async def stream(self, request: web.Request, grant: Grant, asked: Asked, *, include_usage: bool,
-                     ack: Ack | None, apology: bool = False) -> web.StreamResponse:
+                     ack: Ack | None, apology: bool = False, responses: bool = False) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                                "X-Accel-Buffering": "no", **self.headers(asked)})
-        created = self.created()
+        wire = self.wire(grant, asked, responses=responses, include_usage=include_usage)
+
+        async def write(*events: bytes) -> None:
+            for one in events:
+                await response.write(one)
+
         try:
             await response.prepare(request)
-            await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
-                                             delta={"role": "assistant", "content": ""},
-                                             summon=self.extra(asked, ack, None))))
+            await write(*wire.opening(self.extra(asked, ack, None)))
 
             async def still_working() -> None:
                 await response.write(b": working\n\n")
@@ -136,34 +145,26 @@ class Replies:
             voice = self._voice(grant.bot)
             first = voice.first if voice is not None else None
             if first:
-                await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
-                                                 delta={"content": f"{first.rstrip()} "})))
+                await write(wire.said(f"{first.rstrip()} "))
             spoken = Spoken()
 
             async def heard(piece: Piece) -> None:
                 text = spoken.hear(piece)
                 if text:
-                    await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
-                                                     delta={"content": text})))
+                    await write(wire.said(text))
 
             said = await self.outcome(grant, asked, tick=still_working, heard=heard)
             failure = None if apology else FAILURES.get(said.ending or "")
             if failure is not None:
                 _status, type_, message = failure
                 self._failed(grant, asked, said)
-                await response.write(event(error_body(message, type=type_, code=said.ending)))
+                await write(*wire.failed(error_body(message, type=type_, code=said.ending)))
                 await response.write_eof()
                 return response
             for delta in spoken.rest(said.text) if spoken.any else deltas(said.text):
-                await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created,
-                                                 delta={"content": delta})))
-            await response.write(event(chunk(run_id=asked.run_id, bot=grant.bot, created=created, delta={},
-                                             finish="stop", summon=self.extra(asked, ack, said))))
-            if include_usage:
-                tokens = await self.store.of(DoorTables).usage(asked.run_id)
-                await response.write(event(usage_chunk(run_id=asked.run_id, bot=grant.bot, created=created,
-                                                       usage=usage_of(*tokens))))
-            await response.write(event("[DONE]"))
+                await write(wire.said(delta))
+            tokens = await self.store.of(DoorTables).usage(asked.run_id)
+            await write(*wire.closing(tokens, self.extra(asked, ack, said)))
             await response.write_eof()
         except asyncio.CancelledError:
             self.cancel(grant, asked.run_id, "the client went away mid-stream")

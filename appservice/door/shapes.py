@@ -1,4 +1,5 @@
-"""OpenAI's chat-completions shapes, as the door reads and writes them. Pure: bytes in, dicts out.
+"""OpenAI's chat-completions shapes (and the Responses API's requests), as the door reads and writes them. Pure:
+bytes in, dicts out.
 
 A client's ``system``, ``tools``, ``model``, ``max_tokens``, ``temperature`` (and the rest an SDK sends by
 default) are ignored, not refused: refusing them would make the door unusable with the libraries it exists to
@@ -74,11 +75,48 @@ def parse_completion(raw: bytes) -> Asked | Bad:
         return Bad("The last user message is empty.", "no_user_message", "messages")
     if len(text) > TURN_CHARS:
         return Bad(f"The last user message is over {TURN_CHARS} characters.", "turn_too_long", "messages")
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    return _asked(body, text, include_usage=include_usage)
+
+
+def parse_responses(raw: bytes) -> Asked | Bad:
+    """A Responses API request body (``POST /v1/responses``): the turn is ``input`` when it is a string, else the
+    last user message among its items (its text, or its ``input_text`` parts). ``instructions``, ``tools``,
+    ``previous_response_id`` and the rest are ignored, as chat completions' are: the bot's file decides."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return Bad("The request body is not valid JSON.", "invalid_json")
+    if not isinstance(body, dict):
+        return Bad("The request body must be a JSON object.", "invalid_json")
+    given = body.get("input")
+    if isinstance(given, str):
+        text: str | None = given
+    elif isinstance(given, list):
+        last = next((i for i in reversed(given) if isinstance(i, dict) and i.get("role") == "user"
+                     and i.get("type", "message") == "message"), None)
+        if last is None:
+            return Bad("There is no user message in 'input': the last one is what is asked.", "no_user_message",
+                       "input")
+        text = _text_of(last.get("content"))
+    else:
+        return Bad("'input' is required: a string, or a list of items, the last user message being what is asked.",
+                   "invalid_input", "input")
+    if text is None:
+        return Bad("The last user message has no text (a string, or input_text parts).", "no_user_message", "input")
+    if not text.strip():
+        return Bad("The last user message is empty.", "no_user_message", "input")
+    if len(text) > TURN_CHARS:
+        return Bad(f"The last user message is over {TURN_CHARS} characters.", "turn_too_long", "input")
+    return _asked(body, text, include_usage=True)
+
+
+def _asked(body: dict[str, Any], text: str, *, include_usage: bool) -> Asked | Bad:
+    """What both APIs' requests say the same way: stream, model, the door's extension, the session's room."""
     stream = body.get("stream", False)
     if not isinstance(stream, bool) and stream is not None:
         return Bad("'stream' is true or false.", "invalid_stream", "stream")
-    options = body.get("stream_options")
-    include_usage = isinstance(options, dict) and options.get("include_usage") is True
     model = body.get("model")
     extension = body.get("summon")
     if extension is not None and (not isinstance(extension, dict) or not isinstance(extension.get("apology", False), bool)):
@@ -111,12 +149,14 @@ def parse_frame(frame: Any) -> Claim | Bad:
 
 
 def _text_of(content: Any) -> str | None:
-    """A message's text: a string, or its text parts joined (images and audio parts are not read)."""
+    """A message's text: a string, or its text parts joined (chat's ``text``, the Responses API's
+    ``input_text``; images and audio parts are not read)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         texts = [part["text"] for part in content
-                 if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)]
+                 if isinstance(part, dict) and part.get("type") in ("text", "input_text")
+                 and isinstance(part.get("text"), str)]
         return "\n".join(texts) if texts else None
     return None
 
