@@ -52,6 +52,7 @@ bench: $(STAMP)
 	-$(BIN)/python -m tests.bench.idle
 	-$(BIN)/python -m tests.bench.untrusted
 	-$(BIN)/python -m tests.bench.door
+	-$(BIN)/python -m tests.bench.door_stream
 	-$(BIN)/python -m tests.bench.recall
 	@echo; $(BIN)/python -m tests.bench.table
 
