@@ -1,8 +1,11 @@
-"""Cancelling: `!cancel`, 🛑, moderators, and a tool requested before the cancel never running."""
+"""Cancelling: `!cancel`, 🛑, moderators, a tool requested before the cancel never running, and a model call under
+way stopped at once."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -128,4 +131,37 @@ async def test_a_tool_requested_before_the_cancel_never_runs(db: TestStore, tmp_
     steps = await steps_of(db, run_id)
     assert [s["kind"] for s in steps] == ["model_started", "model", "tool_call", "ending"]
     assert steps[-1]["payload"]["ending"] == "cancelled"
+    assert surface.delivered == [(run_id, Ended("cancelled"))]
+
+
+async def test_cancel_stops_the_model_call_under_way_not_at_the_next_step(
+        ingest: Dispatcher, db: TestStore, published: Registry) -> None:
+    """`!cancel` while the model is answering (a 20 s answer): the call is stopped within a second — the cancel
+    is heard by the worker (NOTIFY summon_cancel) and the call's stop set — not finished and paid for first."""
+    BOOK.say("Helper, slowly?", [{"text": "never said", "delay": 20, "cost_usd": 0.002}])
+    clock = SystemClock()
+    surface = RecordingSurface()
+    worker = Worker(db, lambda: published, stand_in(clock), {"rooms": surface}, clock,
+                    WorkerSettings(poll_seconds=0.2), worker_id="w-cancel", status=STAND_IN)
+    stop = asyncio.Event()
+    running = asyncio.ensure_future(worker.run(stop))
+    try:
+        await feed(ingest, db, "t0", [message("Helper, slowly?", mentions=[HELPER])])
+        started = time.monotonic()
+        while not await db.pool.fetchval("SELECT count(*) FROM agent_steps WHERE kind = 'model_started'"):
+            assert time.monotonic() - started < 10, "the run never made its call"
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)  # the call is under way
+        asked = time.monotonic()
+        await feed(ingest, db, "t1", [message("!cancel")])
+        while await db.pool.fetchval("SELECT status FROM agent_runs") != "cancelled":
+            assert time.monotonic() - asked < 3, "the call went on after the cancel"
+            await asyncio.sleep(0.02)
+        assert time.monotonic() - asked < 1.0
+    finally:
+        stop.set()
+        await running
+    run_id = await db.pool.fetchval("SELECT id FROM agent_runs")
+    kinds = [(s["kind"], s["payload"].get("interrupted")) for s in await steps_of(db, run_id)]
+    assert kinds == [("model_started", None), ("model", True), ("ending", None)]
     assert surface.delivered == [(run_id, Ended("cancelled"))]
