@@ -223,6 +223,7 @@ class Service:
             recall=Recall(Embedder(threads=c.memory.embed_threads),
                           RecallSettings(floor=c.memory.recall_floor, count=c.memory.recall_count)),
             streamed=[p.surface.name for p in parts if p.surface and p.streams],
+            handed={p.surface.name: p.handed for p in parts if p.surface and p.handed},
         )
         self.tasks.spawn(self.worker.run(self.stop_event), name="worker")
         if c.metrics.listen is not None:

@@ -26,6 +26,7 @@ from engine.content import Registry
 from engine.store import Store
 from engine.surface import Surface
 from engine.tasks import TaskGroup
+from engine.tools.base import Handed
 
 log = logging.getLogger(__name__)
 
@@ -74,3 +75,5 @@ class Parts:
     on_publish: Callable[[Registry], Awaitable[None]] | None = None
     # The surface answers as the model speaks: its runs' words are told as they come (engine/run/pieces.py).
     streams: bool = False
+    # The tools the surface hands to its asker's own client to run (``engine.tools.base.Handed``), if any.
+    handed: Handed | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from appservice.door.handed import ClientTools
 from appservice.door.service import DoorListener
 from appservice.door.surface import DoorSurface
 from appservice.door.tables import forget_door_sessions
@@ -52,4 +53,4 @@ def build_door(shared: Shared, *, homeserver: Homeserver, http: bool) -> Door:
 
     return Door(surface=surface, listener=listener, parts=Parts(
         surface=surface, serve=serve if listener is not None else nothing, background=(("door-prune", prune),),
-        streams=True))
+        streams=True, handed=ClientTools(shared.store, shared.clock)))

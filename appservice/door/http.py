@@ -14,7 +14,9 @@ the same 401 and the same body. A bad body is a 400 in OpenAI's error shape; a c
 ``Retry-After``. A ``model`` is the grant's bot or absent: any other name is 404 ``model_not_found`` naming the
 bot the grant opens (another of our bots' slugs is a grant used elsewhere: the 401). Every response carries
 ``x-request-id`` (the client's own, when it sent a sane one), and a path or method the door does not serve is
-answered in OpenAI's error shape too (404, 405), never aiohttp's plain text.
+answered in OpenAI's error shape too (404, 405), never aiohttp's plain text. A request that brings the results
+of client tools its bot called (``tool`` messages, ``function_call_output`` items: ``appservice.door.handed``)
+is answered by the run that waits for them; a result no call of the session waits for is a 409.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from appservice.config import Door as DoorConfig
+from appservice.door.asking import Asked as DoorAsked
 from appservice.door.asking import DoorAsking
 from appservice.door.binding import Ack, Binding
 from appservice.door.errors import GrantRefused
@@ -190,6 +193,19 @@ class DoorEndpoint:
         if asked.model is not None and asked.model != grant.bot:
             return self.no_such_model(asked.model, grant)
         ack = await self.binding.claim(grant, claim) if claim is not None else None
+        if asked.results:
+            # The results of the client tools its bot called: the turn is the run that waits for them.
+            run_id = await self.answer_calls(grant, asked.results)
+            session = await self.store.of(DoorTables).session(grant.id)
+            if run_id is None or session is None:
+                return _json(error_body("No call of this session waits for that result.", type="invalid_request_error",
+                                        code="no_such_call", param="messages"), 409)
+            waiting = DoorAsked(run_id, session)
+            if asked.stream:
+                return await self.replies.stream(request, grant, waiting, include_usage=asked.include_usage, ack=ack,
+                                                 apology=asked.apology, responses=responses)
+            return await self.replies.whole(request, grant, waiting, ack=ack, apology=asked.apology,
+                                            responses=responses)
         # The ask is shielded: a client gone while it commits (the first few milliseconds) must not leave a run
         # made and paid for with nobody to hear it — the run it makes is cancelled as soon as it is there.
         asking = asyncio.ensure_future(self.asking.ask(grant, asked.text))
@@ -204,6 +220,16 @@ class DoorEndpoint:
             return await self.replies.stream(request, grant, result, include_usage=asked.include_usage, ack=ack,
                                              apology=asked.apology, responses=responses)
         return await self.replies.whole(request, grant, result, ack=ack, apology=asked.apology, responses=responses)
+
+    async def answer_calls(self, grant: Grant, results: tuple[tuple[str, str], ...]) -> int | None:
+        """Keep each result for the call of this session that waits for it; the run they answer (None: none)."""
+        answered: int | None = None
+        for call_id, result in results:
+            run_id = await self.store.of(DoorTables).answer_call(grant.id, call_id, result)
+            if run_id is None:
+                log.info("door: a result for call %s, which no run of session %s waits for", call_id[:40], grant.id)
+            answered = answered or run_id
+        return answered
 
     async def first_claim(self, grant: Grant) -> Claim | None:
         """A grant that names a room claims it on the session's first turn (verified like any claim)."""

@@ -37,7 +37,7 @@ from appservice.door.grants import Grant
 from appservice.door.shapes import error_body
 from appservice.door.surface import DoorSurface
 from appservice.door.tables import DoorTables, EndedRun
-from appservice.door.waiting import Piece, Waiters
+from appservice.door.waiting import HandedCall, Piece, Waiters
 from appservice.door.wires import ChatWire, ResponsesWire, Wire
 from appservice.voices import VOICE, Voice
 from engine.clock import Clock
@@ -83,6 +83,8 @@ class Said:
     ending: str | None = None
     outlived: bool = False
     posted_to: str | None = None
+    # The client tools its model called: the turn ends with them, its run waits for their results.
+    calls: tuple[HandedCall, ...] = ()
 
 
 class Replies:
@@ -120,7 +122,8 @@ class Replies:
             return web.json_response(error_body(message, type=type_, code=said.ending), status=status,
                                      headers=self.headers(asked))
         tokens = await self.store.of(DoorTables).usage(asked.run_id)
-        body = self.wire(grant, asked, responses=responses).whole(said.text, tokens, self.extra(asked, ack, said))
+        body = self.wire(grant, asked, responses=responses).whole(said.text, tokens, self.extra(asked, ack, said),
+                                                                  said.calls)
         return web.json_response(body, headers=self.headers(asked))
 
     async def stream(self, request: web.Request, grant: Grant, asked: Asked, *, include_usage: bool,
@@ -161,10 +164,13 @@ class Replies:
                 await write(*wire.failed(error_body(message, type=type_, code=said.ending)))
                 await response.write_eof()
                 return response
-            for delta in spoken.rest(said.text) if spoken.any else deltas(said.text):
-                await write(wire.said(delta))
+            if said.calls:
+                await write(*wire.handed(said.calls))
+            else:
+                for delta in spoken.rest(said.text) if spoken.any else deltas(said.text):
+                    await write(wire.said(delta))
             tokens = await self.store.of(DoorTables).usage(asked.run_id)
-            await write(*wire.closing(tokens, self.extra(asked, ack, said)))
+            await write(*wire.closing(tokens, self.extra(asked, ack, said), calls=bool(said.calls)))
             await response.write_eof()
         except asyncio.CancelledError:
             self.cancel(grant, asked.run_id, "the client went away mid-stream")
@@ -193,6 +199,9 @@ class Replies:
                 while follow.pieces and heard is not None:
                     await heard(follow.pieces.popleft())
                     written = self.clock.monotonic()
+                if follow.calls:
+                    # Handed to the client: this turn ends with them; the request bringing their results follows on.
+                    return Said("", calls=tuple(follow.calls))
                 if follow.ended is not None:
                     return self.said(grant, follow.ended)
                 now = self.clock.monotonic()

@@ -41,6 +41,9 @@ class Asked:
     # The door's own extension (``"summon": {"apology": true}``): a turn that fails is answered with the bot's
     # own words for it, as content, instead of an error — for a front end that wants something spoken.
     apology: bool = False
+    # The results a client brings for the client tools its bot called (call id, what came of it): the turn is the
+    # run that waits for them, not a new question.
+    results: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,15 @@ def parse_completion(raw: bytes) -> Asked | Bad:
     if not isinstance(messages, list):
         return Bad("'messages' is required: a list of messages, the last user message being what is asked.",
                    "invalid_messages", "messages")
+    trailing: list[tuple[object, object]] = []
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            break
+        trailing.insert(0, (message.get("tool_call_id"), _text_of(message.get("content"))))
+    if trailing:
+        results = _results(trailing, "messages")
+        return results if isinstance(results, Bad) else _asked(body, "", include_usage=_usage_asked(body),
+                                                               results=results)
     last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), None)
     if last is None:
         return Bad("There is no user message: the last user message is what is asked.", "no_user_message", "messages")
@@ -75,9 +87,25 @@ def parse_completion(raw: bytes) -> Asked | Bad:
         return Bad("The last user message is empty.", "no_user_message", "messages")
     if len(text) > TURN_CHARS:
         return Bad(f"The last user message is over {TURN_CHARS} characters.", "turn_too_long", "messages")
+    return _asked(body, text, include_usage=_usage_asked(body))
+
+
+def _usage_asked(body: dict[str, Any]) -> bool:
     options = body.get("stream_options")
-    include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    return _asked(body, text, include_usage=include_usage)
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _results(given: list[tuple[object, object]], param: str) -> tuple[tuple[str, str], ...] | Bad:
+    """The results a request brings for its bot's client tools: each a call id and what came of it."""
+    out: list[tuple[str, str]] = []
+    for call_id, result in given:
+        if not isinstance(call_id, str) or not call_id or len(call_id) > 128:
+            return Bad("A tool result names the call it answers (its id, at most 128 characters).",
+                       "invalid_tool_result", param)
+        if not isinstance(result, str) or len(result) > TURN_CHARS:
+            return Bad(f"A tool result is text of at most {TURN_CHARS} characters.", "invalid_tool_result", param)
+        out.append((call_id, result))
+    return tuple(out)
 
 
 def parse_responses(raw: bytes) -> Asked | Bad:
@@ -91,6 +119,14 @@ def parse_responses(raw: bytes) -> Asked | Bad:
     if not isinstance(body, dict):
         return Bad("The request body must be a JSON object.", "invalid_json")
     given = body.get("input")
+    trailing: list[tuple[object, object]] = []
+    for item in reversed(given) if isinstance(given, list) else ():
+        if not isinstance(item, dict) or item.get("type") != "function_call_output":
+            break
+        trailing.insert(0, (item.get("call_id"), item.get("output")))
+    if trailing:
+        results = _results(trailing, "input")
+        return results if isinstance(results, Bad) else _asked(body, "", include_usage=True, results=results)
     if isinstance(given, str):
         text: str | None = given
     elif isinstance(given, list):
@@ -112,7 +148,8 @@ def parse_responses(raw: bytes) -> Asked | Bad:
     return _asked(body, text, include_usage=True)
 
 
-def _asked(body: dict[str, Any], text: str, *, include_usage: bool) -> Asked | Bad:
+def _asked(body: dict[str, Any], text: str, *, include_usage: bool,
+           results: tuple[tuple[str, str], ...] = ()) -> Asked | Bad:
     """What both APIs' requests say the same way: stream, model, the door's extension, the session's room."""
     stream = body.get("stream", False)
     if not isinstance(stream, bool) and stream is not None:
@@ -129,7 +166,8 @@ def _asked(body: dict[str, Any], text: str, *, include_usage: bool) -> Asked | B
             return Bad(frame.message, frame.code, "session_context")
         claim = frame
     return Asked(text=text.strip(), stream=bool(stream), include_usage=include_usage,
-                 model=model if isinstance(model, str) and model else None, claim=claim, apology=apology)
+                 model=model if isinstance(model, str) and model else None, claim=claim, apology=apology,
+                 results=results)
 
 
 def parse_frame(frame: Any) -> Claim | Bad:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from engine.store.base import Family, maybe, rows
 from engine.store.store import Families
@@ -154,6 +155,22 @@ class DoorTables(Family):
         """The tokens in and out the run's model calls used."""
         record = await self._one("door_run_usage", run_id)
         return int(record["tokens_in"]), int(record["tokens_out"])
+
+    # --- client tools ----------------------------------------------------------------------------------
+
+    async def hand_call(self, run_id: int, call_id: str, name: str, arguments: dict[str, Any]) -> None:
+        """Keep run ``run_id``'s call of a client tool until its client answers, and tell the response."""
+        await self._value("hand_door_call", run_id, call_id, name, arguments)
+
+    async def call_answer(self, run_id: int, call_id: str) -> tuple[str, bool] | None:
+        """What the client said came of the call (its result, whether an error); None while it has not."""
+        record = await self._one("door_call_answer", run_id, call_id)
+        return None if record is None else (str(record["result"] or ""), bool(record["is_error"]))
+
+    async def answer_call(self, grant_id: str, call_id: str, result: str) -> int | None:
+        """Keep the client's result for a call of session ``grant_id``; the run that waits for it (None: none)."""
+        run_id = await self._value("answer_door_call", grant_id, call_id, result)
+        return None if run_id is None else int(run_id)
 
     async def notify(self, run_id: int) -> None:
         """Wake the door's listeners when this transaction commits."""

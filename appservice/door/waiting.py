@@ -28,6 +28,27 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "summon_door"
 PIECES = "summon_pieces"
+CALLS = "summon_door_calls"  # a run's call of a client tool (appservice/door/handed.py)
+
+
+@dataclass(frozen=True)
+class HandedCall:
+    """A client tool the run's model called: the call's id, the tool, its arguments as JSON."""
+
+    id: str
+    name: str
+    arguments: str
+
+    @staticmethod
+    def read(payload: str) -> tuple[int, HandedCall] | None:
+        try:
+            told = json.loads(payload)
+            run, call = told["run"], HandedCall(told["id"], told["name"], told["arguments"])
+        except (ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(run, int) or not all(isinstance(v, str) for v in (call.id, call.name, call.arguments)):
+            return None
+        return run, call
 
 
 @dataclass(frozen=True)
@@ -61,6 +82,7 @@ class Following:
     event: asyncio.Event = field(default_factory=asyncio.Event)
     ended: EndedRun | None = None
     pieces: deque[Piece] = field(default_factory=deque)
+    calls: deque[HandedCall] = field(default_factory=deque)
 
 
 class Waiters:
@@ -74,12 +96,13 @@ class Waiters:
     def start(self, tasks: TaskGroup, stop: asyncio.Event) -> None:
         tasks.spawn(self.store.listen(CHANNEL, self._poke.set, stop), name="door-listen")
         tasks.spawn(self.store.listen(PIECES, lambda: None, stop, payload=self._piece), name="door-pieces")
+        tasks.spawn(self.store.listen(CALLS, lambda: None, stop, payload=self._call), name="door-calls")
         tasks.spawn(self._check_when_poked(stop), name="door-waiters")
 
     @contextmanager
     def following(self, run_id: int, *, words: bool = False) -> Iterator[Following]:
-        """Follow run ``run_id`` while this is open: its ending, and with ``words`` the pieces of what its model
-        says, in the order told."""
+        """Follow run ``run_id`` while this is open: its ending, the client tools its model calls, and with
+        ``words`` the pieces of what its model says, in the order told."""
         follow = Following(words)
         self._following.setdefault(run_id, []).append(follow)
         self._poke.set()  # it may have ended already
@@ -94,7 +117,7 @@ class Waiters:
 
     async def next(self, follow: Following, seconds: float) -> None:
         """Until ``follow`` has news (an ending, a piece) or ``seconds`` have passed."""
-        if follow.ended is None and not follow.pieces:
+        if follow.ended is None and not follow.pieces and not follow.calls:
             await self.clock.wait(follow.event, seconds)
         follow.event.clear()
 
@@ -118,6 +141,16 @@ class Waiters:
             if follow.words:
                 follow.pieces.append(piece)
                 follow.event.set()
+
+    def _call(self, payload: str) -> None:
+        read = HandedCall.read(payload)
+        if read is None:
+            log.warning("a client-tool notification that does not read as one: %r", payload[:80])
+            return
+        run_id, call = read
+        for follow in self._following.get(run_id, ()):
+            follow.calls.append(call)
+            follow.event.set()
 
     async def _check_when_poked(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

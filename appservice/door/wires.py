@@ -17,6 +17,7 @@ import json
 from typing import Any, Protocol
 
 from appservice.door.shapes import chunk, completion, event, usage_chunk, usage_of
+from appservice.door.waiting import HandedCall
 
 Tokens = tuple[int, int]  # what the run's model calls used: in, out
 
@@ -28,14 +29,19 @@ class Wire(Protocol):
     def said(self, text: str) -> bytes:
         """One piece of the answer's words."""
 
-    def closing(self, tokens: Tokens, summon: dict[str, Any]) -> list[bytes]:
-        """The end of a streamed response that answered: its usage, and whatever the wire ends with."""
+    def handed(self, calls: tuple[HandedCall, ...]) -> list[bytes]:
+        """The client tools the model called, for the client to run (its next request brings the results)."""
+
+    def closing(self, tokens: Tokens, summon: dict[str, Any], *, calls: bool = False) -> list[bytes]:
+        """The end of a streamed response that answered (or, ``calls``, handed tools over): its usage, and
+        whatever the wire ends with."""
 
     def failed(self, error: dict[str, Any]) -> list[bytes]:
         """The end of a streamed response that failed after its first byte (``error``: OpenAI's error object)."""
 
-    def whole(self, text: str, tokens: Tokens, summon: dict[str, Any]) -> dict[str, Any]:
-        """A response that is not streamed: the answer in one object."""
+    def whole(self, text: str, tokens: Tokens, summon: dict[str, Any],
+              calls: tuple[HandedCall, ...] = ()) -> dict[str, Any]:
+        """A response that is not streamed: the answer (or the client tools called) in one object."""
 
 
 class ChatWire:
@@ -53,8 +59,11 @@ class ChatWire:
     def said(self, text: str) -> bytes:
         return self._chunk({"content": text})
 
-    def closing(self, tokens: Tokens, summon: dict[str, Any]) -> list[bytes]:
-        out = [self._chunk({}, finish="stop", summon=summon)]
+    def handed(self, calls: tuple[HandedCall, ...]) -> list[bytes]:
+        return [self._chunk({"tool_calls": [_chat_call(n, call)]}) for n, call in enumerate(calls)]
+
+    def closing(self, tokens: Tokens, summon: dict[str, Any], *, calls: bool = False) -> list[bytes]:
+        out = [self._chunk({}, finish="tool_calls" if calls else "stop", summon=summon)]
         if self.include_usage:
             out.append(event(usage_chunk(run_id=self.run_id, bot=self.bot, created=self.created,
                                          usage=usage_of(*tokens))))
@@ -63,9 +72,17 @@ class ChatWire:
     def failed(self, error: dict[str, Any]) -> list[bytes]:
         return [event(error)]  # and no [DONE]
 
-    def whole(self, text: str, tokens: Tokens, summon: dict[str, Any]) -> dict[str, Any]:
-        return completion(run_id=self.run_id, bot=self.bot, created=self.created, text=text,
+    def whole(self, text: str, tokens: Tokens, summon: dict[str, Any],
+              calls: tuple[HandedCall, ...] = ()) -> dict[str, Any]:
+        body = completion(run_id=self.run_id, bot=self.bot, created=self.created, text=text,
                           usage=usage_of(*tokens), summon=summon)
+        if calls:
+            choice = body["choices"][0]
+            choice["message"]["tool_calls"] = [{k: v for k, v in _chat_call(n, c).items() if k != "index"}
+                                               for n, c in enumerate(calls)]
+            choice["message"]["content"] = text or None
+            choice["finish_reason"] = "tool_calls"
+        return body
 
 
 class ResponsesWire:
@@ -77,6 +94,7 @@ class ResponsesWire:
         self.item = f"msg_summon_{run_id}"
         self.text = ""
         self._seq = 0
+        self._calls: list[dict[str, Any]] = []
 
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, "sequence_number": self._seq, **fields}
@@ -125,7 +143,28 @@ class ResponsesWire:
         return self._event("response.output_text.delta", item_id=self.item, output_index=0, content_index=0,
                            delta=text, logprobs=[])
 
-    def closing(self, tokens: Tokens, summon: dict[str, Any]) -> list[bytes]:
+    def _function_call(self, n: int, call: HandedCall, status: str) -> dict[str, Any]:
+        return {"id": f"fc_summon_{self.run_id}_{n}", "type": "function_call", "status": status, "call_id": call.id,
+                "name": call.name, "arguments": call.arguments if status == "completed" else ""}
+
+    def handed(self, calls: tuple[HandedCall, ...]) -> list[bytes]:
+        out: list[bytes] = []
+        for n, call in enumerate(calls):
+            index = len(self._calls) + 1  # after the message item
+            item = self._function_call(n, call, "in_progress")
+            out += [
+                self._event("response.output_item.added", output_index=index, item=item),
+                self._event("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
+                            delta=call.arguments),
+                self._event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
+                            arguments=call.arguments),
+                self._event("response.output_item.done", output_index=index,
+                            item=self._function_call(n, call, "completed")),
+            ]
+            self._calls.append(self._function_call(n, call, "completed"))
+        return out
+
+    def closing(self, tokens: Tokens, summon: dict[str, Any], *, calls: bool = False) -> list[bytes]:
         done = self._message("completed")
         return [
             self._event("response.output_text.done", item_id=self.item, output_index=0, content_index=0,
@@ -133,8 +172,8 @@ class ResponsesWire:
             self._event("response.content_part.done", item_id=self.item, output_index=0, content_index=0,
                         part=self._part()),
             self._event("response.output_item.done", output_index=0, item=done),
-            self._event("response.completed", response=self._response("completed", output=[done],
-                                                                      usage=self._usage(tokens), summon=summon)),
+            self._event("response.completed", response=self._response(
+                "completed", output=[done, *self._calls], usage=self._usage(tokens), summon=summon)),
         ]
 
     def failed(self, error: dict[str, Any]) -> list[bytes]:
@@ -145,7 +184,14 @@ class ResponsesWire:
             self._event("response.failed", response=self._response("failed", output=[], usage=None, error=said)),
         ]
 
-    def whole(self, text: str, tokens: Tokens, summon: dict[str, Any]) -> dict[str, Any]:
+    def whole(self, text: str, tokens: Tokens, summon: dict[str, Any],
+              calls: tuple[HandedCall, ...] = ()) -> dict[str, Any]:
         self.text = text
-        return self._response("completed", output=[self._message("completed")], usage=self._usage(tokens),
-                              summon=summon)
+        made = [self._function_call(n, call, "completed") for n, call in enumerate(calls)]
+        output = [self._message("completed")] if text or not calls else []
+        return self._response("completed", output=[*output, *made], usage=self._usage(tokens), summon=summon)
+
+
+def _chat_call(index: int, call: HandedCall) -> dict[str, Any]:
+    return {"index": index, "id": call.id, "type": "function", "function": {"name": call.name,
+                                                                          "arguments": call.arguments}}

@@ -32,7 +32,7 @@ from engine.store import Store
 from engine.store.runs import Claim
 from engine.surface import Ended, Opener, RunInfo, Surface
 from engine.tasks import TaskGroup
-from engine.tools.base import ContentTools, ToolFn
+from engine.tools.base import ContentTools, Handed, ToolFn
 from engine.tools.runner import SiteClasses, ToolRunner
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ class Worker:
         openers: Mapping[str, Opener] | None = None,
         hold: type[Hold] = Hold,
         streamed: Collection[str] = (),
+        handed: Mapping[str, Handed] | None = None,
     ) -> None:
         """``status``: whether a provider is usable here (``Answerer.status()``), said on every heartbeat.
         ``tools``, ``content_tools`` and ``site_classes`` are the run's hands (``engine.tools.runner``; the
@@ -85,7 +86,8 @@ class Worker:
         ``harness`` are a test's or a bench's own tools, offered to every run (never in production);
         ``openers`` open what surfaces keep sealed off a run's context (``engine.surface.Opener``); ``hold``: how
         a claimed run is held (a test or a bench may pass one that watches it more closely); ``streamed``: the
-        surfaces that answer as it comes (their runs' words are told as the model says them)."""
+        surfaces that answer as it comes (their runs' words are told as the model says them); ``handed``: by surface,
+        the tools it hands to its asker's own client to run (``engine.tools.base.Handed``)."""
         self.store = store
         self._registry = registry
         self.answerer = answerer
@@ -94,7 +96,7 @@ class Worker:
         self.settings = settings
         self.toolbox = ToolRunner(registry, surfaces, store, tools=tools, harness=harness,
                                   content_tools=content_tools, site_classes=site_classes,
-                                  surface_tools=surface_tools)
+                                  surface_tools=surface_tools, handed=handed)
         self.id = worker_id or new_worker_id()
         # Whether this worker can answer model calls, as its heartbeat says: required, since a default would be a
         # guess — and the old guess, "usable as the stand-in", is the one SPEC §2 forbids.

@@ -120,6 +120,16 @@ BUILTIN_SPECS: Mapping[str, ToolSpec] = MappingProxyType({
 })
 
 
+class Handed(Protocol):
+    """Tools a surface hands to its asker's own client to run (a voice front end's ``end_call``): ``specs``, the
+    ones a bot declares, offered to its runs on that surface alone; ``call`` hands one over and waits for what the
+    client says came of it (its result, or an error in words when none comes)."""
+
+    def specs(self, bot: object) -> tuple[ToolSpec, ...]: ...
+
+    async def call(self, run: RunRef, call_id: str, name: str, arguments: dict[str, Any]) -> tuple[str, bool]: ...
+
+
 @dataclass(frozen=True)
 class Offered:
     """What the next model call may use: the tools (by the name the model calls them) and the skills
@@ -131,6 +141,8 @@ class Offered:
     # A content tool's model-facing name → (the tool file's name, the operation id or None).
     targets: Mapping[str, tuple[str, str | None]] = field(default_factory=lambda: MappingProxyType({}))
     elsewhere: str = ""
+    # Of ``tools``, those the run's surface hands to its asker's own client to run (``Handed``).
+    handed: frozenset[str] = frozenset()
 
     @property
     def names(self) -> frozenset[str]:

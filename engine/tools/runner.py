@@ -28,6 +28,7 @@ from engine.surface import Surface
 from engine.tools.base import (
     BUILTIN_SPECS,
     ContentTools,
+    Handed,
     Offered,
     RunRef,
     SideEffects,
@@ -57,12 +58,12 @@ class ToolRunner:
         self, registry: Callable[[], Registry], surfaces: Mapping[str, Surface], db: Families, *,
         tools: Mapping[str, ToolFn] | None = None, harness: Mapping[str, ToolFn] | None = None,
         content_tools: ContentTools | None = None, site_classes: SiteClasses | None = None,
-        surface_tools: Collection[str] = (),
+        surface_tools: Collection[str] = (), handed: Mapping[str, Handed] | None = None,
     ) -> None:
         """``tools`` are the built-ins' implementations (a bot is offered those its file lists): the engine's,
         and those of ``surface_tools``, the built-ins the surfaces registered; ``harness`` are a test's or a
         bench's own tools, offered to every run — never given in production. ``content_tools`` runs the
-        site's OpenAPI and code tools."""
+        site's OpenAPI and code tools. ``handed``: by surface, the tools it hands to its asker's client."""
         unknown = sorted(set(tools or ()) - set(BUILTIN_SPECS) - set(surface_tools))
         if unknown:
             raise ValueError(f"not built-in tools: {', '.join(unknown)} (a test's own tools are its harness)")
@@ -73,12 +74,23 @@ class ToolRunner:
         self.harness = dict(harness or {})
         self.content_tools = content_tools
         self.site_classes = site_classes
+        self.handed = dict(handed or {})
 
     def offer(self, run: RunRef, steps: list[Step], facts: AudienceFacts | None, *,
               only: frozenset[str] | None = None) -> Offered:
         """What the run may use next; ``only``: the most it may (what its standing note allows), or None."""
         harness = {name: ToolSpec(name, f"The {name} tool.") for name in self.harness}
-        return offered(run, steps, self._registry(), facts, harness=harness, only=only)
+        registry = self._registry()
+        offer = offered(run, steps, registry, facts, harness=harness, only=only)
+        hands = self.handed.get(run.surface)
+        bot = registry.get(run.bot)
+        if hands is None or bot is None or only is not None:
+            return offer
+        # What the bot's file says its asker's client runs, on the surface that hands them over (and nowhere else).
+        extra = tuple(spec for spec in hands.specs(bot) if spec.name not in offer.names)
+        if not extra:
+            return offer
+        return dataclasses.replace(offer, tools=(*offer.tools, *extra), handed=frozenset(s.name for s in extra))
 
     async def asker(self, row: Run) -> AudienceFacts | None:
         """What is known about whoever asked the run, now (None: nobody asked — a schedule, an event), as
@@ -113,6 +125,9 @@ class ToolRunner:
         done at most once for that run and call id; ``LeaseLost`` when the lease is not held to begin it."""
         if name not in offer.names:
             return UNKNOWN_TOOL.format(name=name), True
+        if name in offer.handed:
+            # The client runs it, once: handed over under the model's call id (the surface keeps it by that id).
+            return await self.handed[run.surface].call(run, call_id or f"call_{run.id}_{name}", name, arguments)
         if call_id is None or holder is None or not self._has_side_effects(offer, name):
             return await self._call(run, offer, name, arguments)
         begun = await self.db.runs.begin_tool_call(run.id, call_id, name, holder)

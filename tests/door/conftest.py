@@ -14,6 +14,7 @@ import pytest
 from appservice.config import Door as DoorConfig
 from appservice.config import Listen, provider_settings
 from appservice.door.grants import mint, new_grant
+from appservice.door.handed import ClientTools
 from appservice.door.issue import ceilings_of
 from appservice.door.service import DoorListener
 from appservice.door.surface import DoorSurface
@@ -40,6 +41,12 @@ name: Caller
 surfaces: [voice, rooms]
 tools: [current_room]
 model: {first: gpt-caller}
+client_tools:
+  end_call:
+    description: End the call, once the person has said goodbye.
+  navigate:
+    description: Open a page of the app for the person.
+    parameters: {type: object, properties: {page: {type: string}}, required: [page]}
 limits:
   steps: 6
   spend: 0.05
@@ -146,6 +153,7 @@ async def door(db: TestStore, published: Registry, door_config: DoorConfig) -> A
     tasks = TaskGroup("door-test")
     worker = Worker(db, lambda: published, answerer, {"voice": surface}, clock,
                     WorkerSettings(lease_seconds=30, poll_seconds=0.2, slots=4), streamed={"voice"},
+                    handed={"voice": ClientTools(db, clock, wait_seconds=2.0)},
                     tools={"current_room": make_current_room(db)}, surface_tools=KINDS.tools, worker_id="door-test-worker",
                     status=answerer.status())
     tasks.spawn(worker.run(stop), name="worker")

@@ -78,7 +78,8 @@ async def test_the_bot_uses_its_tool_and_answers(door: Harness) -> None:
                                    messages=[{"role": "user", "content": "Which room are we in?"}])
     assert done.choices[0].message.content == "Just the two of us."
     first, second = door.provider_requests()
-    assert [t["function"]["name"] for t in first["tools"]] == ["current_room"]
+    # Its own tool, and the client tools its file declares (the front end runs those: test_door_client_tools.py).
+    assert [t["function"]["name"] for t in first["tools"]] == ["current_room", "end_call", "navigate"]
     result = next(m for m in second["messages"] if m["role"] == "tool")
     assert json.loads(result["content"]) == {"with": PERSON, "room": None, "note": json.loads(result["content"])["note"]}
     # The tool call is the bot's own: the client sees the answer, no tool calls.
@@ -100,7 +101,7 @@ async def test_what_a_client_sends_besides_its_last_words_is_ignored_not_refused
     # The bot's file decides: its model, its prompt, its tools, its token ceiling.
     assert sent["model"] == "gpt-caller"
     assert sent["messages"][0]["role"] == "system" and sent["messages"][0]["content"].startswith("You are Caller")
-    assert [t["function"]["name"] for t in sent["tools"]] == ["current_room"]
+    assert [t["function"]["name"] for t in sent["tools"]] == ["current_room", "end_call", "navigate"]
     assert sent.get("max_completion_tokens", sent.get("max_tokens")) != 5
     assert sent.get("temperature") != 1.7 and sent.get("top_p") != 0.1
     text = json.dumps(sent)

@@ -141,3 +141,26 @@ SELECT (SELECT count(*) FROM sessions) + (SELECT count(*) FROM grants);
 -- What run $1's model calls used, in tokens (the usage a completion reports).
 SELECT coalesce(sum(tokens_in), 0)::bigint AS tokens_in, coalesce(sum(tokens_out), 0)::bigint AS tokens_out
   FROM agent_steps WHERE run_id = $1;
+
+-- name: hand_door_call
+-- Run $1's model called client tool $3 (the model's call id $2, arguments $4): kept until its client
+-- answers (once: a retried run hands the same call over again), and told to the response following the run.
+WITH kept AS (
+    INSERT INTO door_client_calls (run_id, call_id, name, arguments) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (run_id, call_id) DO NOTHING
+    RETURNING run_id
+)
+SELECT pg_notify('summon_door_calls', json_build_object('run', $1::bigint, 'id', $2::text, 'name', $3::text,
+                                                        'arguments', $4::jsonb::text)::text);
+
+-- name: door_call_answer
+-- What the client said came of call $2 of run $1; no row while it has not answered.
+SELECT result, is_error FROM door_client_calls WHERE run_id = $1 AND call_id = $2 AND answered_at IS NOT NULL;
+
+-- name: answer_door_call
+-- The client's result $3 for call $2, brought by a request of session $1: kept, once, for the run of that session
+-- that waits for it; the run, or no row (no call of this session waits for that id).
+UPDATE door_client_calls c SET result = $3, answered_at = now()
+  FROM door_turns t
+ WHERE c.call_id = $2 AND c.answered_at IS NULL AND t.run_id = c.run_id AND t.grant_id = $1
+RETURNING c.run_id;
