@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test unit fuzz lint typecheck bench install clean down client-check mention-path
+.PHONY: dev test unit fuzz lint typecheck bench install clean down client-check door-check mention-path
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	scripts/bootstrap
@@ -75,9 +75,28 @@ client-check: $(STAMP) $(CLIENT_NPM)
 	cd client-check && npm run --silent build
 	$(BIN)/python client-check/check.py
 
+# Opt-in, not part of `make test`: the door as voice front ends use it — Pipecat's OpenAILLMService, LiveKit
+# Agents' openai.LLM (timeout=8), the AI SDK's openai("helper") and createOpenAICompatible, openai-python — each
+# from its own environment (door-check/.venv, door-check/node_modules, pinned), against `summon dev`'s door (on
+# ports of its own) in front of a slow fake provider: one line per client (works / first content / barge-in).
+DOOR_PIP := door-check/.venv/.installed
+DOOR_NPM := door-check/node_modules/.installed
+
+$(DOOR_PIP): door-check/requirements.txt
+	$${PYTHON:-python3} -m venv door-check/.venv
+	door-check/.venv/bin/pip install -q --disable-pip-version-check -r door-check/requirements.txt
+	touch $@
+
+$(DOOR_NPM): door-check/package.json door-check/package-lock.json
+	cd door-check && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+door-check: $(STAMP) $(DOOR_PIP) $(DOOR_NPM)
+	$(BIN)/python door-check/check.py
+
 down:
 	synapse-dev/down
-	for run in .dev/test-run .dev/test-run-gw*; do [ -d "$$run" ] && SUMMON_RUN_DIR=$$run synapse-dev/down; done; true
+	for run in .dev/test-run .dev/test-run-gw* .dev/door-check-run; do [ -d "$$run" ] && SUMMON_RUN_DIR=$$run synapse-dev/down; done; true
 
 clean: down
 	rm -rf .dev $(VENV)
