@@ -1,5 +1,5 @@
 """The ``summon`` command: dev, serve, worker, check, publish, registration, migrate, runs, status, say, grant,
-keys."""
+desk, keys."""
 
 from __future__ import annotations
 
@@ -278,6 +278,66 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 1 if stuck else 0
 
 
+def cmd_desk(args: argparse.Namespace) -> int:
+    """``summon desk report``: the desk's outcome figures (docs/desk.md), for the inboxes the staff key reaches."""
+    import json
+    from datetime import timedelta
+
+    from appservice.database import open_store
+    from appservice.desk.report import (
+        DEFAULT_DAYS,
+        BadWindow,
+        moment,
+        outcome_report,
+        reached,
+        report_json,
+        report_table,
+    )
+    from appservice.desk.tables import DeskTables
+    from engine.clock import SystemClock
+
+    config = _config(args)
+    if config.desk is None:
+        raise ConfigError("config: desk: the desk is not configured")
+    key = args.key or os.environ.get("SUMMON_DESK_STAFF_KEY", "")
+    inboxes = config.desk.inboxes
+    by_name = {name: inbox.staff_key for name, inbox in inboxes.items()}
+    names = [name for name, staff_key in by_name.items() if key and reached(key, {0: staff_key})]
+    if args.inbox is not None:
+        names = [name for name in names if name == args.inbox]
+    if not names:
+        print("summon desk report: a staff key of the inbox is needed (--key, or SUMMON_DESK_STAFF_KEY)"
+              + (f" — and inbox {args.inbox!r} must be one it reaches" if args.inbox else ""), file=sys.stderr)
+        return 2
+    now = SystemClock().now()
+    try:
+        since = moment(args.since, now=now, default=now - timedelta(days=DEFAULT_DAYS))
+        until = moment(args.until, now=now, default=now)
+    except BadWindow as exc:
+        print(f"summon desk report: {exc}", file=sys.stderr)
+        return 2
+
+    async def go() -> tuple[str, dict[int, str]]:
+        store = await open_store(config.database, min_size=1, max_size=2)
+        try:
+            rows = {name: await store.of(DeskTables).inbox_by_identifier(inboxes[name].identifier or name)
+                    for name in names}
+            ids = {row.id: name for name, row in rows.items() if row is not None}
+            made = await outcome_report(store, sorted(ids), since=since, until=until, now=now,
+                                        durable_days=args.durable_days)
+            return (json.dumps(report_json(made, ids), indent=2) if args.json else report_table(made, ids)), ids
+        finally:
+            await store.close()
+
+    try:
+        text, _ = asyncio.run(go())
+    except BadWindow as exc:
+        print(f"summon desk report: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="summon", description="LLM bots for Matrix, defined in markdown.")
     parser.add_argument("-c", "--config", help="the config file (default: $SUMMON_CONFIG, ./summon.yaml, or the running "
@@ -321,6 +381,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--one-to-one", action="store_true",
                    help="the session is heard by this person alone (a headset): with no room, personal tools may answer")
     p.set_defaults(fn=cmd_grant)
+    p = sub.add_parser("desk", help="the desk: `report` prints its outcome figures (docs/desk.md)")
+    p.add_argument("action", choices=["report"])
+    p.add_argument("--key", help="an inbox's staff key (default: $SUMMON_DESK_STAFF_KEY): the report covers the "
+                   "inboxes it reaches")
+    p.add_argument("--inbox", help="one inbox (its name in the config)")
+    p.add_argument("--since", help="conversations started since: 7d, 12h, 2w or a date (default: 30 days ago)")
+    p.add_argument("--until", help="… and before (default: now)")
+    p.add_argument("--durable-days", type=float, default=7.0, help="how long a resolution must hold to be durable")
+    p.add_argument("--json", action="store_true", help="the figures as JSON")
+    p.set_defaults(fn=cmd_desk)
     p = sub.add_parser("keys", help="member bots' keys: `new` prints one, `rotate` re-seals every charter")
     p.add_argument("action", choices=["new", "rotate"])
     p.add_argument("--id", default="k1", help="the id `new` prints the key under")

@@ -31,6 +31,7 @@ from appservice.database import migrate_database, open_store
 from appservice.desk.build import build_desk
 from appservice.desk.service import DeskService, refuse_uncapped
 from appservice.desk.staff_room import StaffRoom
+from appservice.desk.tools import make_hand_to_people
 from appservice.door.build import build_door
 from appservice.door.service import DoorListener
 from appservice.door.tools import make_current_room
@@ -311,6 +312,7 @@ class Service:
             "raise_ticket": make_raise_ticket(self.store, words, notify),
             "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow)), self.quarantine),
             "current_room": make_current_room(self.store),
+            "hand_to_people": make_hand_to_people(self.store, lambda: self.desk.desk if self.desk else None),
         }
         if self.members is not None:
             tools.update(self.members.tools(tools["fetch"]))

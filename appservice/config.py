@@ -297,6 +297,45 @@ class DeskWebhook(_Strict):
     agent_bot: bool = False
 
 
+_CLOCK = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+class DeskOfficeHours(_Strict):
+    # When a person answers this inbox: a time zone (IANA, e.g. Europe/Dublin), the days (mon … sun) and the
+    # hours, opening and closing on the same day ("09:00", "17:30").
+    timezone: str
+    days: tuple[Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"], ...] = ("mon", "tue", "wed", "thu", "fri")
+    opens: str = "09:00"
+    closes: str = "17:00"
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not a time zone (an IANA name such as Europe/Dublin)") from None
+        return value
+
+    @field_validator("opens", "closes")
+    @classmethod
+    def _clock(cls, value: str) -> str:
+        if not _CLOCK.match(value):
+            raise ValueError(f"{value!r} is not a time of day (HH:MM, 24-hour)")
+        return value
+
+    @model_validator(mode="after")
+    def _order(self) -> DeskOfficeHours:
+        if not self.days:
+            raise ValueError("days: at least one day")
+        if self.closes <= self.opens:
+            raise ValueError(f"closes ({self.closes}) must come after opens ({self.opens}) on the same day")
+        return self
+
+
 class DeskInbox(_Strict):
     # The public id a widget names (letters, digits, - and _); default: the inbox's key in desk.inboxes.
     identifier: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
@@ -320,6 +359,12 @@ class DeskInbox(_Strict):
     # Also accept the static identifier_hash (an HMAC of the identifier alone, which signs that account in for
     # good once seen): a compatibility path for sites not yet sending identifier_token, logged on each use.
     identity_static_hash: bool = False
+    # Who answers what is handed to people (Matrix ids of the staff, in the staff room): inside office_hours one
+    # of those present (Matrix presence online) is assigned, round-robin, and pinged in the staff thread; outside
+    # them, or with nobody present, the contact is told when a person will answer. None listed: nobody is assigned.
+    staff: tuple[Annotated[str, Field(pattern=r"^@[^:\s]+:\S+$")], ...] = ()
+    # None: always open (a handoff is assigned whenever somebody is present).
+    office_hours: DeskOfficeHours | None = None
 
 
 class Desk(_Strict):

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from mautrix.api import HTTPAPI, Method
 from mautrix.api import Path as MxPath
 from mautrix.client import ClientAPI
@@ -112,6 +113,7 @@ async def dev(*, verbose: bool = False) -> int:
     # invite when it comes up).
     client = await register_or_login(env["SUMMON_HS_URL"], DEMO_USER, DEMO_PASSWORD)
     config = await with_desk(config, client)
+    remember_desk(Path(env["SUMMON_CONFIG"]), config)
     # The demo shows the machine: its shipped book makes the stand-in call a tool, offer choices, take a slow
     # step and answer a command, and, when the stand-in answers everything else too, write member bots'
     # editions and drive the builder; `summon serve` never reads it.
@@ -159,7 +161,9 @@ summon is running on {model}.
   From a terminal:  .venv/bin/summon say "@Helper hello"    .venv/bin/summon runs    .venv/bin/summon status
   The door:    {door_url(config)}  (OpenAI-compatible; docs/door.md has a runnable example)
   Desk widget: {desk.address}/desk/widget  (its conversations are threads in the "desk staff" room;
-               staff API key for /api/v1/accounts/1/…: {inbox.staff_key}){builder_line}
+               staff API key for /api/v1/accounts/1/…: {inbox.staff_key})
+  Desk figures: {desk.address}/desk/staff/report, or
+               .venv/bin/summon desk report --key {inbox.staff_key}{builder_line}
 
 Ctrl-C stops summon, Synapse and PostgreSQL.
 """, flush=True)
@@ -209,6 +213,17 @@ def with_door(config: Config) -> Config:
 def door_url(config: Config) -> str | None:
     listen = config.door.listen if config.door is not None else None
     return f"http://{listen.host}:{listen.port}/v1" if listen is not None else None
+
+
+def remember_desk(path: Path, config: Config) -> None:
+    """The demo's desk, written into the stack's config file, so the commands that read it after ``make dev``
+    (``summon desk report``) find the desk the demo runs."""
+    if config.desk is None:
+        return
+    written = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if "desk" not in written:
+        written["desk"] = config.desk.model_dump(mode="json")
+        path.write_text(yaml.safe_dump(written, sort_keys=False), encoding="utf-8")
 
 
 async def with_desk(config: Config, client: ClientAPI) -> Config:

@@ -15,6 +15,7 @@ Add a figure here, and nowhere else: a counter or histogram in ``__init__`` and 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -76,6 +77,8 @@ class Metrics:
                                    registry=r)
         self.provider_usable = Gauge("summon_provider_usable", "1 when a worker that beats can answer model calls "
                                      "(no provider, no bots).", registry=r)
+        # What a surface reads at each scrape into gauges of its own on this registry (``read_also``).
+        self._readers: list[Callable[[], Awaitable[None]]] = []
 
     # --- the engine's Meter -------------------------------------------------------------------------
 
@@ -135,8 +138,14 @@ class Metrics:
         self.workers_alive.set(s.workers_alive)
         self.provider_usable.set(1 if s.workers_usable else 0)
 
+    def read_also(self, reader: Callable[[], Awaitable[None]]) -> None:
+        """A surface's own figures, read at each scrape (the desk's outcomes: ``appservice.desk.metrics``)."""
+        self._readers.append(reader)
+
     async def scrape(self, store: Store) -> bytes:
         await self.read_database(store)
+        for reader in self._readers:
+            await reader()
         return generate_latest(self.registry)
 
     async def listen(self, store: Store, host: str, port: int) -> tuple[web.AppRunner, int]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from appservice.desk.metrics import DeskGauges
+from appservice.desk.router import Seen
 from appservice.desk.service import DeskService
 from appservice.desk.staff_room import StaffRoom
 from appservice.matrix.delivery.homeserver import Homeserver
@@ -23,11 +25,17 @@ class Desk:
 async def build_desk(shared: Shared, *, homeserver: Homeserver) -> Desk:
     c = shared.config
     assert c.desk is not None
+    async def look(user_id: str) -> Seen:
+        """A staff member's presence and name, as the service user (who shares the staff room with them) sees."""
+        presence, name = await homeserver.presence_of(shared.service_user, user_id)
+        return Seen(presence, name)
+
     desk = DeskService(c.desk, shared.store, shared.registry, shared.clock, server_name=c.homeserver.server_name,
-                       max_attempts=c.worker.max_attempts)
+                       max_attempts=c.worker.max_attempts, look=look)
     # After its tasks have ended (so pushed before the task group's close): the webhooks' connections.
     shared.closing("the desk's webhook connections", desk.release)
     await desk.load()
+    shared.metrics.read_also(DeskGauges(shared.metrics.registry, desk.outcomes).read)
     staff_room = None
     if c.desk.staff_room is not None:
         staff_room = StaffRoom(desk.desk, shared.registry, room_id=c.desk.staff_room,

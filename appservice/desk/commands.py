@@ -120,7 +120,7 @@ class DeskCommands:
         message = await self.desk.say(
             tx, where, message_type="incoming", content=command_line(name, kept), sender_type="contact",
             sender_name=contact_name(where.contact, registry), attributes={"command": {"name": name, "args": kept}})
-        where = await self.desk.become(tx, where, rules.chosen(rules.written(state), bot.slug))
+        where = await self.desk.become(tx, where, rules.chosen(rules.written(state), bot.slug), cause="wrote")
         context: dict[str, Any] = {"name": command.name, "args": kept}
         if command.bot is None:
             context["tool"] = command.tool  # run directly, with the fields as its arguments

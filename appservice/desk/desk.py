@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from appservice.config import DeskInbox
 from appservice.desk import rules
@@ -24,7 +24,7 @@ from appservice.desk.changes import Changes, Where, conversation_key
 from appservice.desk.errors import RequestRefused
 from appservice.desk.rules import Resolution, Roster, State, Status
 from appservice.desk.tables import Contact, Conversation, DeskTables, Inbox, Message
-from engine.content import Registry
+from engine.content import Bot, Registry
 from engine.run.refusals import Refused
 from engine.run.summon import LIVENESS_SECONDS, Summoned
 from engine.store import Families, Tx
@@ -35,6 +35,16 @@ MAX_CHARS = 10_000  # of one message: a question, not a document
 OFFER_PREFIX = "bot:"
 NO_ASSISTANT = "no_assistant"  # the activity line of a conversation no bot can answer (no provider)
 DAY = 86_400.0
+
+
+# Why a conversation changed hands, for its figures: a handoff's cause (``outcomes.HANDOFF_CAUSES``), or the
+# contact writing (a resolved conversation reopens).
+Cause = Literal["contact", "bot", "said", "failure", "staff", "wrote"]
+
+
+def _the_bots(state: State) -> bool:
+    """Whether a bot has the conversation (a bot of ours, or an agent bot behind a webhook): people do not."""
+    return state.status == "pending" and not state.people_have_it
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,9 @@ class Desk:
         roster = self.roster(inbox_id)
         return bool(roster.always or roster.ask) and await db.workers.provider_usable(LIVENESS_SECONDS)
 
+    def bot(self, slug: str) -> Bot | None:
+        return self._registry().get(slug)
+
     def words(self, key: str, **fields: str) -> str:
         text = self._registry().strings.get("desk", key) or ""
         return text.format(**fields) if fields else text
@@ -109,10 +122,25 @@ class Desk:
 
     # --- the state, changed and told ---------------------------------------------------------------------
 
-    async def become(self, tx: Tx, where: Where, state: State) -> Where:
+    async def become(self, tx: Tx, where: Where, state: State, *, cause: Cause | None = None,
+                     run_id: int | None = None) -> Where:
+        """The conversation as ``state`` says, told; what it means for its figures recorded: a bot's conversation
+        going to people is a handoff (``cause``: why); a resolved one the contact wrote in again is reopened."""
         before = where.conversation
         if state == state_of(before):
             return where
+        was = state_of(before)
+        if cause == "wrote" and was.status == "resolved" and state.status != "resolved":
+            await self.record(tx, where, "reopened")
+        elif cause is not None and cause != "wrote" and state.status == "open" and (
+                was.status == "pending" or (state.bot_off and not was.bot_off)):
+            # It goes to people: a person is found for it (``router``). Counted as a handoff only when it leaves a
+            # bot — asking for a person before any bot had it is the contact's way in, not a bot's handoff.
+            if _the_bots(was):
+                await self.record(tx, where, "handed", cause=cause, bot=was.handler_bot, run_id=run_id)
+            await tx.of(DeskTables).mark_handed(before.id)
+            log.info("desk conversation %s goes to people (%s)", before.id, cause,
+                     extra={"room": where.key, "bot": was.handler_bot})
         after = await tx.of(DeskTables).save_conversation(before.id, status=state.status, handler_bot=state.handler_bot,
                                                 assignee=state.assignee, bot_off=state.bot_off,
                                                 resolution=state.resolution)
@@ -121,6 +149,12 @@ class Desk:
         log.info("desk conversation %s: %s → %s", before.id, before.status, after.status,
                  extra={"room": where.key, "bot": after.handler_bot})
         return now
+
+    async def record(self, tx: Tx, where: Where, kind: str, *, cause: str | None = None, bot: str | None = None,
+                     by: str | None = None, run_id: int | None = None) -> None:
+        """Something that happened to the conversation, as its figures count it (``appservice.desk.outcomes``)."""
+        await tx.of(DeskTables).record_outcome(where.conversation.id, where.inbox.id, kind, cause=cause, bot=bot,
+                                               by=by, run_id=run_id)
 
     async def say(self, tx: Tx, where: Where, *, message_type: str, content: str, sender_type: str,
                   **fields: Any) -> Message:
@@ -131,11 +165,25 @@ class Desk:
         await self.changes.message(tx, where, message)
         return message
 
-    async def activity(self, tx: Tx, where: Where, key: str) -> None:
+    async def activity(self, tx: Tx, where: Where, key: str, *, attributes: dict[str, Any] | None = None,
+                       **fields: str) -> None:
         """One of the desk's own lines, in the site's words (none: nothing is said)."""
-        words = self.words(key)
+        words = self.words(key, **fields)
         if words:
-            await self.say(tx, where, message_type="activity", content=words, sender_type="system")
+            await self.say(tx, where, message_type="activity", content=words, sender_type="system",
+                           attributes=attributes)
+
+    async def told_who(self, tx: Tx, where: Where, name: str) -> None:
+        """The contact is told who has their conversation now, and that they need not repeat anything."""
+        await self.activity(tx, where, "assigned", attributes={"assigned": name}, name=name)
+
+    async def promise(self, tx: Tx, where: Where, when: str | None) -> None:
+        """Nobody can take it now: the contact is told when a person will answer (``when``: the next opening, in
+        the inbox's time; None: as soon as one is free), and the promise is kept with the message."""
+        if when is None:
+            await self.activity(tx, where, "promise_soon", attributes={"promise": None})
+        else:
+            await self.activity(tx, where, "promise_at", attributes={"promise": when}, when=when)
 
     # --- contacts and conversations ----------------------------------------------------------------------
 
@@ -160,6 +208,9 @@ class Desk:
         log.info("desk conversation %s started (%s)", conversation.id, conversation.status,
                  extra={"room": f"desk:{conversation.id}", "bot": conversation.handler_bot})
         where = Where(conversation, contact, self.inboxes[contact.inbox_id].row)
+        await self.record(tx, where, "started", bot=conversation.handler_bot)
+        if state.status == "open" and not (always or roster.offered_to(facts)):
+            await tx.of(DeskTables).mark_handed(conversation.id)  # people's from the start: a person is found for it
         if not usable and (always or roster.offered_to(facts)):
             log.warning("desk conversation %s: no provider can answer; it goes to people", conversation.id,
                         extra={"room": where.key})
@@ -184,7 +235,7 @@ class Desk:
         assert message is not None  # the echo id was free under the conversation's lock
         await tx.of(DeskTables).touch(where.conversation.id)
         await self.changes.message(tx, where, message)
-        where = await self.become(tx, where, rules.written(state_of(where.conversation)))
+        where = await self.become(tx, where, rules.written(state_of(where.conversation)), cause="wrote")
         await self.wake(tx, where, [message])
         return message
 
@@ -223,7 +274,7 @@ class Desk:
             return where
         log.warning("desk conversation %s: no provider can answer; it goes to people", where.conversation.id,
                     extra={"room": where.key, "bot": where.conversation.handler_bot})
-        where = await self.become(tx, where, rules.no_assistant(state_of(where.conversation)))
+        where = await self.become(tx, where, rules.no_assistant(state_of(where.conversation)), cause="failure")
         await self._no_assistant(tx, where)
         return where
 
@@ -271,6 +322,9 @@ class Desk:
         if taken is None:
             return None
         await self.changes.message(tx, where, taken, created=False)
+        if message.message_type == "template" and message.content_attributes.get("rating"):
+            await self.rate(tx, where, int(value))
+            return taken
         if message.message_type == "template" and value.startswith(OFFER_PREFIX):
             bot = self._registry().get(value[len(OFFER_PREFIX):])
             if bot is None:
@@ -287,19 +341,25 @@ class Desk:
 
     # --- the way out, and the end -----------------------------------------------------------------------
 
-    async def talk_to_a_person(self, tx: Tx, where: Where) -> Where:
+    async def talk_to_a_person(self, tx: Tx, where: Where, *, cause: Cause = "contact",
+                               run_id: int | None = None) -> Where:
         """Not a request the bot is asked to honour: the bot is off here, the runs thinking are cancelled,
-        and the choices on offer go (nobody is offered another lap of the assistant)."""
+        and the choices on offer go (nobody is offered another lap of the assistant). The contact asking is
+        one ``cause``; a bot handing over by its tool (``run_id``: that run goes on to say its last words) or by
+        its words are the others that take this way."""
         state = state_of(where.conversation)
         if state.bot_off and state.status == "open":
             return where
-        cancelled = await tx.runs.request_cancel(where.key, None, None)
+        if run_id is not None:
+            cancelled = await tx.of(DeskTables).cancel_other_runs(where.key, run_id)
+        else:
+            cancelled = await tx.runs.request_cancel(where.key, None, None)
         if cancelled:
-            log.info("desk conversation %s: the contact asked for a person; run(s) %s told to stop",
-                     where.conversation.id, cancelled, extra={"room": where.key})
+            log.info("desk conversation %s: handed to people (%s); run(s) %s told to stop",
+                     where.conversation.id, cause, cancelled, extra={"room": where.key})
         for gone in await tx.of(DeskTables).withdraw_choices(where.conversation.id):
             await self.changes.message(tx, where, gone, created=False)
-        where = await self.become(tx, where, rules.talk_to_a_person(state))
+        where = await self.become(tx, where, rules.talk_to_a_person(state), cause=cause, run_id=run_id)
         await self.activity(tx, where, "handed_over")
         return where
 
@@ -317,12 +377,33 @@ class Desk:
         return await self.become(tx, where, rules.helped(state_of(where.conversation)))
 
     async def resolve(self, tx: Tx, where: Where, how: Resolution | None) -> Where:
+        """Resolved: ``confirmed`` (the contact said so), ``assumed`` (they left a bot's answer), or None (the
+        staff: the resolution it had, if any). The contact is asked once per conversation how it went."""
         state = state_of(where.conversation)
         if state.status == "resolved" and state.resolution == (how or state.resolution):
             return where
         where = await self.become(tx, where, rules.resolved(state, how or state.resolution))
+        await self.record(tx, where, "resolved", cause=how or state.resolution or "staff")
         await self.activity(tx, where, "resolved")
+        await self._ask_rating(tx, where)
         return where
+
+    async def _ask_rating(self, tx: Tx, where: Where) -> None:
+        """How did it go, 1-5, as buttons: once per conversation, however often it is resolved."""
+        question = self.words("rate")
+        if not question or await tx.of(DeskTables).rating_asked(where.conversation.id):
+            return
+        items = [{"title": self.words(f"rate_{n}") or str(n), "value": str(n)} for n in range(1, 6)]
+        await self.say(tx, where, message_type="template", content=question, sender_type="system",
+                       content_type="input_select", attributes={"items": items, "rating": True})
+
+    async def rate(self, tx: Tx, where: Where, value: int) -> bool:
+        """The contact's one rating of the conversation; False when it was rated before."""
+        rated = await tx.of(DeskTables).record_rating(where.conversation.id, where.inbox.id, value)
+        if rated:
+            log.info("desk conversation %s rated %d", where.conversation.id, value, extra={"room": where.key})
+            await self.activity(tx, where, "rated")
+        return rated
 
     async def resolve_idle(self, tx: Tx, conversation_id: int) -> None:
         """A bot's answer left without asking for more: an assumed resolution (unless it was confirmed)."""
@@ -345,11 +426,12 @@ class Desk:
             return await self.say(tx, where, message_type="outgoing", content=text, sender_type="user",
                                   sender_name=staff, private=True)
         await self._people_take_it(tx, where)
+        await self.record(tx, where, "person_answered", by=staff)
         # Where it was written (a staff room's event) is kept so it is not mirrored back there.
         attributes = {**({"drafted_by": bot} if bot else {}), **({"matrix_event": matrix_event} if matrix_event else {})}
         message = await self.say(tx, where, message_type="outgoing", content=text, sender_type="user",
                                  sender_name=staff, attributes=attributes or None)
-        await self.become(tx, where, rules.staff_replied(state_of(where.conversation), staff))
+        await self.become(tx, where, rules.staff_replied(state_of(where.conversation), staff), cause="staff")
         return message
 
     async def _people_take_it(self, tx: Tx, where: Where) -> None:
@@ -367,7 +449,7 @@ class Desk:
             await tx.runs.request_cancel(where.key, None, None)
         if status == "resolved":
             return await self.resolve(tx, where, None)
-        where = await self.become(tx, where, then)
+        where = await self.become(tx, where, then, cause="staff")
         if status == "pending" and state.status != "pending":
             # Given back to the bot: it answers what is still unanswered.
             asking = await tx.of(DeskTables).unanswered(where.conversation.id)
@@ -378,7 +460,7 @@ class Desk:
     async def assign(self, tx: Tx, where: Where, staff: str | None) -> Where:
         if staff is not None and where.conversation.status == "pending":
             await tx.runs.request_cancel(where.key, None, None)
-        return await self.become(tx, where, rules.assigned(state_of(where.conversation), staff))
+        return await self.become(tx, where, rules.assigned(state_of(where.conversation), staff), cause="staff")
 
     async def send_draft(self, tx: Tx, where: Where, message_id: int, *, staff: str, content: str | None = None,
                          matrix_event: str | None = None) -> Message:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from engine.content.kinds import Key, Kind, Refuse
+from engine.core.messages import ToolSpec
 
 NAME = "desk"
 SUPPORT_MESSAGE = "support-message"
@@ -48,10 +49,23 @@ def _desk_only(values: Mapping[str, Any], refuse: Refuse) -> None:
         refuse(("answers", "surfaces"), f"answers: is how the bot answers on the desk, but it is not on the desk (surfaces: {shown})")
 
 
+HAND_TO_PEOPLE = ToolSpec(
+    "hand_to_people",
+    "Hand this conversation to a person on the staff, now: you stop answering here and they take it from what is "
+    "already written. Use it when something needs doing rather than explaining, when money back is asked for, "
+    "when somebody is upset, or when they ask for a person — never just say you are handing it over. Then end "
+    "with one short line to them.",
+    {"type": "object",
+     "properties": {"reason": {"type": "string",
+                               "description": "One line for the person who takes over: why it needs a person."}},
+     "required": ["reason"], "additionalProperties": False},
+)
+
 DESK = Kind(
     NAME,
     keys=(OFFER, ANSWERS),
     rules=(_desk_only,),
+    tools=(HAND_TO_PEOPLE,),
     commands=True,
     needed=True,
     triggers=(SUPPORT_MESSAGE,),
@@ -77,6 +91,15 @@ DESK = Kind(
             "unit_minutes": (), "unit_hours": (), "unit_days": (), "unit_weeks": (),
             "too_many_new": (),
             "too_many_streams": (),
+            # After a resolution the contact is asked once how it went (``rate``, its buttons ``rate_1`` … ``rate_5``;
+            # ``rated`` thanks them); ``handover_phrases``: what a bot saying it hands over says (``|`` between them) —
+            # one that says so without its hand_to_people tool is handed over all the same.
+            "rate": (), "rate_1": (), "rate_2": (), "rate_3": (), "rate_4": (), "rate_5": (), "rated": (),
+            "handover_phrases": (),
+            # Who takes a handoff (office hours, staff, presence): ``assigned`` tells the contact who has it now,
+            # ``promise_at`` when a person will answer (outside hours), ``promise_soon`` inside hours with nobody
+            # present; ``staff_assigned`` pings the staff member in the conversation's staff thread.
+            "assigned": ("name",), "promise_at": ("when",), "promise_soon": (), "staff_assigned": ("name",),
         },
     },
 )

@@ -14,6 +14,7 @@ import asyncio
 import html
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import aiohttp
@@ -24,7 +25,10 @@ from appservice.desk.arrivals import DAY, Arrivals
 from appservice.desk.asking import DeskAsking
 from appservice.desk.changes import Changes
 from appservice.desk.desk import Desk
+from appservice.desk.outcomes import Report
 from appservice.desk.public import CORS, PublicAPI
+from appservice.desk.report import DEFAULT_DAYS, outcome_report
+from appservice.desk.router import Look, Router
 from appservice.desk.staff_api import StaffAPI
 from appservice.desk.stream import Streams
 from appservice.desk.surface import DeskSurface
@@ -60,7 +64,9 @@ def refuse_uncapped(config: DeskConfig, daily_spend: float | None) -> None:
 
 class DeskService:
     def __init__(self, config: DeskConfig, store: Store, registry: Callable[[], Registry], clock: Clock, *,
-                 server_name: str, max_attempts: int = 3) -> None:
+                 server_name: str, max_attempts: int = 3, look: Look | None = None) -> None:
+        """``look``: a staff member's presence and name, asked of the homeserver (None: nobody is known to be
+        present, so a handoff in an inbox with staff is promised, never assigned)."""
         self.config = config
         self.store = store
         self._registry = registry
@@ -75,6 +81,7 @@ class DeskService:
         self.streams = Streams(store, clock, per_contact=config.streams_per_contact,
                                per_process=config.streams_per_process, words=self.desk.words)
         self.retry_after: tuple[float, ...] = RETRY_AFTER
+        self.router = Router(store, self.desk, clock, look)
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.sender: WebhookSender | None = None
@@ -99,8 +106,9 @@ class DeskService:
                   token_days=self.config.token_days,
                   arrivals=Arrivals(self.config, self.desk.words), old_secrets=self.config.old_secrets,
                   token_max_days=self.config.token_max_days).routes(app)
-        StaffAPI(self.store, self.desk, self.streams, account_id=self.config.account_id).routes(app)
+        StaffAPI(self.store, self.desk, self.streams, self.clock, account_id=self.config.account_id).routes(app)
         app.router.add_get("/desk/widget", self.widget)
+        app.router.add_get("/desk/staff/report", self.report_page)
         app.router.add_static("/desk/static", STATIC)
         return app
 
@@ -110,6 +118,8 @@ class DeskService:
         tasks.spawn(self.streams.run(stop), name="desk-streams")
         tasks.spawn(self._idle(stop), name="desk-idle")
         tasks.spawn(self._prune(stop), name="desk-prune")
+        if any(inbox.staff for inbox in self.config.inboxes.values()):
+            tasks.spawn(self.router.run(stop), name="desk-route")
         self._session = aiohttp.ClientSession()
         self.sender = WebhookSender(self.store, self.desk, self._session, self.clock, retry_after=self.retry_after)
         tasks.spawn(self.sender.run(stop), name="desk-webhooks")
@@ -147,6 +157,20 @@ class DeskService:
             (i.row.identifier for i in self.desk.inboxes.values()), "")
         page = (STATIC / "widget.html").read_text(encoding="utf-8")
         page = page.replace("{{inbox}}", html.escape(identifier, quote=True))
+        return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-cache"})
+
+    async def outcomes(self) -> tuple[Report, dict[int, str]]:
+        """The outcome figures of every inbox (the last 30 days' conversations): what /metrics shows."""
+        now = self.clock.now()
+        names = {inbox.row.id: inbox.row.name for inbox in self.desk.inboxes.values()}
+        made = await outcome_report(self.store, sorted(names), since=now - timedelta(days=DEFAULT_DAYS), until=now,
+                                    now=now)
+        return made, names
+
+    async def report_page(self, request: web.Request) -> web.Response:
+        """The staff page of outcome figures: a form for the staff key; the figures come from the staff API."""
+        page = (STATIC / "report.html").read_text(encoding="utf-8")
+        page = page.replace("{{account}}", html.escape(str(self.config.account_id), quote=True))
         return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-cache"})
 
     async def _idle(self, stop: asyncio.Event) -> None:

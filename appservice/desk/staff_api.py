@@ -3,13 +3,15 @@
 The key (header ``api_access_token``, as Chatwoot's) is an inbox's ``staff_key``: it reaches the conversations
 of every inbox that has that key, and no other's (another inbox's conversation is 404). Staff list and read
 conversations (private notes included), answer (``outgoing``) or note (``private``), ``toggle_status`` (``pending`` gives it to the
-bot, ``open`` to people, ``resolved``), assign, send or discard a bot's draft, and revoke a contact's tokens.
+bot, ``open`` to people, ``resolved``), assign, send or discard a bot's draft, revoke a contact's tokens, and
+read the outcome figures (``reports/outcomes``; the staff page ``/desk/staff/report`` shows them).
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+from datetime import timedelta
 from typing import Any
 
 from aiohttp import web
@@ -18,9 +20,12 @@ from appservice.desk import stream
 from appservice.desk.changes import Where
 from appservice.desk.desk import Desk, InboxConfig
 from appservice.desk.errors import RequestRefused
+from appservice.desk.outcomes import DURABLE_DAYS
+from appservice.desk.report import DEFAULT_DAYS, BadWindow, moment, outcome_report, report_json
 from appservice.desk.shapes import conversation_json, message_json
 from appservice.desk.tables import DeskTables
 from appservice.desk.web import body_of, int_of, text_field
+from engine.clock import Clock
 from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)
@@ -32,10 +37,11 @@ LIST_LIMIT = 100
 
 
 class StaffAPI:
-    def __init__(self, store: Store, desk: Desk, streams: stream.Streams, *, account_id: int) -> None:
+    def __init__(self, store: Store, desk: Desk, streams: stream.Streams, clock: Clock, *, account_id: int) -> None:
         self.store = store
         self.desk = desk
         self.streams = streams
+        self.clock = clock
         self.account_id = account_id
 
     def routes(self, app: web.Application) -> None:
@@ -50,6 +56,7 @@ class StaffAPI:
         r.add_post(CONVERSATION + "/messages/{message_id}/discard_draft", self.discard_draft)
         r.add_get(CONVERSATION + "/events", self.events)
         r.add_post(PREFIX + "/contacts/{contact_id}/revoke_tokens", self.revoke_tokens)
+        r.add_get(PREFIX + "/reports/outcomes", self.outcomes)
 
     def _reach(self, request: web.Request) -> dict[int, InboxConfig]:
         """The inboxes whose staff key the request carries (every key compared, in constant time)."""
@@ -172,6 +179,26 @@ class StaffAPI:
             raise RequestRefused(404, "no such contact")
         log.info("desk: the tokens of contact %s revoked by the staff", contact_id)
         return web.json_response({"meta": {}, "payload": {"success": True, "contact_id": contact_id}})
+
+    async def outcomes(self, request: web.Request) -> web.Response:
+        """The outcome figures (docs/desk.md) of the inboxes the key reaches — or of ``inbox`` (its name), one of
+        them — over the conversations started in ``since`` … ``until`` (``7d``, ``12h``, a date; default the
+        last 30 days), ``durable_days`` (default 7)."""
+        reach = self._reach(request)
+        wanted = request.query.get("inbox")
+        inboxes = sorted(reach) if wanted is None else [i for i, inbox in reach.items() if inbox.row.name == wanted]
+        if not inboxes:
+            raise RequestRefused(404, "no such inbox")
+        now = self.clock.now()
+        try:
+            durable_days = float(request.query.get("durable_days", DURABLE_DAYS))
+            made = await outcome_report(
+                self.store, inboxes, now=now, durable_days=durable_days,
+                since=moment(request.query.get("since"), now=now, default=now - timedelta(days=DEFAULT_DAYS)),
+                until=moment(request.query.get("until"), now=now, default=now))
+        except (BadWindow, ValueError) as exc:
+            raise RequestRefused(422, str(exc)) from None
+        return web.json_response(report_json(made, {i: reach[i].row.name for i in inboxes}))
 
     @staticmethod
     def _staff(body: dict[str, Any], where: Where) -> str:

@@ -108,6 +108,8 @@ class StaffRoom:
 
     async def status(self, tx: Tx, where: Where, before: Conversation) -> None:
         after = where.conversation
+        if after.assignee != before.assignee and after.assignee is not None and after.assignee.startswith("@"):
+            await self._ping(tx, where, after.assignee)
         key = None
         if after.bot_off_at is not None and before.bot_off_at is None:
             key = "staff_handover"
@@ -117,6 +119,19 @@ class StaffRoom:
         if words:
             await self._post(tx, where, f"summon.desk.c{after.id}.s{after.seq}.{key}", self.service_user,
                              answer_content(words, thread_root=None, reply_to=None, mention=None), "line", None)
+
+    async def _ping(self, tx: Tx, where: Where, user_id: str) -> None:
+        """The staff member it was assigned to, mentioned in the conversation's thread (a pill, and m.mentions)."""
+        name = await self._staff_name(tx, user_id)
+        words = self._words("staff_assigned", name=name)
+        if not words:
+            return
+        link = f'<a href="https://matrix.to/#/{html.escape(user_id, quote=True)}">{html.escape(name)}</a>'
+        content = {"msgtype": "m.text", "body": words, "format": "org.matrix.custom.html",
+                   "formatted_body": html.escape(words).replace(html.escape(name), link, 1),
+                   "m.mentions": {"user_ids": [user_id]}}
+        await self._post(tx, where, f"summon.desk.c{where.conversation.id}.s{where.conversation.seq}.assigned",
+                         self.service_user, content, "line", None)
 
     async def _draft(self, tx: Tx, where: Where, draft: Message) -> None:
         """The draft as its bot's notice, with ✅ and 🗑 under it for the staff to press."""

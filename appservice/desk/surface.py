@@ -26,6 +26,7 @@ from appservice.desk.changes import Changes, Where
 from appservice.desk.desk import Desk, state_of
 from appservice.desk.errors import RequestRefused
 from appservice.desk.kind import answers_on_desk
+from appservice.desk.said import phrases, says_it_hands_over
 from appservice.desk.tables import DeskTables
 from engine.content import Registry
 from engine.content.audience import AudienceFacts
@@ -86,13 +87,20 @@ class DeskSurface:
             return
         state = state_of(where.conversation)
         owed = run.asked_by is not None  # the conversation's bot, answering the contact who asked it
+        # A bot that handed the conversation over by its tool says its last words to the contact all the same.
+        handed_it = owed and await tx.of(DeskTables).handed_by_run(where.conversation.id, run.id)
         if owed:
-            direct = state.bots_answer and state.handler_bot == run.bot
+            direct = (state.bots_answer and state.handler_bot == run.bot) or handed_it
         else:
             direct = answers_on_desk(bot) == "directly" and not state.people_have_it and state.status != "resolved"
         if isinstance(outcome, Answered):
             if direct:
                 await self._answer(tx, where, run, bot.name, outcome.text)
+                if not handed_it and state.bots_answer and says_it_hands_over(outcome.text, self._phrases()):
+                    # Words are not a handoff, but the contact was told one: it happens, counted apart.
+                    log.warning("run %s said it hands the conversation over without its tool; handing it over",
+                                run.id, extra={"run": run.id, "room": where.key})
+                    await self.desk.talk_to_a_person(tx, where, cause="said", run_id=run.id)
             else:
                 await self._draft(tx, where, run, bot.name, outcome.text)
             return
@@ -114,10 +122,14 @@ class DeskSurface:
                                 sender_name=bot.name, bot=bot.slug, run_id=run.id, private=True)
         log.warning("run %s ended %s on the desk: conversation %s goes to people", run.id, outcome.ending,
                     where.conversation.id, extra={"run": run.id, "room": where.key})
-        await self.desk.become(tx, where, rules.bot_failed(state))
+        await self.desk.become(tx, where, rules.bot_failed(state), cause="failure", run_id=run.id)
+
+    def _phrases(self) -> list[str]:
+        return phrases(self._registry().strings.get("desk", "handover_phrases") or "")
 
     async def _answer(self, tx: Tx, where: Where, run: RunInfo, name: str, text: str) -> None:
         """Cut once, here: an answer that ends in choices carries them apart from its words (buttons)."""
+        await self.desk.record(tx, where, "bot_answered", bot=run.bot, run_id=run.id)
         cut = choices.cut(text)
         if not cut.offers:
             await self.desk.say(tx, where, message_type="outgoing", content=text, sender_type="agent_bot",

@@ -74,6 +74,21 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class OutcomeRow:
+    """Something that happened to a conversation, as its figures count it (``appservice.desk.outcomes``)."""
+
+    conversation_id: int
+    inbox_id: int
+    kind: str
+    cause: str | None
+    bot: str | None
+    by_whom: str | None
+    run_id: int | None
+    value: int | None
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class DeskEvent:
     seq: int
     kind: str
@@ -204,6 +219,44 @@ class DeskTables(Family):
 
     async def message_failed(self, message_id: int) -> Message | None:
         return maybe(Message, await self._one("desk_message_failed", message_id))
+
+    # --- outcomes (``sql/queries/desk_outcomes.sql``) -------------------------------------------------------
+
+    async def record_outcome(self, conversation_id: int, inbox_id: int, kind: str, *, cause: str | None = None,
+                             bot: str | None = None, by: str | None = None, run_id: int | None = None) -> None:
+        await self._run("desk_record_outcome", conversation_id, inbox_id, kind, cause, bot, by, run_id)
+
+    async def record_rating(self, conversation_id: int, inbox_id: int, value: int) -> bool:
+        """The contact's one rating; False when the conversation was rated before."""
+        return await self._value("desk_record_rating", conversation_id, inbox_id, value) is not None
+
+    async def outcomes_of_window(self, inbox_ids: list[int], since: datetime, until: datetime,
+                                 most: int) -> list[OutcomeRow]:
+        """What happened to the (at most ``most``) conversations of ``inbox_ids`` started in [since, until)."""
+        return rows(OutcomeRow, await self._all("desk_outcomes_of_window", inbox_ids, since, until, most))
+
+    async def handed_by_run(self, conversation_id: int, run_id: int) -> bool:
+        return bool(await self._value("desk_handed_by_run", conversation_id, run_id))
+
+    async def rating_asked(self, conversation_id: int) -> bool:
+        return bool(await self._value("desk_rating_asked", conversation_id))
+
+    async def mark_handed(self, conversation_id: int) -> None:
+        await self._run("desk_mark_handed", conversation_id)
+
+    async def to_route(self, limit: int) -> list[tuple[int, int, bool]]:
+        """Handed conversations nobody has, to decide: (id, inbox id, whether first since its handoff)."""
+        return [(int(r["id"]), int(r["inbox_id"]), bool(r["fresh"])) for r in await self._all("desk_to_route", limit)]
+
+    async def routed(self, conversation_id: int, *, to: str | None, promised: datetime | None,
+                     again: datetime | None) -> None:
+        await self._run("desk_routed", conversation_id, to, promised, again)
+
+    async def last_routed(self, inbox_id: int, staff: list[str]) -> dict[str, datetime]:
+        return {str(r["routed_to"]): r["at"] for r in await self._all("desk_last_routed", inbox_id, staff)}
+
+    async def cancel_other_runs(self, place: str, run_id: int) -> list[int]:
+        return [int(r["id"]) for r in await self._all("desk_cancel_other_runs", place, run_id)]
 
     # --- runs in a conversation -------------------------------------------------------------------------
 

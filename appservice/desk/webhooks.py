@@ -181,7 +181,7 @@ class WebhookSender(DeliveryLoop[Delivery]):
                 failed = await tx.of(DeskTables).message_failed(message.id)
                 if failed is not None:
                     await self.desk.changes.message(tx, where, failed, created=False)
-                await self.desk.become(tx, where, rules.bot_failed(state_of(where.conversation)))
+                await self.desk.become(tx, where, rules.bot_failed(state_of(where.conversation)), cause="failure")
         except (RequestRefused, StoreError) as exc:
             log.warning("desk: could not hand conversation %s to people after its bot was unreachable: %s",
                         d.conversation_id, exc)

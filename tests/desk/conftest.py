@@ -17,9 +17,10 @@ import pytest
 from aiohttp import web
 
 from appservice.config import Desk as DeskConfig
-from appservice.config import DeskInbox, DeskWebhook
+from appservice.config import DeskInbox, DeskOfficeHours, DeskWebhook
 from appservice.desk.service import DeskService
 from appservice.desk.tokens import identity_token
+from appservice.desk.tools import make_hand_to_people
 from appservice.kinds import KINDS
 from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
@@ -47,8 +48,14 @@ BOTS = {
                        "limits: {per: {day: 1}}\n---\nYou look things up.\n"),
     "bots/noter.md": ("---\nname: Noter\nsurfaces: [desk]\nhears: [support-message]\ntools: [about_me]\n"
                       "limits: {per: {day: 1}}\n---\nYou draft.\n"),
+    # Hands the conversation to people by its tool.
+    "bots/passer.md": ("---\nname: Passer\nsurfaces: [desk]\noffer: always\n"
+                       "tools: [hand_to_people]\nlimits: {per: {day: 1}}\n---\nYou pass it on when you must.\n"),
 }
 STAFF_KEY = "staff-key-" + "s" * 20
+HANDOFF_KEY = "handoff-key-" + "h" * 20
+STAFFED_KEY = "staffed-key-" + "t" * 20
+STAFF = ("@sam:localhost", "@kim:localhost", "@lee:localhost")
 IDENTITY = "identity-" + "i" * 20
 SECRET = "desk-secret-" + "x" * 32
 
@@ -71,6 +78,11 @@ def inboxes(hook: str | None = None) -> dict[str, DeskInbox]:
         "members": inbox("Members", ("member",)),
         "personal": inbox("Personal", ("keeper", "noter")),
         "other": inbox("Other", ("clerk",), key="other-key-" + "o" * 20),
+        "handoff": inbox("Handoff", ("passer",), key=HANDOFF_KEY),
+        # Handoffs here go to its staff: office hours Monday to Friday, 9 to 17:30 in Dublin.
+        "staffed": DeskInbox(title="Staffed", staff_key=STAFFED_KEY, identity_secret=IDENTITY, bots=("clerk",),
+                             staff=STAFF, office_hours=DeskOfficeHours(timezone="Europe/Dublin", opens="09:00",
+                                                                       closes="17:30")),
     }
 
 
@@ -244,7 +256,8 @@ async def desk(db: TestStore, desk_registry: Registry, request: pytest.FixtureRe
     await service.load()
     service.retry_after = (0.05, 0.1)  # three attempts, quickly
     worker = Worker(db, lambda: desk_registry, stand_in(clock), {"desk": service.surface}, clock,
-                    WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="desk-test", status=STAND_IN)
+                    WorkerSettings(lease_seconds=30, poll_seconds=0.2), worker_id="desk-test", status=STAND_IN,
+                    tools={"hand_to_people": make_hand_to_people(db, lambda: service.desk)}, surface_tools=KINDS.tools)
     stop = asyncio.Event()
     tasks = TaskGroup("desk-test")
     await service.serve(tasks, stop)

@@ -146,7 +146,9 @@ async def test_talk_to_a_person_cancels_the_run_thinking_and_no_bot_starts_again
     [run] = await runs_in(desk, conversation)
     assert (run["status"], run["ending"]) == ("cancelled", "cancelled")
     said = [m["content"] for m in await desk.messages(ann, conversation)]
-    assert "Never said." not in said and said[-1] == "A person will pick this up here. You can keep writing."
+    assert "Never said." not in said
+    assert said[-1] == ("A person will pick this up here and can read everything above, so there is no need to repeat "
+                        "anything. You can keep writing.")
     # Nothing starts a bot here again until a human has it…
     await desk.say(ann, conversation, "hello?")
     assert len(await runs_in(desk, conversation)) == 1

@@ -90,7 +90,7 @@ async def test_ask_choose_did_that_help_talk_to_a_person_and_a_staff_reply(desk:
     await page.screenshot(path=str(shot("widget-answer.png")))
     # Did that help? → Talk to a person.
     await page.locator("#summon-check-buttons").get_by_role("button", name="Talk to a person").click()
-    await page.locator("li.msg.activity").filter(has_text="A person will pick this up here.").wait_for()
+    await page.locator("li.msg.activity").filter(has_text="A person will pick this up here").wait_for()
     await page.wait_for_selector("#summon-person", state="hidden")
     conversation = int(await page.evaluate(
         "JSON.parse(localStorage.getItem('summon-desk:always')).conversation"))
@@ -180,7 +180,7 @@ async def test_talk_to_a_person_withdraws_the_choices_on_offer(desk: DeskRig, pa
     answer = await answered_with_choices(desk, page)
     assert await answer.locator(".choices button:disabled").count() == 0
     await page.locator("#summon-check-buttons").get_by_role("button", name="Talk to a person").click()
-    await page.locator("li.msg.activity").filter(has_text="A person will pick this up here.").wait_for()
+    await page.locator("li.msg.activity").filter(has_text="A person will pick this up here").wait_for()
     # Withdrawn, not taken: every choice goes, none is marked as the one chosen.
     await page.wait_for_function(
         "document.querySelectorAll('li.msg.bot .choices button:disabled').length === 2")

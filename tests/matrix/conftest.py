@@ -11,7 +11,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from nio import AsyncClient, RegisterResponse, RoomCreateResponse
+from nio import AsyncClient, JoinResponse, RegisterResponse, RoomCreateResponse
 
 from appservice.app import Service
 from appservice.config import Desk as DeskConfig
@@ -47,6 +47,8 @@ class DeskStaff:
 
     client: AsyncClient
     room_id: str
+    # A second staff member in the same room (the "staffed" inbox lists both: a handoff goes to whoever is present).
+    second: AsyncClient
 
 
 DESK_STAFF_KEY = "matrix-tests-staff-key-0123456789"
@@ -59,10 +61,17 @@ async def desk_staff(stack: dict[str, str]) -> AsyncIterator[DeskStaff]:
     resp = await client.register(client.user, "pw-" + uuid.uuid4().hex)
     assert isinstance(resp, RegisterResponse), resp
     await client.set_displayname("Bea from support")
-    made = await client.room_create(name="desk staff", invite=[f"@summon:{stack['SUMMON_SERVER_NAME']}"])
+    second = AsyncClient(stack["SUMMON_HS_URL"], f"deskcal{uuid.uuid4().hex[:8]}")
+    resp = await second.register(second.user, "pw-" + uuid.uuid4().hex)
+    assert isinstance(resp, RegisterResponse), resp
+    await second.set_displayname("Cal from support")
+    made = await client.room_create(name="desk staff", invite=[f"@summon:{stack['SUMMON_SERVER_NAME']}",
+                                                               second.user_id])
     assert isinstance(made, RoomCreateResponse), made
-    yield DeskStaff(client, str(made.room_id))
+    assert isinstance(await second.join(made.room_id), JoinResponse)
+    yield DeskStaff(client, str(made.room_id), second)
     await client.close()
+    await second.close()
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +105,10 @@ async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
         "desk": DeskConfig.model_validate({
             "listen": {"host": "127.0.0.1", "port": 0}, "secret": "matrix-tests-desk-secret-" + "d" * 16,
             "staff_room": desk_staff.room_id,
-            "inboxes": {"web": {"title": "Help", "staff_key": DESK_STAFF_KEY, "daily_spend": 100.0}},
+            "inboxes": {"web": {"title": "Help", "staff_key": DESK_STAFF_KEY, "daily_spend": 100.0},
+                        # Handoffs here go to whichever of its two staff members is present (no office hours).
+                        "staffed": {"title": "Staffed", "staff_key": DESK_STAFF_KEY, "daily_spend": 100.0,
+                                    "staff": [desk_staff.client.user_id, desk_staff.second.user_id]}},
         }),
         # Member bots (docs/member-bots.md): a fast clock, a low floor, and the loopback feed server allowed.
         "members": Members(keys=[MEMBER_KEY], min_every_seconds=60, tick_seconds=0.5, dry_run_seconds=60,

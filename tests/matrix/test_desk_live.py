@@ -7,12 +7,13 @@ sends it, sends their own version (a reply to the draft), or discards it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from nio import JoinedMembersResponse, RoomMessagesResponse, RoomSendResponse
+from nio import JoinedMembersResponse, PresenceSetResponse, RoomMessagesResponse, RoomSendResponse
 
 from appservice.app import Service
 from appservice.desk.tables import DeskTables
@@ -129,7 +130,7 @@ async def test_the_widget_to_a_staff_reply_from_the_matrix_room(service: Service
         await page.wait_for_selector("#summon-check:not([hidden])")
         assert await page.inner_text("#summon-check-words") == "Did that help?"
         await page.locator("#summon-check-buttons").get_by_role("button", name="Talk to a person").click()
-        await page.locator("li.msg.activity").filter(has_text="A person will pick this up here.").wait_for()
+        await page.locator("li.msg.activity").filter(has_text="A person will pick this up here").wait_for()
         conversation = int(await page.evaluate("JSON.parse(localStorage.getItem('summon-desk:web')).conversation"))
 
         # The staff room has the conversation as a thread: the customer's lines (escaped), the bot's answers by
@@ -229,3 +230,61 @@ async def _drafts(service: Service, conversation: int) -> list[tuple[str, str]]:
     async with service.store.transaction("check") as tx:
         messages = await tx.of(DeskTables).messages(conversation, private=True)
     return [(m.content, m.draft or "") for m in messages if m.draft]
+
+
+async def handed_to_people(service: Service, name: str) -> int:
+    """A contact of the "staffed" inbox chooses Support, then asks for a person: its conversation's id."""
+    assert service.desk is not None
+    base = f"{service.desk.address}/public/api/v1/inboxes/staffed"
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{base}/contacts", json={"name": name}) as resp:
+            made = await resp.json()
+        headers = {"Authorization": f"Bearer {made['pubsub_token']}"}
+        path = f"{base}/contacts/{made['source_id']}/conversations"
+        async with http.post(path, json={}, headers=headers) as resp:
+            conversation = int((await resp.json())["id"])
+        words = f"{name} needs the refund team"
+        BOOK.say(words, [{"text": "Let me look into that."}])
+        async with http.post(f"{path}/{conversation}/messages", json={"content": words}, headers=headers) as resp:
+            assert resp.status == 200
+        async with http.get(f"{path}/{conversation}/messages", headers=headers) as resp:
+            offer = next(m for m in await resp.json() if m["message_type"] == "template")
+        async with http.patch(f"{path}/{conversation}/messages/{offer['id']}", headers=headers,
+                              json={"submitted_values": [{"value": "bot:support"}]}) as resp:
+            assert resp.status == 200, await resp.text()
+
+        async def answered() -> bool:
+            async with http.get(f"{path}/{conversation}/messages", headers=headers) as resp:
+                return any(m["content"] == "Let me look into that." for m in await resp.json())
+        await eventually(answered, timeout=20)
+        async with http.post(f"{path}/{conversation}/toggle_status", json={"status": "open"}, headers=headers) as resp:
+            assert resp.status == 200
+    return conversation
+
+
+async def test_a_handoff_goes_to_the_staff_member_who_is_online_and_pings_them(service: Service, desk_staff: DeskStaff,
+                                                                               sql: Any) -> None:
+    bea, cal = desk_staff.client, desk_staff.second
+    assert isinstance(await bea.set_presence("online"), PresenceSetResponse)
+    assert isinstance(await cal.set_presence("offline"), PresenceSetResponse)
+
+    async def assignee(conversation: int) -> str | None:
+        row = await sql.fetchrow("SELECT assignee FROM desk_conversations WHERE id = $1", conversation)
+        return None if row is None else row["assignee"]
+
+    first = await handed_to_people(service, "Ann")
+    await eventually(lambda: _is(assignee(first), bea.user_id), timeout=20)
+    root = await thread_of(desk_staff, first)
+    ping = await in_thread_from(desk_staff, root, SERVICE_USER, "this conversation is yours")
+    assert ping["content"]["m.mentions"] == {"user_ids": [bea.user_id]}
+    assert "Bea from support" in ping["content"]["body"]
+    # Bea goes offline and Cal comes online: the next handoff is Cal's, never the offline one's.
+    assert isinstance(await bea.set_presence("offline"), PresenceSetResponse)
+    assert isinstance(await cal.set_presence("online"), PresenceSetResponse)
+    second = await handed_to_people(service, "Bo")
+    await eventually(lambda: _is(assignee(second), cal.user_id), timeout=30)
+    assert await assignee(first) == bea.user_id  # the first stays with whom it was given
+
+
+async def _is(value: Awaitable[Any], expected: Any) -> bool:
+    return bool(await value == expected)

@@ -20,7 +20,7 @@ paths:
     get: {operationId: showPet}
 """
 KIT = {"bots/desk.md": "---\nname: Desk\nsurfaces: [desk]\n---\nConduct.\n"}
-BUILTINS = ("built-ins: about_me, card, create_bot, current_room, fetch, open_skill, raise_ticket, remove_bot, "
+BUILTINS = ("built-ins: about_me, card, create_bot, current_room, fetch, hand_to_people, open_skill, raise_ticket, remove_bot, "
             "search_site")
 
 

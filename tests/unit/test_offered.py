@@ -178,13 +178,16 @@ def test_opened_skills_are_read_off_the_steps_in_order() -> None:
     assert opened_skills(steps) == ("refunds-and-returns", "for-mods")
 
 
-def test_the_builtins_are_exactly_nine_each_saying_when_to_reach_for_it() -> None:
-    # Issue 14 added the member bots' three: card, create_bot and remove_bot. Two are a surface's own, registered
-    # with it (the door's current_room, the member bots' card), offered only there.
+def test_the_builtins_are_exactly_ten_each_saying_when_to_reach_for_it() -> None:
+    # Issue 14 added the member bots' three: card, create_bot and remove_bot; issue 31 the desk's hand_to_people.
+    # Three are a surface's own, registered with it (the door's current_room, the member bots' card, the desk's
+    # hand_to_people), offered only there.
     assert set(BUILTIN_SPECS) == set(BUILTIN_TOOLS)
     assert set(BUILTIN_TOOLS) | set(KINDS.tools) == {"open_skill", "search_site", "about_me", "raise_ticket", "fetch",
-                                                      "current_room", "card", "create_bot", "remove_bot"}
-    assert {name: needs for name, (_, needs) in KINDS.tools.items()} == {"current_room": "voice", "card": "members"}
+                                                      "current_room", "card", "create_bot", "remove_bot",
+                                                      "hand_to_people"}
+    assert {name: needs for name, (_, needs) in KINDS.tools.items()} == {"current_room": "voice", "card": "members",
+                                                                         "hand_to_people": "desk"}
     for name, spec in {**BUILTIN_SPECS, **{name: spec for name, (spec, _) in KINDS.tools.items()}}.items():
         assert spec.name == name
         assert len(spec.description) > 60, f"{name}: a tool's description is prompt; say when to use it"

@@ -73,6 +73,19 @@ class Homeserver:
         async with _translated(f"setting {user_id}'s presence"):
             await self.api.intent(UserID(user_id)).set_presence(state, status, ignore_cache=True)
 
+    async def presence_of(self, as_user: str, user_id: str) -> tuple[str, str | None]:
+        """``user_id``'s presence (online, unavailable, offline) as ``as_user`` sees it, and their display name."""
+        intent = self.api.intent(UserID(as_user))
+        async with _translated(f"reading {user_id}'s presence"):
+            presence = await intent.get_presence(UserID(user_id))
+        name: str | None = None
+        try:
+            async with _translated(f"reading {user_id}'s name"):
+                name = await intent.get_displayname(UserID(user_id))
+        except MatrixError as exc:
+            log.debug("no display name for %s: %s", user_id, exc)
+        return str(presence.presence.value), name
+
     # --- media ----------------------------------------------------------------------------------------
 
     async def download(self, user_id: str, mxc: str, max_bytes: int) -> bytes:
