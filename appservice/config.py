@@ -378,6 +378,9 @@ class Desk(_Strict):
     messages_per_minute: int = Field(default=20, ge=1)
     # Minutes a bot's answer may stand unanswered before the conversation is resolved as assumed.
     idle_minutes: float = Field(default=30.0, gt=0)
+    # Whether a bot handing a conversation to people writes the summary at the top of it (a bot's own
+    # handoff_summary: says otherwise for that bot).
+    handoff_summary: bool = True
     # The Matrix room (a room id the service user has joined) where each conversation is mirrored as a thread.
     # Room version 12 ids have no server part (!opaque), earlier ones do (!opaque:server).
     staff_room: str | None = Field(default=None, pattern=r"^![^:\s]+(:\S+)?$")

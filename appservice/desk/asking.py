@@ -36,6 +36,18 @@ TRANSCRIPT_LINES = 50
 TELL_EVERY_SECONDS = 60.0
 
 
+SUMMARY = ":summary:"
+
+
+def summary_trigger(where: Where, bot: str) -> str:
+    """A summary run's trigger: one per handoff (the conversation's event number at it) and bot."""
+    return f"{where.key}{SUMMARY}{where.conversation.seq}:{bot}"
+
+
+def is_summary(trigger_event: str | None) -> bool:
+    return SUMMARY in (trigger_event or "")
+
+
 def contact_name(contact: Contact, registry: Registry) -> str:
     """What a contact is called: their own name, else the site's word for a contact with none (``### desk
     contact``), else their number — never words of the code's own."""
@@ -128,6 +140,31 @@ class DeskAsking:
                      extra={"bot": bot.slug, "room": where.key})
             if asked and result.reason in TOLD:
                 await self._tell(tx, where, bot, result)
+        return result
+
+    async def summarise(self, tx: Tx, where: Where, bot: Bot, prompt: str) -> Summoned | Refused:
+        """Ask ``bot`` for the summary of a conversation just handed to people (``appservice.desk.summary``): asked by
+        nobody, about the contact, handed the conversation as the contact read it and the tickets its runs raised;
+        not the conversation's one live run (it never joins nor blocks the bot's other work there)."""
+        registry = self._registry()
+        lines = transcript(await tx.of(DeskTables).last_messages(where.conversation.id, private=False,
+                                                                 limit=TRANSCRIPT_LINES))
+        context: dict[str, Any] = {"kind": "desk", "lines": lines,
+                                   "tickets": await tx.of(DeskTables).tickets_of(where.key)}
+        framing = registry.strings.get("desk", "context")
+        if framing:
+            context["header"] = framing.format(inbox=where.inbox.title)
+        facts = await contact_facts(tx, where.contact, self.server_name, private=False)
+        summons = Summons(
+            bot=bot.slug, surface=SURFACE, prompt=prompt, asked_by=None, subject=where.contact_key, facts=facts,
+            place=where.key, trigger_event=summary_trigger(where, bot.slug), context=context,
+            pool=inbox_pool(where.inbox), pool_daily=self.daily_spend.get(where.inbox.id),
+        )
+        async with tx.savepoint():
+            result = await summon(tx, registry, summons, max_attempts=self.max_attempts)
+        if isinstance(result, Refused):
+            log.info("the handoff summary of %s by %s was refused (%s)", where.key, bot.slug, result.reason,
+                     extra={"bot": bot.slug, "room": where.key})
         return result
 
     async def _tell(self, tx: Tx, where: Where, bot: Bot, refused: Refused) -> None:

@@ -22,7 +22,9 @@ from appservice.desk import rules
 from appservice.desk.asking import DeskAsking, contact_facts, contact_name
 from appservice.desk.changes import Changes, Where, conversation_key
 from appservice.desk.errors import RequestRefused
+from appservice.desk.kind import HANDOFF_SUMMARY
 from appservice.desk.rules import Resolution, Roster, State, Status
+from appservice.desk.summary import Said, plain
 from appservice.desk.tables import Contact, Conversation, DeskTables, Inbox, Message
 from engine.content import Bot, Registry
 from engine.run.refusals import Refused
@@ -61,13 +63,15 @@ def state_of(c: Conversation) -> State:
 
 class Desk:
     def __init__(self, registry: Callable[[], Registry], changes: Changes, asking: DeskAsking, *,
-                 server_name: str, messages_per_minute: int, conversations_per_contact: int = 20) -> None:
+                 server_name: str, messages_per_minute: int, conversations_per_contact: int = 20,
+                 handoff_summary: bool = True) -> None:
         self._registry = registry
         self.changes = changes
         self.asking = asking
         self.server_name = server_name
         self.messages_per_minute = messages_per_minute
         self.conversations_per_contact = conversations_per_contact
+        self.handoff_summary = handoff_summary  # the desk's default when a bot's file does not say
         self.inboxes: dict[int, InboxConfig] = {}
 
     def add_inbox(self, row: Inbox, settings: DeskInbox) -> None:
@@ -130,6 +134,7 @@ class Desk:
         if state == state_of(before):
             return where
         was = state_of(before)
+        summarise: str | None = None
         if cause == "wrote" and was.status == "resolved" and state.status != "resolved":
             await self.record(tx, where, "reopened")
         elif cause is not None and cause != "wrote" and state.status == "open" and (
@@ -138,6 +143,7 @@ class Desk:
             # bot — asking for a person before any bot had it is the contact's way in, not a bot's handoff.
             if _the_bots(was):
                 await self.record(tx, where, "handed", cause=cause, bot=was.handler_bot, run_id=run_id)
+                summarise = was.handler_bot
             await tx.of(DeskTables).mark_handed(before.id)
             log.info("desk conversation %s goes to people (%s)", before.id, cause,
                      extra={"room": where.key, "bot": was.handler_bot})
@@ -146,6 +152,8 @@ class Desk:
                                                 resolution=state.resolution)
         now = where.now(after)
         await self.changes.status(tx, now, before)
+        if summarise is not None:
+            await self.summarise(tx, now, summarise, cause=cause)
         log.info("desk conversation %s: %s → %s", before.id, before.status, after.status,
                  extra={"room": where.key, "bot": after.handler_bot})
         return now
@@ -155,6 +163,39 @@ class Desk:
         """Something that happened to the conversation, as its figures count it (``appservice.desk.outcomes``)."""
         await tx.of(DeskTables).record_outcome(where.conversation.id, where.inbox.id, kind, cause=cause, bot=bot,
                                                by=by, run_id=run_id)
+
+    # --- the summary at the top of a handoff (``summary``) -------------------------------------------------
+
+    def summarises(self, bot: Bot) -> bool:
+        said = HANDOFF_SUMMARY.of(bot)
+        return self.handoff_summary if said is None else said
+
+    async def summarise(self, tx: Tx, where: Where, slug: str | None, *, cause: str | None = None) -> None:
+        """A conversation just handed to people gets its summary: by its bot when the bot's file (or the desk)
+        says so — the desk's plain one when the bot cannot write it (refused, or its provider is what failed)."""
+        bot = self.bot(slug) if slug else None
+        if bot is None or not self.summarises(bot):
+            return
+        if cause != "failure":
+            asked = await self.asking.summarise(tx, where, bot, self.words("summary_prompt"))
+            if isinstance(asked, Summoned):
+                return
+        await self.plain_summary(tx, where, bot)
+
+    async def plain_summary(self, tx: Tx, where: Where, bot: Bot | None) -> Message | None:
+        """The desk's own summary, from the record (``summary.plain``), as a private note marked as the desk's
+        (none when the site's strings have no ``summary_plain``: the desk has no words of its own)."""
+        template = self.words("summary_plain")
+        if not template:
+            return None
+        messages = await tx.of(DeskTables).last_messages(where.conversation.id, private=False, limit=50)
+        said = [Said("contact" if m.sender_type == "contact" else "bot" if m.sender_type == "agent_bot" else "person",
+                     m.content)
+                for m in messages if m.message_type in ("incoming", "outgoing") and not m.content_attributes.get("ending")]
+        text = plain(said, await tx.of(DeskTables).tickets_of(where.key), template=template,
+                     nothing=self.words("summary_nothing"))
+        return await self.say(tx, where, message_type="outgoing", content=text, sender_type="system", private=True,
+                              attributes={"summary": "desk", **({"for_bot": bot.slug} if bot else {})})
 
     async def say(self, tx: Tx, where: Where, *, message_type: str, content: str, sender_type: str,
                   **fields: Any) -> Message:

@@ -17,6 +17,9 @@ Offer = Literal["off", "ask", "always"]
 Answers = Literal["draft", "directly"]
 OFFER: Key[Offer] = Key("offer", Offer, "off")
 ANSWERS: Key[Answers | None] = Key("answers", Answers | None, None)
+# Whether the bot writes the summary at the top of a conversation it hands to people (None: the desk's default,
+# ``desk.handoff_summary``).
+HANDOFF_SUMMARY: Key[bool | None] = Key("handoff_summary", bool | None, None)
 _PER = "a per-person ceiling must hold (windows: minute, hour, day, week, month)"
 
 
@@ -45,6 +48,9 @@ def _desk_only(values: Mapping[str, Any], refuse: Refuse) -> None:
         elif not values["limits"].per:
             refuse(("hears", "limits"), "hears: support-message needs limits.per: the bot answers every message a contact"
                    f" writes by itself, so {_PER}")
+    if values["handoff_summary"] is not None and NAME not in surfaces:
+        refuse(("handoff_summary", "surfaces"), "handoff_summary: is about handing a desk conversation over, but the "
+               f"bot is not on the desk (surfaces: {shown})")
     if values["answers"] is not None and NAME not in surfaces:
         refuse(("answers", "surfaces"), f"answers: is how the bot answers on the desk, but it is not on the desk (surfaces: {shown})")
 
@@ -63,7 +69,7 @@ HAND_TO_PEOPLE = ToolSpec(
 
 DESK = Kind(
     NAME,
-    keys=(OFFER, ANSWERS),
+    keys=(OFFER, ANSWERS, HANDOFF_SUMMARY),
     rules=(_desk_only,),
     tools=(HAND_TO_PEOPLE,),
     commands=True,
@@ -100,6 +106,9 @@ DESK = Kind(
             # ``promise_at`` when a person will answer (outside hours), ``promise_soon`` inside hours with nobody
             # present; ``staff_assigned`` pings the staff member in the conversation's staff thread.
             "assigned": ("name",), "promise_at": ("when",), "promise_soon": (), "staff_assigned": ("name",),
+            # The summary at the top of a handoff: what its bot is told to write (``summary_prompt``), and the desk's
+            # own when the bot cannot (``summary_plain``; ``summary_nothing`` for a part with nothing in it).
+            "summary_prompt": (), "summary_plain": ("asked", "answered", "open", "tickets"), "summary_nothing": (),
         },
     },
 )

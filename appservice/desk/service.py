@@ -75,7 +75,8 @@ class DeskService:
         self.asking = DeskAsking(registry, self.changes, server_name=server_name, max_attempts=max_attempts)
         self.desk = Desk(registry, self.changes, self.asking, server_name=server_name,
                          messages_per_minute=config.messages_per_minute,
-                         conversations_per_contact=config.conversations_per_contact)
+                         conversations_per_contact=config.conversations_per_contact,
+                         handoff_summary=config.handoff_summary)
         self.surface = DeskSurface(self.desk, store, registry, self.changes, server_name=server_name)
         self.changes.watch(Webhooks(self.desk, account_id=config.account_id))
         self.streams = Streams(store, clock, per_contact=config.streams_per_contact,
@@ -118,7 +119,7 @@ class DeskService:
         tasks.spawn(self.streams.run(stop), name="desk-streams")
         tasks.spawn(self._idle(stop), name="desk-idle")
         tasks.spawn(self._prune(stop), name="desk-prune")
-        if any(inbox.staff for inbox in self.config.inboxes.values()):
+        if self.router.look is not None and any(inbox.staff for inbox in self.config.inboxes.values()):
             tasks.spawn(self.router.run(stop), name="desk-route")
         self._session = aiohttp.ClientSession()
         self.sender = WebhookSender(self.store, self.desk, self._session, self.clock, retry_after=self.retry_after)

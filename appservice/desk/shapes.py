@@ -102,7 +102,9 @@ def conversation_json(conversation: Conversation, contact: Contact, messages: li
         "contact": contact_json(contact),
         "messages": [message_json(m, contact.id) for m in messages],
         "meta": {"sender": contact_json(contact), "assignee": assignee_json(conversation),
-                 "agent_bot": conversation.handler_bot},
+                 "agent_bot": conversation.handler_bot,
+                 # The summary at the top of a handoff (staff only: only their messages carry private notes).
+                 **({"summary": summary_json(found)} if (found := latest_summary(messages)) else {})},
         "handler_bot": conversation.handler_bot,
         "bot_off": conversation.bot_off_at is not None,
         "resolution": conversation.resolution,
@@ -111,6 +113,15 @@ def conversation_json(conversation: Conversation, contact: Contact, messages: li
         # The number of its last event: a reader that has these messages streams from here (Last-Event-ID).
         "last_event_id": conversation.seq,
     }
+
+
+def latest_summary(messages: list[Message]) -> Message | None:
+    return next((m for m in reversed(messages) if m.private and m.content_attributes.get("summary")), None)
+
+
+def summary_json(message: Message) -> dict[str, Any]:
+    return {"message_id": message.id, "content": message.content, "by": message.content_attributes.get("summary"),
+            "bot": message.bot, "created_at": unix(message.created_at)}
 
 
 def status_json(conversation: Conversation) -> dict[str, Any]:

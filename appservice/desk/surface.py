@@ -21,14 +21,14 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from appservice.desk import rules
-from appservice.desk.asking import contact_facts
+from appservice.desk.asking import contact_facts, is_summary
 from appservice.desk.changes import Changes, Where
 from appservice.desk.desk import Desk, state_of
 from appservice.desk.errors import RequestRefused
 from appservice.desk.kind import answers_on_desk
 from appservice.desk.said import phrases, says_it_hands_over
 from appservice.desk.tables import DeskTables
-from engine.content import Registry
+from engine.content import Bot, Registry
 from engine.content.audience import AudienceFacts
 from engine.core import choices
 from engine.core.redact import redact
@@ -85,6 +85,9 @@ class DeskSurface:
             log.error("run %s cannot be delivered: conversation %s is gone", run.id, conversation_id,
                       extra={"run": run.id})
             return
+        if is_summary(run.trigger_event):
+            await self._summary(tx, where, run, bot, outcome)
+            return
         state = state_of(where.conversation)
         owed = run.asked_by is not None  # the conversation's bot, answering the contact who asked it
         # A bot that handed the conversation over by its tool says its last words to the contact all the same.
@@ -114,15 +117,28 @@ class DeskSurface:
             await self.desk.say(tx, where, message_type="outgoing", content=note, sender_type="agent_bot",
                                 sender_name=bot.name, bot=bot.slug, run_id=run.id, private=True)
             return
-        if words:
+        if words:  # the bot's words for an ending (marked: not an answer, for the summary and the figures)
             await self.desk.say(tx, where, message_type="outgoing", content=words, sender_type="agent_bot",
-                                sender_name=bot.name, bot=bot.slug, run_id=run.id)
+                                sender_name=bot.name, bot=bot.slug, run_id=run.id,
+                                attributes={"ending": outcome.ending})
         if reason:  # the reason is the staff's (SPEC §1: on the desk, in the staff view)
             await self.desk.say(tx, where, message_type="outgoing", content=reason, sender_type="agent_bot",
                                 sender_name=bot.name, bot=bot.slug, run_id=run.id, private=True)
         log.warning("run %s ended %s on the desk: conversation %s goes to people", run.id, outcome.ending,
                     where.conversation.id, extra={"run": run.id, "room": where.key})
         await self.desk.become(tx, where, rules.bot_failed(state), cause="failure", run_id=run.id)
+
+    async def _summary(self, tx: Tx, where: Where, run: RunInfo, bot: Bot, outcome: Outcome) -> None:
+        """A handoff's summary: the bot's answer as a private note marked as its summary; when it could not
+        write one, the desk's plain one."""
+        if isinstance(outcome, Answered) and outcome.text.strip():
+            await self.desk.say(tx, where, message_type="outgoing", content=outcome.text, sender_type="agent_bot",
+                                sender_name=bot.name, bot=bot.slug, run_id=run.id, private=True,
+                                attributes={"summary": "bot"})
+            return
+        log.info("run %s wrote no summary of %s (%s); the desk writes its own", run.id, where.key,
+                 getattr(outcome, "ending", "nothing said"), extra={"run": run.id, "room": where.key})
+        await self.desk.plain_summary(tx, where, bot)
 
     def _phrases(self) -> list[str]:
         return phrases(self._registry().strings.get("desk", "handover_phrases") or "")

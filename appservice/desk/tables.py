@@ -241,6 +241,10 @@ class DeskTables(Family):
     async def rating_asked(self, conversation_id: int) -> bool:
         return bool(await self._value("desk_rating_asked", conversation_id))
 
+    async def tickets_of(self, place: str) -> list[str]:
+        """The tickets the conversation's runs raised, as ``#id subject``."""
+        return [f"#{r['id']} {r['subject']}" for r in await self._all("desk_tickets_of", place)]
+
     async def mark_handed(self, conversation_id: int) -> None:
         await self._run("desk_mark_handed", conversation_id)
 

@@ -253,3 +253,71 @@ async def test_summon_desk_report_prints_the_figures_for_a_staff_key(desk: DeskR
     refused = desk_report(config)
     assert refused.returncode == 2 and "staff key" in refused.stderr
     assert desk_report(config, "--inbox", "handoff", key=STAFF_KEY).returncode == 2
+
+
+SUMMARY_PROMPT = "say nothing you do not see above."  # how the kit's summary_prompt ends: the book's key
+
+
+async def summaries(desk: DeskRig, conversation: int, key: str = STAFF_KEY) -> list[dict[str, Any]]:
+    staff = await desk.call("GET", desk.staff_path(conversation, "/messages"), staff=key)
+    return [m for m in staff["payload"] if m["content_attributes"].get("summary")]
+
+
+async def test_a_handoff_gets_the_bots_summary_at_the_top_for_the_staff_alone(desk: DeskRig) -> None:
+    kai = await desk.contact("always")
+    conversation, _ = await answered(desk, kai, "My parcel never came", "Sorry to hear it. Which order?")
+    await desk.say(kai, conversation, "Order 1234, and I want a refund", script=[{"text": "Let me check."}])
+    await desk.work()
+    # The summary run is asked by nobody, about the contact, and not the conversation's live run.
+    from tests.book import BOOK
+    BOOK.say(SUMMARY_PROMPT, [{"text": "Kai's parcel (order 1234) never came; a refund is asked for. Still open: "
+                                       "the refund."}])
+    await desk.call("POST", f"{desk.base(kai)}/conversations/{conversation}/toggle_status", token=kai.token,
+                    body={"status": "open"})
+    run = await desk.row("SELECT asked_by, subject, status FROM agent_runs WHERE place = $1 AND trigger_event LIKE "
+                         "'%:summary:%'", f"desk:{conversation}")
+    assert (run["asked_by"], run["subject"], run["status"]) == (None, f"contact:{kai.id}", "queued")
+    await desk.work()
+    [summary] = await summaries(desk, conversation)
+    assert summary["content"].startswith("Kai's parcel (order 1234) never came")
+    assert (summary["private"], summary["bot"], summary["content_attributes"]["summary"]) == (True, "clerk", "bot")
+    shown = await desk.call("GET", desk.staff_path(conversation), staff=STAFF_KEY)
+    assert shown["meta"]["summary"]["content"] == summary["content"]
+    public = await desk.shown(kai, conversation)
+    assert "summary" not in public["meta"]
+    assert not [m for m in await desk.messages(kai, conversation) if m["content_attributes"].get("summary")]
+    told = [m["content"] for m in await desk.messages(kai, conversation) if m["message_type"] == "activity"]
+    assert any("no need to repeat" in t for t in told)
+
+
+async def test_a_failed_bot_leaves_the_desks_own_summary_from_the_record(desk: DeskRig) -> None:
+    lou = await desk.contact("always")
+    conversation, _ = await answered(desk, lou, "Can I change my address?", "Yes: which order?")
+    await desk.say(lou, conversation, "Order 77, to Cork", script=[{"error": "down", "error_class": "provider"}])
+    await desk.work()
+    [summary] = await summaries(desk, conversation)
+    assert summary["content_attributes"]["summary"] == "desk"
+    assert summary["content"] == ("Summary (written by the desk): Asked: Can I change my address? · Answered: Yes: "
+                                  "which order? · Still open: Order 77, to Cork · Tickets: nothing")
+
+
+async def test_a_summary_run_that_fails_is_replaced_by_the_desks(desk: DeskRig) -> None:
+    mo = await desk.contact("always")
+    conversation, _ = await answered(desk, mo, "Is it in stock?", "It is.")
+    from tests.book import BOOK
+    BOOK.say(SUMMARY_PROMPT, [{"error": "the provider is down", "error_class": "provider"}])
+    await desk.call("POST", f"{desk.base(mo)}/conversations/{conversation}/toggle_status", token=mo.token,
+                    body={"status": "open"})
+    await desk.work()
+    [summary] = await summaries(desk, conversation)
+    assert summary["content_attributes"]["summary"] == "desk" and "Asked: Is it in stock?" in summary["content"]
+
+
+@pytest.mark.desk_config(handoff_summary=False)
+async def test_no_summary_when_the_desk_says_not(desk: DeskRig) -> None:
+    ned = await desk.contact("always")
+    conversation, _ = await answered(desk, ned, "Hello", "Hi.")
+    await desk.call("POST", f"{desk.base(ned)}/conversations/{conversation}/toggle_status", token=ned.token,
+                    body={"status": "open"})
+    await desk.work()
+    assert await summaries(desk, conversation) == []

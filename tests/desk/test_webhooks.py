@@ -69,7 +69,13 @@ async def test_a_failing_receiver_is_retried_under_the_same_delivery_id(desk: De
     await eventually(lambda: len(receiver.received) >= 3, timeout=10)
     assert len({r.headers["X-Chatwoot-Delivery"] for r in receiver.received}) == 1
     assert len({r.body for r in receiver.received}) == 1
-    row = await desk.row("SELECT status, attempts, last_status, last_error, delivered_at FROM desk_deliveries")
+
+    # The third request is answered 200 before its sender records it: read the row once it says so.
+    async def delivered() -> object:
+        return await desk.row("SELECT status, attempts, last_status, last_error FROM desk_deliveries "
+                              "WHERE status = 'delivered'")
+
+    row = await eventually(delivered, timeout=10)
     assert (row["status"], row["attempts"], row["last_status"], row["last_error"]) == ("delivered", 3, 200, None)
 
 
@@ -105,3 +111,18 @@ async def test_an_unreachable_agent_bot_hands_the_conversation_to_people(desk: D
     assert shown["bot_off"] is True
     mine = next(m for m in shown["messages"] if m["id"] == said["id"])
     assert mine["status"] == "failed"
+
+
+async def test_a_handoffs_summary_is_posted_to_the_webhooks_as_a_private_note(desk: DeskRig) -> None:
+    ann = await desk.contact("always")
+    conversation = await desk.conversation(ann)
+    await desk.say(ann, conversation, "Where is order 9?", script=[{"error": "down", "error_class": "provider"}])
+    await desk.work()
+    desk.running()
+
+    def summary() -> list[dict[str, object]]:
+        return [r.json for r in desk.receiver.events("message_created")
+                if (r.json.get("content_attributes") or {}).get("summary")]
+
+    [posted] = await eventually(summary, timeout=10)
+    assert posted["private"] is True and "Asked: Where is order 9?" in str(posted["content"])

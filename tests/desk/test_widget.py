@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
+from appservice.desk.router import Router, Seen
 from appservice.kinds import KINDS
+from engine.clock import SystemClock
 from engine.content import Registry, compile_sources
 from engine.content.files import read_kit
 from tests.book import BOOK
 from tests.conftest import TEST_RUN
-from tests.desk.conftest import BOTS, STAFF_KEY, DeskRig
+from tests.desk.conftest import BOTS, HANDOFF_KEY, STAFF_KEY, DeskRig
 
 pytestmark = pytest.mark.db
 SHOTS = TEST_RUN / "screenshots"
@@ -172,8 +174,8 @@ async def answered_with_choices(desk: DeskRig, page: Any) -> Any:
     return answer
 
 
-async def conversation_of(page: Any) -> int:
-    return int(await page.evaluate("JSON.parse(localStorage.getItem('summon-desk:always')).conversation"))
+async def conversation_of(page: Any, inbox: str = "always") -> int:
+    return int(await page.evaluate(f"JSON.parse(localStorage.getItem('summon-desk:{inbox}')).conversation"))
 
 
 async def test_talk_to_a_person_withdraws_the_choices_on_offer(desk: DeskRig, page: Any) -> None:
@@ -256,3 +258,45 @@ async def test_a_command_from_the_widget_menu_with_typed_controls(desk: DeskRig,
     # The staff see the command in the conversation.
     said = [m["content"] for m in await desk.staff_messages(await conversation_of(page))]
     assert said[0] == "/recap since=2h length=detailed urgent=true"
+
+
+async def test_a_bot_hands_over_by_its_tool_the_widget_says_who_has_it_then_a_rating(desk: DeskRig,
+                                                                                      page: Any) -> None:
+    desk.running()
+    scripts = Scripts()
+    await page.route("**/conversations/*/messages", scripts.route)
+    await page.route("**/conversations/*/messages/*", scripts.route)
+    await page.goto(f"{desk.url}/desk/widget?inbox=handoff")
+    await page.click("#summon-bubble")
+    scripts.queued.append([
+        {"tool_calls": [{"id": "h1", "name": "hand_to_people", "arguments": {"reason": "A refund is asked for."}}]},
+        {"text": "A colleague takes it from here."},
+    ])
+    await page.fill("#summon-input", "I want my money back for order 12")
+    await page.keyboard.press("Enter")
+    await page.locator("li.msg.outgoing.bot").filter(has_text="A colleague takes it from here.").wait_for()
+    await page.locator("li.msg.activity").filter(has_text="A person will pick this up here").wait_for()
+    conversation = await conversation_of(page, "handoff")
+    # The desk finds a person: Sam is online (the presence is the test's; the live Matrix test asks Synapse).
+    async def online(user_id: str) -> Seen:
+        return Seen("online" if user_id == "@sam:localhost" else "offline", "Sam")
+    assert await Router(desk.db, desk.service.desk, SystemClock(), online).once() == 1
+    await page.locator("li.msg.activity").filter(has_text="Sam has this conversation now").wait_for()
+    assert await page.is_hidden("#summon-person")  # a person has it: no "Talk to a person"
+    await desk.call("POST", desk.staff_path(conversation, "/messages"), staff=HANDOFF_KEY,
+                    body={"content": "Hi, Sam here: the refund is on its way.", "sender_name": "Sam"})
+    await page.locator("li.msg.outgoing").filter(has_text="the refund is on its way").wait_for()
+    await page.screenshot(path=str(DOCS / "desk-handoff.png"))
+    # Resolved by the staff: the contact is asked once how it went, and rates it.
+    await desk.call("POST", desk.staff_path(conversation, "/toggle_status"), staff=HANDOFF_KEY,
+                    body={"status": "resolved"})
+    question = page.locator("li.msg.template").filter(has_text="How did we do?")
+    await question.wait_for()
+    assert await question.locator(".choices button").all_inner_texts() == ["1", "2", "3", "4", "5"]
+    await question.get_by_role("button", name="4").click()
+    await page.locator("li.msg.activity").filter(has_text="Thank you for rating").wait_for()
+    assert await question.locator(".choices button:disabled").count() == 5
+    await page.screenshot(path=str(DOCS / "desk-rating.png"))
+    rated = await desk.row("SELECT value FROM desk_outcomes WHERE conversation_id = $1 AND kind = 'rated'",
+                           conversation)
+    assert rated["value"] == 4

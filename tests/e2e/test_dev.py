@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import aiohttp
 import asyncpg
 from mautrix.client import ClientAPI
 from mautrix.types import PaginationDirection, RoomID, UserID
@@ -97,6 +99,22 @@ async def test_make_dev_shows_the_machine_and_ctrl_c_stops_everything(tmp_path: 
         code, status = await summon("status", env=env, cwd=here)
         assert code == 0, status
         assert "stand-in" in status
+
+        # The desk's figures for the demo's conversations: one started from the widget's API shows in the report.
+        desk_url = re.search(r"Desk widget: (http://\S+)/desk/widget", banner)
+        staff_key = re.search(r"desk report --key (\S+)", banner)
+        assert desk_url and staff_key, banner
+        inbox = f"{desk_url.group(1)}/public/api/v1/inboxes/web"
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{inbox}/contacts", json={"name": "Dee"}) as resp:
+                dee = await resp.json()
+            async with http.post(f"{inbox}/contacts/{dee['source_id']}/conversations", json={},
+                                 headers={"Authorization": f"Bearer {dee['pubsub_token']}"}) as resp:
+                assert resp.status == 200, await resp.text()
+        code, figures = await summon("desk", "report", "--key", staff_key.group(1), "--json", env=env, cwd=here)
+        assert code == 0, figures
+        report, _ = json.JSONDecoder().raw_decode(figures[figures.index("{"):])  # stdout first, then any log line
+        assert [i["conversations"] for i in report["inboxes"] if i["inbox"] == "web"] == [1], figures
 
         # What a person in the room sees: keycaps on the answer with choices; a progress line for the slow run.
         demo = json.loads((run / "demo.json").read_text())

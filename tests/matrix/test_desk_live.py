@@ -272,12 +272,18 @@ async def test_a_handoff_goes_to_the_staff_member_who_is_online_and_pings_them(s
         row = await sql.fetchrow("SELECT assignee FROM desk_conversations WHERE id = $1", conversation)
         return None if row is None else row["assignee"]
 
+    support = service.registry().get("support")
+    assert support is not None
+    BOOK.say("say nothing you do not see above.", [{"text": "Ann wants the refund team; nothing else is open."}])
     first = await handed_to_people(service, "Ann")
     await eventually(lambda: _is(assignee(first), bea.user_id), timeout=20)
     root = await thread_of(desk_staff, first)
     ping = await in_thread_from(desk_staff, root, SERVICE_USER, "this conversation is yours")
     assert ping["content"]["m.mentions"] == {"user_ids": [bea.user_id]}
     assert "Bea from support" in ping["content"]["body"]
+    # The bot's summary of the handoff is in the thread too, by its puppet, as a note for the staff.
+    summary = await in_thread_from(desk_staff, root, support.user_id, "Ann wants the refund team")
+    assert summary["content"]["body"].startswith("📝")
     # Bea goes offline and Cal comes online: the next handoff is Cal's, never the offline one's.
     assert isinstance(await bea.set_presence("offline"), PresenceSetResponse)
     assert isinstance(await cal.set_presence("online"), PresenceSetResponse)

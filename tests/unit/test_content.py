@@ -39,7 +39,7 @@ def compiled(sources: dict[str, str]) -> Registry:
 
 ALLOWED = (
     "(allowed: name, glyph, avatar, surfaces, extends, for, serves, hears, tools, skills, limits, model, memory,"
-    " endings, offer, answers, voice, client_tools)"
+    " endings, offer, answers, handoff_summary, voice, client_tools)"
 )
 
 # (file text, the one error expected, as path:line: message) — the path is always bots/b.md.

@@ -66,3 +66,10 @@ UPDATE desk_conversations
 SELECT routed_to, max(routed_at) AS at FROM desk_conversations
  WHERE inbox_id = $1 AND routed_to = ANY($2::text[])
  GROUP BY routed_to;
+
+-- name: desk_tickets_of
+-- The tickets raised by the runs of conversation $1 (its place), oldest first (at most 20).
+SELECT t.id, t.subject FROM tickets t JOIN agent_runs r ON r.id = t.raised_by_run
+ WHERE r.place = $1
+ ORDER BY t.id
+ LIMIT 20;
