@@ -129,7 +129,8 @@ class Desk:
     async def become(self, tx: Tx, where: Where, state: State, *, cause: Cause | None = None,
                      run_id: int | None = None) -> Where:
         """The conversation as ``state`` says, told; what it means for its figures recorded: a bot's conversation
-        going to people is a handoff (``cause``: why); a resolved one the contact wrote in again is reopened."""
+        going to people is a handoff (``cause``: why), which gets its summary (``summarise``) and, like any move to
+        people, a person found for it (``router``); a resolved one the contact wrote in again is reopened."""
         before = where.conversation
         if state == state_of(before):
             return where
