@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test unit fuzz lint typecheck bench install clean down client-check door-check mention-path
+.PHONY: dev test unit fuzz lint typecheck bench bench-scale install clean down client-check door-check mention-path
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	scripts/bootstrap
@@ -53,8 +53,12 @@ bench: $(STAMP)
 	-$(BIN)/python -m tests.bench.untrusted
 	-$(BIN)/python -m tests.bench.door
 	-$(BIN)/python -m tests.bench.door_stream
-	-$(BIN)/python -m tests.bench.recall
+	-$(BIN)/python -m tests.bench.recall --others 0
 	@echo; $(BIN)/python -m tests.bench.table
+
+# The scale phases, apart from `make bench` (minutes each): person+recall over a million memories across people.
+bench-scale: $(STAMP)
+	$(BIN)/python -m tests.bench.recall
 
 # The mention's path, counted: the files a mention's transaction passes through from the PUT to the run row, and
 # its returns to a file already left (tests/bench/mention_path.py, around the spine test's first mention).
