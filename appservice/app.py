@@ -16,7 +16,7 @@ import os
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import aiohttp
 from aiohttp import web
@@ -28,10 +28,6 @@ from mautrix.util.logging import TraceLogger
 
 from appservice.config import Config, code_sandbox, openapi_headers, provider_settings
 from appservice.database import migrate_database, open_store
-from appservice.desk.build import build_desk
-from appservice.desk.service import DeskService, refuse_uncapped
-from appservice.desk.staff_room import StaffRoom
-from appservice.desk.tools import make_hand_to_people
 from appservice.door.build import build_door
 from appservice.door.service import DoorListener
 from appservice.door.tools import make_current_room
@@ -40,8 +36,6 @@ from appservice.matrix.build import build_matrix
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.delivery.staff import tell_staff
 from appservice.matrix.tables.rooms import RoomTables
-from appservice.members.build import build_members
-from appservice.members.service import MemberBots
 from appservice.metrics import Metrics
 from appservice.parts import Parts, Shared, closing
 from engine.clock import Clock, SystemClock
@@ -68,6 +62,11 @@ from engine.tools.personal import make_about_me, make_raise_ticket, site_classes
 from engine.tools.quarantine import Quarantine
 from engine.tools.search import make_search_site
 from engine.tools.site import SiteTools
+
+if TYPE_CHECKING:  # the desk's and the member bots' modules are imported only where the config turns them on
+    from appservice.desk.service import DeskService
+    from appservice.desk.staff_room import StaffRoom
+    from appservice.members.service import MemberBots
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +148,8 @@ class Service:
     async def _start(self) -> None:
         c = self.config
         if self.http and c.desk is not None:
+            from appservice.desk.service import refuse_uncapped
+
             refuse_uncapped(c.desk, c.limits.daily_spend)
         await migrate_database(c.database)
         self.store = await open_store(c.database, clock=self.clock)
@@ -184,8 +185,15 @@ class Service:
                         stop=self.stop_event, stack=self.stack,
                         service_user=self.service_user, metrics=self.metrics)
         # Every process that finishes runs delivers desk answers; only `serve` listens for the desk.
-        desk = await build_desk(shared, homeserver=self.homeserver) if c.desk is not None else None
-        members = build_members(shared, self.quarantine, homeserver=self.homeserver) if c.members is not None else None
+        desk = members = None
+        if c.desk is not None:
+            from appservice.desk.build import build_desk
+
+            desk = await build_desk(shared, homeserver=self.homeserver)
+        if c.members is not None:
+            from appservice.members.build import build_members
+
+            members = build_members(shared, self.quarantine, homeserver=self.homeserver)
         # Pushed after what the tasks use, so closed before it: a loop told to stop gets a moment to finish.
         closing(self.stack, "the background tasks", lambda: self.tasks.close(grace=10.0))
         matrix = build_matrix(shared, homeserver=self.homeserver, on_transaction=self.on_transaction, query_user=self.query_user, http=session,
@@ -312,8 +320,11 @@ class Service:
             "raise_ticket": make_raise_ticket(self.store, words, notify),
             "fetch": make_fetch(FetchSettings(allow=tuple(c.tools.fetch_allow)), self.quarantine),
             "current_room": make_current_room(self.store),
-            "hand_to_people": make_hand_to_people(self.store, lambda: self.desk.desk if self.desk else None),
         }
+        if self.config.desk is not None:
+            from appservice.desk.tools import make_hand_to_people
+
+            tools["hand_to_people"] = make_hand_to_people(self.store, lambda: self.desk.desk if self.desk else None)
         if self.members is not None:
             tools.update(self.members.tools(tools["fetch"]))
         return tools
