@@ -76,8 +76,16 @@ class Router:
                 continue
             staff = list(inbox.settings.staff)
             seen = {s: await self._look(s) for s in staff}
-            if await self._decide(conversation_id, inbox_id, fresh, inbox.settings, staff, seen):
-                done += 1
+            try:
+                if await self._decide(conversation_id, inbox_id, fresh, inbox.settings, staff, seen):
+                    done += 1
+            except StoreError:
+                raise
+            except Exception:
+                # One conversation that cannot be decided must not stop the others (nor the desk): said, and tried
+                # again at the next round.
+                log.exception("desk: could not decide who takes conversation %s", conversation_id,
+                              extra={"room": f"desk:{conversation_id}"})
         return done
 
     async def _look(self, user_id: str) -> Seen:
