@@ -39,9 +39,14 @@ class Seen:
 
 
 def touch(path: Path, text: str) -> None:
-    path.write_text(text, encoding="utf-8")
-    stat = path.stat()  # a new mtime even on a coarse clock
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    """``path`` changed in one step, as an editor saving it does: written beside it with a new mtime (even on a
+    coarse clock), then moved into place — the watcher, looking from another thread, never sees it half-made
+    (written but not yet re-timed: two states, two compiles, an error said twice)."""
+    beside = path.with_name(f".{path.name}.new")
+    beside.write_text(text, encoding="utf-8")
+    previous = path.stat().st_mtime_ns if path.exists() else beside.stat().st_mtime_ns
+    os.utime(beside, ns=(beside.stat().st_atime_ns, max(previous, beside.stat().st_mtime_ns) + 1_000_000_000))
+    os.replace(beside, path)
 
 
 async def until(check: Callable[[], bool], timeout: float = 2.0) -> None:
