@@ -194,12 +194,18 @@ class Service:
             from appservice.members.build import build_members
 
             members = build_members(shared, self.quarantine, homeserver=self.homeserver)
+        social = None
+        if c.social is not None:
+            from appservice.social.build import build_social
+
+            social = build_social(shared)
         # Pushed after what the tasks use, so closed before it: a loop told to stop gets a moment to finish.
         closing(self.stack, "the background tasks", lambda: self.tasks.close(grace=10.0))
         matrix = build_matrix(shared, homeserver=self.homeserver, on_transaction=self.on_transaction, query_user=self.query_user, http=session,
                               env=self.env, unpriced=lambda: self.unpriced,
                               elsewhere=desk.staff_room if desk is not None else None,
-                              own_rooms=members.bots.own_rooms if members is not None else None)
+                              own_rooms=members.bots.own_rooms if members is not None else None,
+                              also=(social.rooms,) if social is not None else ())
         # The door's surface is in every process with workers, so a door turn is handed over wherever it ran.
         door = build_door(shared, homeserver=self.homeserver, http=self.http)
         self.command_state, self.surface, self.outbox = matrix.command_state, matrix.surface, matrix.outbox
@@ -211,7 +217,7 @@ class Service:
         if members is not None:
             self.members = members.bots
         parts: list[Parts] = [matrix.parts, *([desk.parts] if desk else []), *([members.parts] if members else []),
-                              door.parts]
+                              door.parts, *([social.parts] if social else [])]
         self._on_publish = tuple(p.on_publish for p in parts if p.on_publish is not None)
         if self.answerer.limiter is not None:
             # Provider limits kept with every other worker: hear permits handed back anywhere.

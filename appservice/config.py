@@ -511,6 +511,41 @@ class Memory(_Strict):
     embed_threads: int = Field(default=1, ge=1, le=16)
 
 
+class SocialBridge(_Strict):
+    # A bridge whose puppets are guests (SPEC §14): its users' ids match this pattern (a regex over the whole id,
+    # as a registration's namespace is written, e.g. "@instagram_.*:example.org"). A room with one of them in it
+    # is bridged even without m.bridge state; a line from one of them is a guest's, never one of our people's.
+    users: str = Field(min_length=1, max_length=255)
+    # What the platform is called where a label names it ("visible to everyone on Instagram"), when the room's
+    # m.bridge state does not say.
+    network: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @field_validator("users")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+
+class Social(_Strict):
+    # The Matrix room (the service user has joined it) where drafts wait for review, a thread per conversation.
+    staff_room: str = Field(pattern=r"^![^:\s]+(:\S+)?$")
+    # The power level, in the bridged room, that writes, changes and sends a rule's replies (50: a moderator).
+    power: int = Field(default=50, ge=0)
+    bridges: tuple[SocialBridge, ...] = ()
+    # What a rule's bot is given besides the triggering line: at most this many earlier lines of that same
+    # conversation, within this many characters.
+    history_lines: int = Field(default=20, ge=0, le=200)
+    history_chars: int = Field(default=4000, ge=200, le=24_000)
+    # The most drafts one rule makes in an hour; more lines that match wait for nobody (recorded, not drafted).
+    drafts_per_hour: int = Field(default=20, ge=1, le=1000)
+    # The most of a guest's line a bot is given (untrusted input is bounded).
+    line_chars: int = Field(default=2000, ge=100, le=20_000)
+
+
 class Config(_Strict):
     homeserver: Homeserver
     appservice: Appservice
@@ -527,6 +562,7 @@ class Config(_Strict):
     speech: Speech = Field(default_factory=lambda: Speech())
     memory: Memory = Field(default_factory=lambda: Memory())
     members: Members | None = None  # member bots: off unless configured
+    social: Social | None = None  # rules for bridged social rooms: off unless configured
 
 
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:

@@ -26,6 +26,7 @@ from appservice.desk.staff_tables import DeskStaffTables
 from appservice.desk.tables import Conversation, Message
 from appservice.matrix.delivery.homeserver import Homeserver
 from appservice.matrix.delivery.render import answer_content
+from appservice.matrix.delivery.review import DISCARD, SEND, VARIATION, contact_line, in_thread
 from appservice.matrix.errors import MatrixError
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.tables.outbox import OutboxTables
@@ -35,10 +36,6 @@ from engine.store import Tx
 
 log = logging.getLogger(__name__)
 
-SEND = "✅"
-DISCARD = "🗑"
-VARIATION = "\ufe0f"  # 🗑️ and 🗑 are one key to a person; clients send either
-
 
 def thread_txn(conversation_id: int) -> str:
     return f"summon.desk.c{conversation_id}.thread"
@@ -46,19 +43,6 @@ def thread_txn(conversation_id: int) -> str:
 
 def message_txn(message_id: int, part: str = "") -> str:
     return f"summon.desk.m{message_id}{part}"
-
-
-def contact_line(name: str, text: str) -> dict[str, Any]:
-    """A contact's words as a notice: their own text, escaped — whatever HTML they wrote shows as written."""
-    formatted = f"<b>{html.escape(name)}</b>: {html.escape(text)}".replace("\n", "<br>")
-    return {"msgtype": "m.notice", "body": f"{name}: {text}", "format": "org.matrix.custom.html",
-            "formatted_body": formatted, "m.mentions": {}}
-
-
-def in_thread(content: dict[str, Any]) -> dict[str, Any]:
-    """In the conversation's thread: the root's event id is filled in by the outbox once the root is sent."""
-    return {**content, "m.relates_to": {"rel_type": "m.thread", "event_id": None, "is_falling_back": True,
-                                        "m.in_reply_to": {"event_id": None}}}
 
 
 class StaffRoom:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,15 @@ from appservice.matrix.delivery.waiting import WaitingLines
 from appservice.matrix.dispatch import Dispatcher
 from appservice.matrix.errors import MatrixError
 from appservice.matrix.inbound.followups import Followup, Join
-from appservice.matrix.inbound.lines import Claim, LineHandler, OwnMemories, OwnRooms, RoomWork, VoiceNotes
+from appservice.matrix.inbound.lines import (
+    AlsoInRooms,
+    Claim,
+    LineHandler,
+    OwnMemories,
+    OwnRooms,
+    RoomWork,
+    VoiceNotes,
+)
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.inbound.state import Invites, StateHandler
 from appservice.matrix.inbound.transactions import TransactionEndpoint, TransactionHandler, UserQuery
@@ -76,13 +84,13 @@ def wire_dispatcher(
     context: ContextSettings | None = None, invites: Invites = "local", elsewhere: RoomWork | None = None,
     own_rooms: Callable[[Asking], OwnRooms] | None = None, meter: Meter | None = None,
     puppet_prefix: str = PUPPET_PREFIX, asking: Asking | None = None, voice: VoiceNotes | None = None,
-    memories: OwnMemories | None = None,
+    memories: OwnMemories | None = None, also: Sequence[AlsoInRooms] = (),
 ) -> Dispatcher:
     """How a homeserver's transaction is taken in: the dispatcher and the handlers behind it, each handed
     its collaborators (``facts``: who a person is in a room; ``thread_fetch``: the homeserver's threads;
     ``elsewhere``: a room another surface works from, the desk's staff room; ``asking``: the one Asking the
     process's voice notes share, else one of its own; ``voice`` and ``memories``: a line's voice note and the
-    memory commands, heard before a mention)."""
+    memory commands, heard before a mention; ``also``: other surfaces that work in rooms, the social surface's rules)."""
     ours = Ours(registry, server_name=server_name, service_user=service_user, puppet_prefix=puppet_prefix)
     if asking is None:
         asking = new_asking(registry, server_name=server_name, max_attempts=max_attempts, context=context,
@@ -94,17 +102,17 @@ def wire_dispatcher(
         admin=RoomAdmin(registry, server_name=server_name, service_user=service_user), presses=presses,
         memories=memories, commands=Commands(registry, asking, server_name=server_name, service_user=service_user),
         voice=voice, own_rooms=own_rooms(asking) if own_rooms is not None else None,
-        mention=Mention(registry, ours, asking),
+        mention=Mention(registry, ours, asking), also=also,
     )
     return Dispatcher(store, state=StateHandler(registry, ours, facts, invites=invites),
                       lines=LineHandler(ours, claims), presses=presses, cancels=cancels,
-                      threads=ThreadBackfill(thread_fetch, registry, ours, context), elsewhere=elsewhere)
+                      threads=ThreadBackfill(thread_fetch, registry, ours, context), elsewhere=elsewhere, also=also)
 
 
 def claim_order(
     ours: Ours, *, elsewhere: RoomWork | None, cancels: Cancels, admin: RoomAdmin, presses: Presses,
     memories: OwnMemories | None, commands: Commands, voice: VoiceNotes | None, own_rooms: OwnRooms | None,
-    mention: Mention,
+    mention: Mention, also: Sequence[AlsoInRooms] = (),
 ) -> tuple[Claim, ...]:
     """The one order a new line is offered in (``LineHandler``): the first that claims it acts on it, and
     the rest never see it. A step another surface brings (``elsewhere``: the desk's staff room; ``own_rooms``:
@@ -118,6 +126,9 @@ def claim_order(
         # The staff room is the desk's to work: a staff member's line there is a reply or a draft's word, never
         # a command or a mention (the desk sees it first, and says when it is any other line).
         None if elsewhere is None else Claim("staff room", lambda tx, line, _e, _f: elsewhere.line(tx, line, ours)),
+        # Another surface's rooms (a bridged room's guests are the social surface's alone, and its !rules), before
+        # anything could read a guest's line as a command or a question to a bot.
+        *(Claim(other.name, other.claim) for other in also),
         # Stopping must work whatever else the line could be read as: a !cancel is never a command or a question.
         Claim("cancel", cancels.claim),
         # !bots is the service's own word to a room's admins, before any bot's command could take it.
@@ -163,7 +174,7 @@ def build_matrix(
     shared: Shared, *, homeserver: Homeserver, on_transaction: TransactionHandler, query_user: UserQuery,
     http: aiohttp.ClientSession, env: Mapping[str, str],
     unpriced: Callable[[], Mapping[str, Bot]], elsewhere: RoomWork | None = None,
-    own_rooms: Callable[[Asking], OwnRooms] | None = None,
+    own_rooms: Callable[[Asking], OwnRooms] | None = None, also: Sequence[AlsoInRooms] = (),
 ) -> Matrix:
     """``on_transaction`` and ``query_user``: the root's (what the appservice endpoint calls); ``http``: the
     process's aiohttp session (the outbox's sender); ``env``: the speech endpoints' settings (SUMMON_STT_*,
@@ -190,7 +201,7 @@ def build_matrix(
         store, registry, server_name=server, service_user=service_user, facts=surface,
         max_attempts=c.worker.max_attempts, thread_fetch=homeserver.thread,
         invites=c.appservice.invites, elsewhere=elsewhere, meter=shared.metrics, puppet_prefix=prefix,
-        own_rooms=own_rooms, asking=asking, voice=hearing,
+        own_rooms=own_rooms, asking=asking, voice=hearing, also=also,
         memories=MemoryCommands(registry, ours, server_name=server, service_user=service_user),
     )
 

@@ -39,14 +39,14 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from appservice.matrix.asking.context import Fetched, ThreadBackfill
 from appservice.matrix.claimers.cancels import Cancels
 from appservice.matrix.claimers.presses import POLL_RESPONSES, Presses
 from appservice.matrix.inbound.followups import FIRST_TRY_SECONDS, Followup
-from appservice.matrix.inbound.lines import LineHandler, RoomWork
+from appservice.matrix.inbound.lines import AlsoInRooms, LineHandler, RoomWork
 from appservice.matrix.inbound.said import read_event
 from appservice.matrix.inbound.state import StateHandler
 from appservice.matrix.tables.lines import LineTables
@@ -98,7 +98,8 @@ class _EventFailed(SurfaceError):
 
 class Dispatcher:
     def __init__(self, store: Store, *, state: StateHandler, lines: LineHandler, presses: Presses,
-                 cancels: Cancels, threads: ThreadBackfill, elsewhere: RoomWork | None = None) -> None:
+                 cancels: Cancels, threads: ThreadBackfill, elsewhere: RoomWork | None = None,
+                 also: Sequence[AlsoInRooms] = ()) -> None:
         self.store = store
         self.state = state
         self.lines = lines
@@ -106,6 +107,7 @@ class Dispatcher:
         self.cancels = cancels
         self.threads = threads
         self.elsewhere = elsewhere
+        self.also = tuple(also)
 
     async def transaction(self, txn_id: str, events: list[dict[str, Any]]) -> list[tuple[int, Followup]] | None:
         """Store a transaction's events; the actions it remembered for the homeserver, or None when the
@@ -286,6 +288,9 @@ class Dispatcher:
             work = self.elsewhere
             if work is not None and await work.reaction(tx, room_id, event, self.lines.ours):
                 return
+            for other in self.also:
+                if await other.reaction(tx, room_id, event, self.lines.ours):
+                    return
             if not await self.presses.reaction(tx, room_id, event) and not await self.cancels.reaction(
                     tx, room_id, event) and not backfill:
                 await self.state.reacted(tx, room_id, event)
@@ -295,6 +300,8 @@ class Dispatcher:
             return
         if "state_key" in event:
             await self.state.event(tx, room_id, event, followups, backfill=backfill)
+            for other in self.also:
+                await other.state(tx, room_id, event)
         line = read_event(event)
         if line is not None:
             await self.lines.line(tx, line, event, followups, backfill=backfill)

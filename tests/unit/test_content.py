@@ -102,12 +102,12 @@ REFUSALS = [
     ),
     pytest.param(
         bot("name: B\nsurfaces: [rooms, room]\n"),
-        "bots/b.md:3: surfaces[1]: should be 'rooms', 'desk', 'voice' or 'members', got 'room'",
+        "bots/b.md:3: surfaces[1]: should be 'rooms', 'desk', 'voice', 'members' or 'social', got 'room'",
         id="unknown-surface",
     ),
     pytest.param(
         bot("name: B\nsurfaces: []\n"),
-        "bots/b.md:3: surfaces: a bot needs at least one surface (rooms, desk, voice or members)",
+        "bots/b.md:3: surfaces: a bot needs at least one surface (rooms, desk, voice, members or social)",
         id="no-surface",
     ),
     pytest.param(

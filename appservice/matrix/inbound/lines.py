@@ -32,6 +32,20 @@ class RoomWork(Protocol):
     async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any], ours: Callable[[str], bool]) -> bool: ...
 
 
+class AlsoInRooms(Protocol):
+    """Another surface that works in Matrix rooms (the social surface, in bridged rooms): it is offered each new line
+    right after the staff room (``claim``: True when it took it), each reaction nobody before it took, and every
+    state event once the rooms surface has kept it (``state``: what it records of a room)."""
+
+    name: str
+
+    async def claim(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool: ...
+
+    async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any], ours: Callable[[str], bool]) -> bool: ...
+
+    async def state(self, tx: Tx, room_id: str, event: Mapping[str, Any]) -> None: ...
+
+
 class VoiceNotes(Protocol):
     """Voice notes that summon a bot (``voice.Hearing``): True when this one does (its hearing is remembered)."""
 
