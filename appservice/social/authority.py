@@ -1,8 +1,8 @@
 """Whether a rule may send, asked again before every send (SPEC §14): the rule is live; its room is still bridged;
 its bot is still published for the social surface and may still answer a guest; the person who wrote it is still
 in the room with the configured power, as the room stands now (its stored power levels and members, which the
-dispatcher keeps as the homeserver sends them); and, for a reviewed draft, so is the person sending it. The first
-that fails is the reason — said in the review place, and the rule paused — and nothing is sent."""
+dispatcher keeps as the homeserver sends them). The first that fails is the reason — said in the review place,
+and the rule paused — and nothing is sent."""
 
 from __future__ import annotations
 
@@ -49,9 +49,10 @@ async def holds(db: Families, room_id: str, user_id: str, level: int) -> bool:
     return standing_in(user_id, room).holds(level)
 
 
-async def lost(db: Families, rule: Rule, registry: Callable[[], Registry], *, level: int, server_name: str,
-               sender: str | None = None) -> Lost | None:
-    """Why ``rule`` may not send now (None: it may). ``sender``: the person sending a reviewed draft."""
+async def lost(db: Families, rule: Rule, registry: Callable[[], Registry], *, level: int,
+               server_name: str) -> Lost | None:
+    """Why ``rule`` may not send now (None: it may); the person sending a reviewed draft is asked apart
+    (``holds``): their lacking the power keeps the draft waiting, and the rule is not paused for it."""
     room = await db.of(SocialTables).room(rule.room_id)
     if room is None or not room.bridged:
         return Lost("why_unbridged")
@@ -59,6 +60,4 @@ async def lost(db: Families, rule: Rule, registry: Callable[[], Registry], *, le
         return Lost("why_unpublished", bot=rule.bot)
     if not await holds(db, rule.room_id, rule.author, level):
         return Lost("why_author", who=rule.author)
-    if sender is not None and not await holds(db, rule.room_id, sender, level):
-        return Lost("why_sender", who=sender)
     return None

@@ -31,7 +31,7 @@ SOCIAL = Kind(
             "draft": ("bot", "id", "phrase", "label"),
             "sent": ("name", "label"), "edited": ("name", "label"), "discarded": ("name",),
             "auto_sent": ("label",), "held": ("id", "why"), "ended": ("bot",),
-            "why_author": ("who",), "why_sender": ("who",), "why_unpublished": ("bot",), "why_unbridged": (),
+            "not_sent": ("who",), "why_author": ("who",), "why_unpublished": ("bot",), "why_unbridged": (),
         },
     },
 )

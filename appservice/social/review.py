@@ -119,15 +119,15 @@ class Review:
         if rule.state != "active":
             await self.note(tx, draft, f".held{rule.state}", say("held", id=rule.id, why=rule.paused_why or rule.state))
             return False
-        if by is not None and not await holds(tx, rule.room_id, by, self.level):
-            await self.note(tx, draft, f".refused.{hashlib.sha256(by.encode()).hexdigest()[:12]}",
-                            say("held", id=rule.id, why=say("why_sender", who=by)))
-            log.info("%s may not send draft %s (power < %s in %s)", by, draft.id, self.level, rule.room_id,
-                     extra={"room": rule.room_id})
-            return False
         gone = await lost(tx, rule, self._registry, level=self.level, server_name=self.server_name)
         if gone is not None:
             await self.hold(tx, draft, rule, gone)
+            return False
+        if by is not None and not await holds(tx, rule.room_id, by, self.level):
+            await self.note(tx, draft, f".refused.{hashlib.sha256(by.encode()).hexdigest()[:12]}",
+                            say("not_sent", who=by))
+            log.info("%s may not send draft %s (power < %s in %s)", by, draft.id, self.level, rule.room_id,
+                     extra={"room": rule.room_id})
             return False
         words = text if text is not None else draft.text or ""
         status = "sent" if text is None else "edited"

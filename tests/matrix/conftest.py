@@ -15,11 +15,12 @@ from nio import AsyncClient, JoinResponse, RegisterResponse, RoomCreateResponse
 
 from appservice.app import Service
 from appservice.config import Desk as DeskConfig
-from appservice.config import Door, Listen, Members, load_config
+from appservice.config import Door, Listen, Members, Social, SocialBridge, load_config
 from appservice.stand_in import member_bots_book
 from engine.providers.mock import first_of
 from engine.store.base import init_connection
 from tests.book import BOOK
+from tests.matrix.fake_bridge import FakeBridge, namespace
 from tests.matrix.people import Person
 from tests.speech.fake_speech import FakeSpeech
 
@@ -51,6 +52,7 @@ class DeskStaff:
     second: AsyncClient
 
 
+SOCIAL_DRAFTS_PER_HOUR = 6
 DESK_STAFF_KEY = "matrix-tests-staff-key-0123456789"
 MEMBER_KEY = "k1:" + "bWF0cml4LXRlc3RzLW1lbWJlci1ib3RzLWtleS0xMjM="  # 32 bytes, base64
 
@@ -74,6 +76,30 @@ async def desk_staff(stack: dict[str, str]) -> AsyncIterator[DeskStaff]:
     await second.close()
 
 
+@dataclass
+class SocialStaff:
+    """The social team: a staff member and the review room they made (the service user invited) before the service
+    started, and the fake bridge (tests/matrix/fake_bridge.py) that brings the platform's people into rooms."""
+
+    client: AsyncClient
+    room_id: str
+    bridge: FakeBridge
+
+
+@pytest.fixture(scope="session")
+async def social_staff(stack: dict[str, str]) -> AsyncIterator[SocialStaff]:
+    client = AsyncClient(stack["SUMMON_HS_URL"], f"socialstaff{uuid.uuid4().hex[:8]}")
+    resp = await client.register(client.user, "pw-" + uuid.uuid4().hex)
+    assert isinstance(resp, RegisterResponse), resp
+    await client.set_displayname("Sam from social")
+    made = await client.room_create(name="social review", invite=[f"@summon:{stack['SUMMON_SERVER_NAME']}"])
+    assert isinstance(made, RoomCreateResponse), made
+    bridge = FakeBridge(stack["SUMMON_HS_URL"], stack["SUMMON_FAKEBRIDGE_AS_TOKEN"], stack["SUMMON_SERVER_NAME"])
+    yield SocialStaff(client, str(made.room_id), bridge)
+    await bridge.close()
+    await client.close()
+
+
 @pytest.fixture(scope="session")
 async def fake_speech() -> AsyncIterator[FakeSpeech]:
     """The site's speech endpoints, faked on 127.0.0.1 for the whole session (the service is told of them)."""
@@ -85,7 +111,7 @@ async def fake_speech() -> AsyncIterator[FakeSpeech]:
 
 @pytest.fixture(scope="session")
 async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
-                  desk_staff: DeskStaff, fake_speech: FakeSpeech) -> AsyncIterator[Service]:
+                  desk_staff: DeskStaff, fake_speech: FakeSpeech, social_staff: SocialStaff) -> AsyncIterator[Service]:
     """One summon service for the matrix tests (each test makes its own rooms and people), with a desk whose
     staff room is ``desk_staff``'s."""
     admin = await asyncpg.connect(template_dsn.rsplit("/", 1)[0] + "/postgres")
@@ -110,6 +136,10 @@ async def service(stack: dict[str, str], template_dsn: str, content_dir: Path,
                         "staffed": {"title": "Staffed", "staff_key": DESK_STAFF_KEY, "daily_spend": 100.0,
                                     "staff": [desk_staff.client.user_id, desk_staff.second.user_id]}},
         }),
+        # Social rules (docs/social.md): the fake bridge's puppets are guests; two drafts an hour a rule, to see the cap.
+        "social": Social(staff_room=social_staff.room_id, drafts_per_hour=SOCIAL_DRAFTS_PER_HOUR, history_lines=4,
+                         history_chars=600,
+                         bridges=(SocialBridge(users=namespace(stack["SUMMON_SERVER_NAME"]), network="Fakebook"),)),
         # Member bots (docs/member-bots.md): a fast clock, a low floor, and the loopback feed server allowed.
         "members": Members(keys=[MEMBER_KEY], min_every_seconds=60, tick_seconds=0.5, dry_run_seconds=60,
                            loopback_feeds_for_tests=True, admins=[]),

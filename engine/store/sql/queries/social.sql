@@ -69,10 +69,11 @@ ON CONFLICT (rule_id, line_key) DO NOTHING
 RETURNING id;
 
 -- name: social_drafts_lately
--- How many drafts rule $1 made in the last hour (the rule's row locked first, so two lines count in turn).
-WITH locked AS (SELECT id FROM social_rules WHERE id = $1 FOR UPDATE)
-SELECT count(*) FROM social_drafts d, locked
- WHERE d.rule_id = locked.id AND d.created_at > now() - interval '1 hour';
+-- How many drafts rule $1 made in the last hour, counted under a lock of the rule's own (so two lines count in
+-- turn). An advisory lock, not the rule's row: a worker finishing a draft (which holds its asker's row, and then
+-- writes the rule's history) never waits for it, so the two cannot wait for each other.
+WITH locked AS (SELECT pg_advisory_xact_lock(hashtext('summon.social.rule'), $1::int))
+SELECT count(*) FROM social_drafts d, locked WHERE d.rule_id = $1 AND d.created_at > now() - interval '1 hour';
 
 -- name: social_draft_set_run
 -- Draft $1 is being written by run $2.
