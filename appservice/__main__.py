@@ -200,7 +200,10 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 
 def cmd_say(args: argparse.Namespace) -> int:
-    from appservice.dev import say
+    from appservice.dev import guest_says, say
+
+    if args.guest:
+        return asyncio.run(guest_says(" ".join(args.text)))
 
     return asyncio.run(say(" ".join(args.text), timeout=args.timeout))
 
@@ -372,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("say", help="say something as the demo user (after `summon dev`) and print the answer")
     p.add_argument("text", nargs="+")
     p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--guest", action="store_true",
+                   help="say it as the demo's Fakebook guest in the bridged DM instead (docs/social.md)")
     p.set_defaults(fn=cmd_say)
     p = sub.add_parser("grant", help="mint a door grant for a person and a bot (printed; the door must be configured)")
     p.add_argument("--bot", required=True, help="the bot's slug (a bot on surfaces: [voice])")

@@ -2,7 +2,8 @@
 
 ``dev`` brings up a throwaway PostgreSQL and Synapse (synapse-dev/up), publishes content/, runs the
 service on the mock model, seeds a demo user and a room with the demo bots, serves the desk's widget (its
-conversations mirrored into the demo user's "desk staff" room), and says how to log in.
+conversations mirrored into the demo user's "desk staff" room), bridges a DM by a fake social bridge (its drafts
+reviewed in "social review"), and says how to log in.
 ``say`` speaks as that demo user and prints the bot's answer, for anyone without a Matrix client.
 """
 
@@ -35,10 +36,21 @@ from mautrix.types import (
     UserID,
 )
 
-from appservice.config import Config, Desk, Door, Listen, Members, load_config, provider_settings
+from appservice.config import (
+    Config,
+    Desk,
+    Door,
+    Listen,
+    Members,
+    Social,
+    SocialBridge,
+    load_config,
+    provider_settings,
+)
 from appservice.logs import configure, secrets_of
 from appservice.matrix.outbox import TXN_MARKER
 from appservice.members.seal import new_key
+from appservice.social import demo_bridge
 from appservice.stand_in import demo_book, demo_entries, member_bots_book
 from engine.clock import SystemClock
 from engine.providers.config import stand_in_reason
@@ -97,7 +109,12 @@ async def dev(*, verbose: bool = False) -> int:
         sys.stderr.write(f"summon dev runs from a checkout of summon only ({stack_up} is not here): clone the "
                          "repository and run make dev, or configure summon.yaml and run summon serve\n")
         return 1
-    up = subprocess.run([str(stack_up)], capture_output=True, text=True)
+    # The demo's fake social bridge (docs/social.md), registered with Synapse from its start.
+    bridge_file, bridge_env = demo_bridge.write_registration(REPO / ".dev" / "fakebridge",
+                                                             os.environ.get("SUMMON_SERVER_NAME", "localhost"))
+    extra = " ".join(filter(None, (os.environ.get("SUMMON_EXTRA_REGISTRATIONS"), str(bridge_file))))
+    up = subprocess.run([str(stack_up)], capture_output=True, text=True,
+                        env={**os.environ, "SUMMON_EXTRA_REGISTRATIONS": extra})
     if up.returncode != 0:
         sys.stderr.write(up.stderr)
         return 1
@@ -112,7 +129,7 @@ async def dev(*, verbose: bool = False) -> int:
     # The demo user first: the desk's staff room is theirs, made before the service starts (it accepts the
     # invite when it comes up).
     client = await register_or_login(env["SUMMON_HS_URL"], DEMO_USER, DEMO_PASSWORD)
-    config = await with_desk(config, client)
+    config = await with_social(await with_desk(config, client), client)
     remember_desk(Path(env["SUMMON_CONFIG"]), config)
     # The demo shows the machine: its shipped book makes the stand-in call a tool, offer choices, take a slow
     # step and answer a command, and, when the stand-in answers everything else too, write member bots'
@@ -130,9 +147,10 @@ async def dev(*, verbose: bool = False) -> int:
         # The service's own user too: it answers what is no bot's (`!help`, `!cancel`, a typo, `!bots …`).
         room_id = await client.create_room(name="summon demo", topic=TOPIC,
                                            invitees=[*puppets, UserID(service.service_user)])
+        social = await social_demo(env, bridge_env, client, service.service_user)
         (run_dir() / "demo.json").write_text(json.dumps({
             "hs_url": env["SUMMON_HS_URL"], "user_id": client.mxid, "token": client.api.token,
-            "room_id": room_id, "door_url": door_url(config),
+            "room_id": room_id, "door_url": door_url(config), "social": social,
         }), encoding="utf-8")
         names = ", ".join(b.name for b in service.registry().bots.values() if "rooms" in b.surfaces)
         builder = service.registry().get(config.members.builder) if config.members is not None else None
@@ -164,6 +182,10 @@ summon is running on {model}.
                staff API key for /api/v1/accounts/1/…: {inbox.staff_key})
   Desk figures: {desk.address}/desk/staff/report, or
                .venv/bin/summon desk report --key {inbox.staff_key}{builder_line}
+  Social:      in "Fakebook DM with Alex" (bridged by a fake bridge) say
+               !rules add replier "where is my refund" on dm to private
+               then make Alex speak:  .venv/bin/summon say --guest "Hi, where is my refund?"
+               and press ✅ on the draft in "social review" (docs/social.md)
 
 Ctrl-C stops summon, Synapse and PostgreSQL.
 """, flush=True)
@@ -240,6 +262,51 @@ async def with_desk(config: Config, client: ClientAPI) -> Config:
         "inboxes": {"web": {"title": "summon demo desk", "staff_key": secrets.token_hex(16), "daily_spend": 5.0}},
     })
     return config.model_copy(update={"desk": desk})
+
+
+async def with_social(config: Config, client: ClientAPI) -> Config:
+    """The demo's social rules (docs/social.md), unless the config has them: a "social review" room the demo user
+    owns, and the fake bridge's puppets as guests."""
+    if config.social is not None:
+        return config
+    service_user = f"@{config.appservice.sender_localpart}:{config.homeserver.server_name}"
+    review = await client.create_room(name="social review", topic="Drafts of social replies: ✅ send · 🗑 discard",
+                                      invitees=[UserID(service_user)])
+    bridge = SocialBridge(users=demo_bridge.namespace(config.homeserver.server_name), network="Fakebook")
+    return config.model_copy(update={"social": Social(staff_room=str(review), bridges=(bridge,))})
+
+
+async def social_demo(env: dict[str, str], bridge_env: dict[str, str], client: ClientAPI,
+                      service_user: str) -> dict[str, str]:
+    """A DM bridged by the fake bridge, with Alex (its puppet) in it and the demo user a moderator there."""
+    bridge = demo_bridge.DemoBridge(env["SUMMON_HS_URL"], bridge_env["SUMMON_FAKEBRIDGE_AS_TOKEN"],
+                                    env.get("SUMMON_SERVER_NAME", "localhost"))
+    try:
+        alex = await bridge.puppet("alex", "Alex (Fakebook)")
+        room = await bridge.bridged_room(kind="dm", channel="Fakebook DM with Alex", guests=[alex],
+                                         invite=[str(client.mxid), service_user], staff={str(client.mxid): 50})
+    finally:
+        await bridge.close()
+    await client.join_room(RoomID(room))
+    return {"room_id": room, "guest": alex, "token": bridge_env["SUMMON_FAKEBRIDGE_AS_TOKEN"],
+            "server_name": env.get("SUMMON_SERVER_NAME", "localhost")}
+
+
+async def guest_says(text: str) -> int:
+    """``summon say --guest``: the demo's Fakebook guest says ``text`` in the bridged DM, as the bridge relays it."""
+    demo_file = run_dir() / "demo.json"
+    social = json.loads(demo_file.read_text(encoding="utf-8")).get("social") if demo_file.exists() else None
+    if not social:
+        print("summon say --guest: no demo with a bridged room is running; start one with 'make dev'", file=sys.stderr)
+        return 1
+    demo = json.loads(demo_file.read_text(encoding="utf-8"))
+    bridge = demo_bridge.DemoBridge(demo["hs_url"], social["token"], social["server_name"])
+    try:
+        await bridge.say(social["room_id"], social["guest"], text)
+    finally:
+        await bridge.close()
+    print("said in the bridged DM; a rule it matches drafts a reply into \"social review\"")
+    return 0
 
 
 async def say(text: str, *, timeout: float = 30.0) -> int:

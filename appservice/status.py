@@ -2,7 +2,8 @@
 
 Each line is a part that can be down — the database, the homeserver, the appservice as the homeserver
 reaches it (the homeserver's own ping of ``summon serve``), the workers' heartbeats, whether any of them can
-answer model calls — then what waits: the queue of runs and the outbox. Exit 0 when every part is up, 1
+answer model calls — then what waits: the queue of runs and the outbox (and, with ``social:``, the bridged rooms and
+their rules). Exit 0 when every part is up, 1
 when any is down (the queue and the outbox inform; the /metrics alerts watch how they grow).
 """
 
@@ -18,8 +19,10 @@ import aiohttp
 
 from appservice.config import Config
 from appservice.database import open_store
+from appservice.social.tables import SocialTables
 from engine.errors import StoreError
 from engine.run.summon import LIVENESS_SECONDS
+from engine.store import Store
 from engine.store.health import Snapshot
 
 TIMEOUT = 5.0
@@ -53,19 +56,27 @@ def age(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-async def _database(config: Config) -> tuple[Line, Snapshot | None]:
+async def _database(config: Config) -> tuple[Line, Snapshot | None, list[Line]]:
     where = shown_dsn(config.database.dsn)
     try:
         store = await asyncio.wait_for(open_store(config.database, min_size=1, max_size=1), TIMEOUT)
     except (StoreError, TimeoutError) as exc:
-        return Line("database", False, f"{where}: {exc or 'no answer within 5 s'}"), None
+        return Line("database", False, f"{where}: {exc or 'no answer within 5 s'}"), None, []
     try:
         snapshot = await store.health.snapshot(LIVENESS_SECONDS)
+        social = [await _social(store)] if config.social is not None else []
     except StoreError as exc:
-        return Line("database", False, f"{where}: {exc}"), None
+        return Line("database", False, f"{where}: {exc}"), None, []
     finally:
         await store.close()
-    return Line("database", True, where), snapshot
+    return Line("database", True, where), snapshot, social
+
+
+async def _social(store: Store) -> Line:
+    """How many rooms are bridged and how many rules there are (docs/social.md): informs, cannot be down."""
+    counts = await store.of(SocialTables).counts()
+    return Line("social", None, f"{counts.rooms} bridged room(s), {counts.active} rule(s) live, "
+                                f"{counts.paused} paused")
 
 
 async def _homeserver(config: Config, http: aiohttp.ClientSession) -> list[Line]:
@@ -121,8 +132,8 @@ def _work(snapshot: Snapshot | None) -> list[Line]:
 async def status(config: Config) -> list[Line]:
     timeout = aiohttp.ClientTimeout(total=TIMEOUT)
     async with aiohttp.ClientSession(timeout=timeout) as http:
-        (db, snapshot), matrix = await asyncio.gather(_database(config), _homeserver(config, http))
-    return [db, *matrix, *_work(snapshot)]
+        (db, snapshot, social), matrix = await asyncio.gather(_database(config), _homeserver(config, http))
+    return [db, *matrix, *_work(snapshot), *social]
 
 
 def render(lines: list[Line]) -> str:

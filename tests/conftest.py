@@ -52,13 +52,13 @@ def stack() -> Iterator[dict[str, str]]:
     """The real PostgreSQL + Synapse, up for the whole session and stopped by PID at its end."""
     # A second deployment with a puppet prefix of its own (tests/matrix/test_prefix_live.py), registered with
     # Synapse from its start; written beside the run dir, which `up` wipes.
-    # And a fake social bridge (tests/matrix/fake_bridge.py), an appservice of the tests' own.
-    from tests.matrix import fake_bridge
+    # And a fake social bridge (appservice/social/demo_bridge.py, as make dev's), an appservice of the tests' own.
+    from appservice.social import demo_bridge
     from tests.matrix.prefixed import write_registration
     server_name = os.environ.get("SUMMON_SERVER_NAME", "localhost")
     extra, prefixed = write_registration(TEST_RUN.parent / (TEST_RUN.name + "-prefixed"), PORTS["SUMMON_HS_PORT"],
                                          server_name)
-    bridge, bridged = fake_bridge.write_registration(TEST_RUN.parent / (TEST_RUN.name + "-fakebridge"), server_name)
+    bridge, bridged = demo_bridge.write_registration(TEST_RUN.parent / (TEST_RUN.name + "-fakebridge"), server_name)
     prefixed = {**prefixed, **bridged}
     env = {**os.environ, **PORTS, "SUMMON_RUN_DIR": str(TEST_RUN), "SUMMON_EXTRA_REGISTRATIONS": f"{extra} {bridge}"}
     up = subprocess.run([str(REPO / "synapse-dev" / "up")], env=env, capture_output=True, text=True, timeout=180)

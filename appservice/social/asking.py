@@ -25,10 +25,10 @@ from appservice.config import Social
 from appservice.matrix.asking.context import ContextReader, ContextSettings
 from appservice.matrix.inbound.said import Line
 from appservice.matrix.tables.rooms import RoomTables
-from appservice.social.authority import guest_facts
+from appservice.social.authority import guest_facts, lost
 from appservice.social.bridged import LINE_KINDS, Bridges
 from appservice.social.kind import NAME
-from appservice.social.review import conversation_of
+from appservice.social.review import Review, conversation_of
 from appservice.social.tables import Bridged, SocialTables
 from appservice.social.words import line_key, matches, words_of
 from engine.content import Registry
@@ -40,9 +40,10 @@ CHARS_PER_TOKEN = 4
 
 
 class SocialAsking:
-    def __init__(self, config: Social, registry: Callable[[], Registry], bridges: Bridges, *, server_name: str,
-                 ours: Callable[[str], bool], service_user: str, max_attempts: int = 3) -> None:
+    def __init__(self, config: Social, registry: Callable[[], Registry], bridges: Bridges, review: Review, *,
+                 server_name: str, ours: Callable[[str], bool], service_user: str, max_attempts: int = 3) -> None:
         self.config = config
+        self.review = review
         self._registry = registry
         self.bridges = bridges
         self.server_name = server_name
@@ -74,6 +75,13 @@ class SocialAsking:
             if draft is None:
                 log.info("rule %s: line %s was drafted before (the same words, the same guest)", rule.id,
                          line.event_id, extra={"room": room.room_id})
+                continue
+            # Authority is asked before the model is: a rule whose author lost the power, or whose bot is no longer
+            # published for the social surface, pauses here and costs nothing.
+            gone = await lost(tx, rule, self._registry, level=self.config.power, server_name=self.server_name)
+            if gone is not None:
+                held = await tx.of(SocialTables).draft(draft)
+                await self.review.hold(tx, held, rule, gone)
                 continue
             await self._ask(tx, line, room, rule.id, rule.bot, draft, said)
 

@@ -32,7 +32,7 @@ def build_social(shared: Shared) -> Social:
     bridges = Bridges(c.social.bridges)
     review = Review(shared.registry, room_id=c.social.staff_room, service_user=shared.service_user,
                     level=c.social.power, server_name=server)
-    asking = SocialAsking(c.social, shared.registry, bridges, server_name=server, ours=ours,
+    asking = SocialAsking(c.social, shared.registry, bridges, review, server_name=server, ours=ours,
                           service_user=shared.service_user, max_attempts=c.worker.max_attempts)
     commands = RulesCommands(shared.registry, staff_room=c.social.staff_room, level=c.social.power,
                              server_name=server, service_user=shared.service_user)

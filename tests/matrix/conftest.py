@@ -16,11 +16,11 @@ from nio import AsyncClient, JoinResponse, RegisterResponse, RoomCreateResponse
 from appservice.app import Service
 from appservice.config import Desk as DeskConfig
 from appservice.config import Door, Listen, Members, Social, SocialBridge, load_config
+from appservice.social.demo_bridge import DemoBridge, namespace
 from appservice.stand_in import member_bots_book
 from engine.providers.mock import first_of
 from engine.store.base import init_connection
 from tests.book import BOOK
-from tests.matrix.fake_bridge import FakeBridge, namespace
 from tests.matrix.people import Person
 from tests.speech.fake_speech import FakeSpeech
 
@@ -79,11 +79,11 @@ async def desk_staff(stack: dict[str, str]) -> AsyncIterator[DeskStaff]:
 @dataclass
 class SocialStaff:
     """The social team: a staff member and the review room they made (the service user invited) before the service
-    started, and the fake bridge (tests/matrix/fake_bridge.py) that brings the platform's people into rooms."""
+    started, and the fake bridge (appservice/social/demo_bridge.py, as make dev's) that brings the platform's people into rooms."""
 
     client: AsyncClient
     room_id: str
-    bridge: FakeBridge
+    bridge: DemoBridge
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +94,7 @@ async def social_staff(stack: dict[str, str]) -> AsyncIterator[SocialStaff]:
     await client.set_displayname("Sam from social")
     made = await client.room_create(name="social review", invite=[f"@summon:{stack['SUMMON_SERVER_NAME']}"])
     assert isinstance(made, RoomCreateResponse), made
-    bridge = FakeBridge(stack["SUMMON_HS_URL"], stack["SUMMON_FAKEBRIDGE_AS_TOKEN"], stack["SUMMON_SERVER_NAME"])
+    bridge = DemoBridge(stack["SUMMON_HS_URL"], stack["SUMMON_FAKEBRIDGE_AS_TOKEN"], stack["SUMMON_SERVER_NAME"])
     yield SocialStaff(client, str(made.room_id), bridge)
     await bridge.close()
     await client.close()

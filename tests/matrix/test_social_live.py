@@ -1,5 +1,5 @@
 """Social rules in bridged rooms (issue 28, docs/social.md), on the real Synapse with a fake bridge of the tests'
-own (tests/matrix/fake_bridge.py: a second appservice that makes rooms with m.bridge state and speaks as its
+own (appservice/social/demo_bridge.py, make dev's too: a second appservice that makes rooms with m.bridge state and speaks as its
 puppets) and matrix-nio staff: a rule drafts; ✅ sends to the same conversation; 🗑 sends nothing; a reply to the
 draft sends its words instead; automatic sending happens only once switched on; a demoted author's rule pauses
 and sends nothing; a DM line is never answered in the comment room, nor the other way round; the bot is given only
@@ -8,7 +8,6 @@ that conversation's bounded history; a replayed line makes one draft."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,29 +16,19 @@ import pytest
 from nio import JoinResponse, RoomMessagesResponse, RoomSendResponse
 
 from appservice.app import Service
+from appservice.status import status
 from tests.book import BOOK
 from tests.matrix.conftest import SOCIAL_DRAFTS_PER_HOUR, SocialStaff
 from tests.support import eventually
 
-REPLIER = """---
-name: Replier
-surfaces: [social]
-limits: { steps: 3, spend: 0.05, minutes: 2, per: { hour: 0.50, day: 2.00 } }
----
-You draft short, kind replies to people who write to the shop on social platforms.
-"""
-
 
 @pytest.fixture(scope="module")
-async def replier(service: Service, content_dir: Path) -> AsyncIterator[str]:
-    """A bot published for the social surface (and only there): its puppet user id."""
-    path = content_dir / "bots" / "replier.md"
-    path.write_text(REPLIER, encoding="utf-8")
+async def replier(service: Service) -> str:
+    """The shipped bot published for the social surface, and only there (content/bots/replier.md): its puppet."""
     await eventually(lambda: service.registry().get("replier") is not None, timeout=30)
     bot = service.registry().get("replier")
-    assert bot is not None
-    yield bot.user_id
-    path.unlink(missing_ok=True)
+    assert bot is not None and bot.surfaces == ("social",), bot
+    return bot.user_id
 
 
 async def _events(staff: SocialStaff, room_id: str) -> list[dict[str, Any]]:
@@ -163,6 +152,8 @@ async def test_a_rule_drafts_and_send_goes_to_the_same_dm(service: Service, soci
     run = await sql.fetchrow("SELECT surface, place, asked_by FROM agent_runs WHERE id = "
                              "(SELECT run_id FROM social_drafts WHERE rule_id = $1)", rule)
     assert (run["surface"], run["place"], run["asked_by"]) == ("social", dm, None)  # a guest asks nothing
+    shown_status = {line.part: line.says for line in await status(service.config)}
+    assert "bridged room(s)" in shown_status["social"] and "rule(s) live" in shown_status["social"]
 
 
 async def test_discard_sends_nothing_and_a_reply_sends_its_own_words_in_the_comment_thread(
@@ -372,3 +363,45 @@ async def test_bad_rules_are_refused_in_words_and_nothing_is_stored(service: Ser
     assert await sql.fetchval("SELECT count(*) FROM social_rules WHERE room_id = $1", dm) == 0
     plain = await _answer(staff, staff.room_id, await _staff_says(staff, staff.room_id, "!rules pause 999999"), service)
     assert "There is no rule #999999" in plain, plain
+
+
+async def test_a_rule_pauses_when_its_room_is_unbridged_or_its_bot_unpublished(
+        service: Service, social_staff: SocialStaff, sql: asyncpg.Pool, replier: str, content_dir: Path) -> None:
+    staff = social_staff
+    kim = await staff.bridge.puppet("kim", "Kim")
+    dm = await _bridged(staff, service, sql, kind="dm", guests=[kim])
+    rule = await _rule(staff, service, sql, dm, "refund", "dm", "private", replier)
+    BOOK.say("refund for Kim", [{"text": "Kim, it is on its way."}])
+    await staff.bridge.say(dm, kim, "refund for Kim")
+    draft = await _said(staff, staff.room_id, "Kim, it is on its way.", service.service_user)
+    await staff.bridge.unbridge(dm)
+    await eventually(lambda: _unbridged(sql, dm), timeout=20)
+    await _react(staff, draft["event_id"], "✅")
+    await _said(staff, staff.room_id, "the room is no longer bridged", service.service_user)
+    assert await sql.fetchval("SELECT state FROM social_rules WHERE id = $1", rule) == "paused"
+    assert await _replier_lines(staff, dm, replier) == []
+
+    # The bot unpublished for the social surface: an automatic rule elsewhere pauses before it sends.
+    lee = await staff.bridge.puppet("lee", "Lee")
+    other = await _bridged(staff, service, sql, kind="dm", guests=[lee])
+    auto = await _rule(staff, service, sql, other, "refund", "dm", "private", replier)
+    await _answer(staff, other, await _staff_says(staff, other, f"!rules auto {auto} on"), service)
+    path = content_dir / "bots" / "replier.md"
+    shipped = path.read_text(encoding="utf-8")
+    path.write_text(shipped.replace("surfaces: [social]", "surfaces: [rooms]"), encoding="utf-8")
+    try:
+        await eventually(lambda: "social" not in service.registry().bots["replier"].surfaces, timeout=30)
+        BOOK.say("refund for Lee", [{"text": "Should never be written."}])
+        await staff.bridge.say(other, lee, "refund for Lee")
+        # Authority is asked before the model: the rule pauses, no bot is asked, nothing is sent.
+        await _said(staff, staff.room_id, "is no longer published for the social surface", service.service_user)
+        assert await sql.fetchval("SELECT state FROM social_rules WHERE id = $1", auto) == "paused"
+        assert await _drafts(sql, auto) == [(None, "held")]
+        assert await _replier_lines(staff, other, replier) == []
+    finally:
+        path.write_text(shipped, encoding="utf-8")
+        await eventually(lambda: "social" in service.registry().bots["replier"].surfaces, timeout=30)
+
+
+async def _unbridged(sql: asyncpg.Pool, room: str) -> bool:
+    return await sql.fetchval("SELECT bridged FROM social_rooms WHERE room_id = $1", room) is False

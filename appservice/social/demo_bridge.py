@@ -1,8 +1,9 @@
-"""A fake social bridge on the tests' Synapse: an appservice of the tests' own, registered before Synapse starts
-(``SUMMON_EXTRA_REGISTRATIONS``, beside the prefixed deployment's), with a user namespace of its own
+"""A fake social bridge, for ``make dev`` and the tests (docs/social.md): an appservice of its own, registered with
+the throwaway Synapse before it starts (``SUMMON_EXTRA_REGISTRATIONS``), with a user namespace of its own
 (``@fakebridge_.*``) and a bridge bot. It does what a real bridge (mautrix, hookshot) does to a room, through the
 real client-server API: it makes a bridged room with ``m.bridge`` state (MSC2346) and speaks as its puppets by
-masquerading (``?user_id=``). It takes no transactions (``url: null``): it never needs to hear anything."""
+masquerading (``?user_id=``). It takes no transactions (``url: null``): it never needs to hear anything. Nothing in
+``summon serve`` uses it."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ PROTOCOL = {"id": "fakebook", "displayname": "Fakebook"}
 
 
 def write_registration(folder: Path, server_name: str) -> tuple[Path, dict[str, str]]:
-    """The fake bridge's registration file, and the keys the stack's env gains for the tests to reach it."""
+    """The fake bridge's registration file, and the keys an env gains to reach it (its token)."""
     token = "as_" + secrets.token_hex(16)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "fakebridge.yaml"
@@ -38,13 +39,14 @@ def namespace(server_name: str) -> str:
     return f"@{LOCALPART}.*:{server_name}"
 
 
-class FakeBridge:
+class DemoBridge:
     def __init__(self, hs_url: str, token: str, server_name: str) -> None:
         self.hs_url = hs_url
         self.token = token
         self.server_name = server_name
         self.bot = f"@{BOT}:{server_name}"
         self._http: aiohttp.ClientSession | None = None
+        self._state_keys: dict[str, str] = {}
 
     async def close(self) -> None:
         if self._http is not None:
@@ -81,6 +83,7 @@ class FakeBridge:
             "power_level_content_override": {"users": staff},  # the bridge bot, its creator, holds every level
         })
         room_id = str(made["room_id"])
+        self._state_keys[room_id] = f"fakebook://{channel}"
         for guest in guests:
             await self._call("POST", f"/join/{quote(room_id)}", guest, {})
         return room_id
@@ -100,3 +103,8 @@ class FakeBridge:
         levels = await self._call("GET", f"/rooms/{quote(room_id)}/state/m.room.power_levels", None)
         levels["users"] = {**levels.get("users", {}), **users}
         await self._call("PUT", f"/rooms/{quote(room_id)}/state/m.room.power_levels", None, levels)
+
+    async def unbridge(self, room_id: str) -> None:
+        """The bridge lets the room go: its ``m.bridge`` state emptied, as a bridge does when it unbridges."""
+        key = quote(self._state_keys[room_id], safe="")
+        await self._call("PUT", f"/rooms/{quote(room_id)}/state/m.bridge/{key}", None, {})
