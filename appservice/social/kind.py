@@ -1,16 +1,29 @@
 """What the social surface brings to content (``engine.content.kinds``): a bot that lists ``social`` in its
-``surfaces:`` may be named by a rule in a bridged room (SPEC §14), and the words of ``### social``. It brings no
+``surfaces:`` may be named by a rule in a bridged room (SPEC §14) — and keeps no memory of a person, for a guest
+has none here — and the words of ``### social``. It brings no
 tool and no key: the model cannot name an account, a recipient or a destination, because nothing it is offered
 takes one — where a reply goes is the rule's, fixed when the rule was written."""
 
 from __future__ import annotations
 
-from engine.content.kinds import Kind
+from collections.abc import Mapping
+from typing import Any
+
+from engine.content.kinds import Kind, Refuse
+from engine.core.memory import uses_person
 
 NAME = "social"
 
+
+def _no_memory_of_guests(values: Mapping[str, Any], refuse: Refuse) -> None:
+    """A guest (a bridge puppet) is nobody of ours: a bot that answers them keeps no memory of a person."""
+    if NAME in values["surfaces"] and uses_person(values["memory"]):
+        refuse(("memory", "surfaces"), f"memory: {values['memory']} remembers a person, but a bot on the social "
+               "surface answers guests (bridge puppets), of whom nothing is remembered: use memory: thread")
+
 SOCIAL = Kind(
     NAME,
+    rules=(_no_memory_of_guests,),
     strings={
         # What staff read: the usage and refusals of !rules (``bad`` as !bots says it), the room's bridge, each
         # rule's line (its state, how it sends, what it matches, its bot and where the reply goes, with the label

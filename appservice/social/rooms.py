@@ -40,7 +40,8 @@ class SocialRooms:
             return True
         room = await tx.of(SocialTables).room(line.room_id)
         if room is not None and room.bridged and self.bridges.is_guest(line.sender, room):
-            await self.asking.heard(tx, line, room)
+            if line.sender != room.bridge:  # the bridge bot's own words (its status, its errors) are nobody's question
+                await self.asking.heard(tx, line, room)
             return True
         return await self.commands.claim(tx, line, followups)
 

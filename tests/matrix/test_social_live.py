@@ -8,17 +8,19 @@ that conversation's bounded history; a replayed line makes one draft."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
-from nio import JoinResponse, RoomMessagesResponse, RoomSendResponse
+from nio import JoinResponse, RoomInviteResponse, RoomMessagesResponse, RoomSendResponse
 
 from appservice.app import Service
 from appservice.status import status
 from tests.book import BOOK
 from tests.matrix.conftest import SOCIAL_DRAFTS_PER_HOUR, SocialStaff
+from tests.matrix.people import Person
 from tests.support import eventually
 
 
@@ -405,3 +407,28 @@ async def test_a_rule_pauses_when_its_room_is_unbridged_or_its_bot_unpublished(
 
 async def _unbridged(sql: asyncpg.Pool, room: str) -> bool:
     return await sql.fetchval("SELECT bridged FROM social_rooms WHERE room_id = $1", room) is False
+
+
+async def test_a_draft_sent_by_someone_without_the_power_keeps_waiting(
+        service: Service, social_staff: SocialStaff, sql: asyncpg.Pool, replier: str,
+        people: Callable[[str], Awaitable[Person]]) -> None:
+    staff = social_staff
+    max_ = await staff.bridge.puppet("max", "Max")
+    dm = await _bridged(staff, service, sql, kind="dm", guests=[max_])
+    rule = await _rule(staff, service, sql, dm, "refund", "dm", "private", replier)
+    intern = await people("intern")  # in the review room, not a moderator of the bridged room
+    invited = await staff.client.room_invite(staff.room_id, intern.user_id)
+    assert isinstance(invited, RoomInviteResponse), invited
+    assert isinstance(await intern.client.join(staff.room_id), JoinResponse)
+    await staff.bridge.say(dm, staff.bridge.bot, "Bridge notice: refund sync finished")  # the bridge bot's own
+    BOOK.say("refund for Max?", [{"text": "Max, your refund is done."}])
+    await staff.bridge.say(dm, max_, "refund for Max?")
+    draft = await _said(staff, staff.room_id, "Max, your refund is done.", service.service_user)
+    resp = await intern.client.room_send(staff.room_id, "m.reaction", {"m.relates_to": {
+        "rel_type": "m.annotation", "event_id": draft["event_id"], "key": "✅"}})
+    assert isinstance(resp, RoomSendResponse), resp
+    await _said(staff, staff.room_id, f"Not sent: {intern.user_id} does not hold the power", service.service_user)
+    assert await _drafts(sql, rule) == [("Max, your refund is done.", "pending")]  # one draft: the bot's line is none
+    assert await sql.fetchval("SELECT state FROM social_rules WHERE id = $1", rule) == "active"
+    await _react(staff, draft["event_id"], "✅")
+    await _said(staff, dm, "Max, your refund is done.", replier)

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from appservice.config import SocialBridge
+from appservice.kinds import KINDS
 from appservice.matrix.claimers.admin_words import Bad
 from appservice.social.bridged import guest, read_bridge
 from appservice.social.words import (
@@ -22,6 +23,7 @@ from appservice.social.words import (
     phrase_refusal,
     words_of,
 )
+from engine.content import compile_sources
 
 BOTS = {"replier": "Replier", "helper": "Helper"}
 
@@ -131,3 +133,13 @@ def test_a_guest_is_a_bridge_puppet_never_one_of_our_people() -> None:
     assert guest("@fakebridge_alice:localhost", bridges)
     assert not guest("@alice:localhost", bridges)
     assert not guest("@fakebridge_alice:elsewhere", bridges)
+
+
+def test_a_social_bot_keeps_no_memory_of_a_guest() -> None:
+    text = "---\nname: R\nsurfaces: [social]\nmemory: person\n---\nBe kind.\n"
+    errors = compile_sources({"bots/r.md": text}, kinds=KINDS, server_name="localhost")
+    assert isinstance(errors, list) and len(errors) == 1
+    assert "remembers a person" in str(errors[0]) and "bots/r.md" in str(errors[0])
+    fine = compile_sources({"bots/r.md": text.replace("memory: person", "memory: thread")}, kinds=KINDS,
+                           server_name="localhost")
+    assert not isinstance(fine, list)
