@@ -1,6 +1,7 @@
 """Whether a rule may send, asked again before every send (SPEC §14): the rule is live; its room is still bridged;
 its bot is still published for the social surface and may still answer a guest; the person who wrote it is still
-in the room with the configured power, as the room stands now (its stored power levels and members, which the
+in the room that governs it (the bridged room, or the review room it was written in) with the configured power, as
+that room stands now (its stored power levels and members, which the
 dispatcher keeps as the homeserver sends them). The first that fails is the reason — said in the review place,
 and the rule paused — and nothing is sent."""
 
@@ -58,6 +59,6 @@ async def lost(db: Families, rule: Rule, registry: Callable[[], Registry], *, le
         return Lost("why_unbridged")
     if not may_answer_guest(registry(), rule.bot, server_name):
         return Lost("why_unpublished", bot=rule.bot)
-    if not await holds(db, rule.room_id, rule.author, level):
+    if not await holds(db, rule.governed_in, rule.author, level):
         return Lost("why_author", who=rule.author)
     return None

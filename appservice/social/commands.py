@@ -1,9 +1,11 @@
 """``!rules …``: staff writing and changing social rules (SPEC §14), in ``!bots``'s grammar and with its refusals.
 
 - **Where**: in a bridged room (``!rules`` lists that room's rules and says what the room is; ``add`` writes one
-  for it), or in the review place (the staff room), where ``!rules`` lists every rule and a rule is paused,
-  resumed, removed, switched to sending automatically or asked for its history by its number.
-- **Who**: someone in the rule's room with the configured power there (``social.power``, a moderator by default).
+  for it), or in the review place (the staff room), which governs several: there ``!rules`` lists every rule,
+  ``add … in <room id>`` writes one for that bridged room, and a rule is paused, resumed, removed, switched to
+  sending automatically or asked for its history by its number.
+- **Who**: someone with the configured power (``social.power``, a moderator by default) in the room that governs
+  the rule — the bridged room it was written in, or the review room.
   Anyone else is told, in one line, the level it needs — never silence.
 - **What is refused, in words, with nothing stored**: an empty phrase, one that would match nearly every line, an
   unknown bot, a bot not published for the social surface or not allowed to answer a guest, a kind of line the
@@ -108,18 +110,23 @@ class RulesCommands:
                     return refused
                 return await self._list(tx, line.room_id if not in_staff else None, room, say)
             case words.AddRule():
-                if room is None or not room.bridged:
+                # In the review room, a rule is written for the bridged room it names (the review room governs it).
+                if command.room is not None and not in_staff:
+                    return say.lines(say("bad", field="in", value=command.room, allowed="only in the review room",
+                                         why=""), self._usage(say))
+                target = await tx.of(SocialTables).room(command.room) if command.room is not None else room
+                if target is None or not target.bridged:
                     return say("not_bridged")
                 refused = await self._power(tx, line.room_id, line.sender, say)
                 if refused is not None:
                     return refused
-                return await self._add(tx, line, room, command, say, followups)
+                return await self._add(tx, line, target, command, say, followups)
             case words.Change() | words.Auto() as change:
                 rule_id = change.id
                 rule = await tx.of(SocialTables).rule(rule_id)
                 if rule is None or rule.state == "removed" or (not in_staff and rule.room_id != line.room_id):
                     return await self._not_a_rule(tx, line.room_id if not in_staff else None, rule_id, say)
-                refused = await self._power(tx, rule.room_id, line.sender, say)
+                refused = await self._power(tx, rule.governed_in, line.sender, say)
                 if refused is not None:
                     return refused
                 if isinstance(change, words.Auto):
@@ -146,12 +153,14 @@ class RulesCommands:
                                  why=say("why_unpublished", bot=command.bot)), self._usage(say))
         rule = await tx.of(SocialTables).add_rule(room_id=room.room_id, phrase=command.phrase, line_kind=command.kind,
                                                   bot=command.bot, destination=command.destination,
-                                                  author=line.sender, made_in=line.event_id)
+                                                  author=line.sender, made_in=line.event_id, governed_in=line.room_id)
         await tx.of(SocialTables).happened(rule.id, "written", by=line.sender)
         member = await tx.of(RoomTables).member(room.room_id, bot.user_id)
         if member is None or member.membership not in ("join", "invite"):
             followups.append(InvitePuppet(room.room_id, bot.user_id, self.service_user))
-        return say.lines(say("added", id=rule.id), await self._list(tx, room.room_id, room, say))
+        shown = await self._list(tx, room.room_id, room, say) if line.room_id == room.room_id else await self._rule_line(
+            tx, rule, say)
+        return say.lines(say("added", id=rule.id), shown)
 
     async def _list(self, tx: Tx, room_id: str | None, room: Bridged | None, say: Say) -> str:
         rules = (await tx.of(SocialTables).rules_in(room_id) if room_id is not None

@@ -123,7 +123,7 @@ class Review:
         if gone is not None:
             await self.hold(tx, draft, rule, gone)
             return False
-        if by is not None and not await holds(tx, rule.room_id, by, self.level):
+        if by is not None and not await holds(tx, rule.governed_in, by, self.level):
             await self.note(tx, draft, f".refused.{hashlib.sha256(by.encode()).hexdigest()[:12]}",
                             say("not_sent", who=by))
             log.info("%s may not send draft %s (power < %s in %s)", by, draft.id, self.level, rule.room_id,
@@ -221,7 +221,7 @@ class Review:
             return True
         if key == SEND:
             await self.send(tx, draft, rule, by=sender)
-        elif await holds(tx, rule.room_id, sender, self.level):
+        elif await holds(tx, rule.governed_in, sender, self.level):
             if await tx.of(SocialTables).settle(draft.id, "discarded", by=sender) is not None:
                 await tx.of(SocialTables).happened(rule.id, "discarded", draft_id=draft.id, run_id=draft.run_id,
                                                    by=sender)

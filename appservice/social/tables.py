@@ -32,6 +32,7 @@ class Rule:
     state: str  # active · paused · removed
     auto: bool
     author: str
+    governed_in: str  # where the author's power is asked: the room itself, or the review room it was written in
     paused_why: str | None
 
 
@@ -96,9 +97,9 @@ class SocialTables(Family):
         return found
 
     async def add_rule(self, *, room_id: str, phrase: str, line_kind: str, bot: str, destination: str, author: str,
-                       made_in: str) -> Rule:
+                       made_in: str, governed_in: str) -> Rule:
         made = maybe(Rule, await self._one("social_rule_add", room_id, phrase, line_kind, bot, destination, author,
-                                           made_in))
+                                           made_in, governed_in))
         assert made is not None
         return made
 

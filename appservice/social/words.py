@@ -25,7 +25,7 @@ DESTINATIONS = ("private", "public")
 SUBCOMMANDS = ("list", "add", "pause", "resume", "remove", "auto", "history")
 FORMS = {
     "list": "list",
-    "add": 'add <bot> "<word or phrase>" on dm|comment|group to private|public',
+    "add": 'add <bot> "<word or phrase>" on dm|comment|group to private|public [in <room id>]',
     "pause": "pause <id>",
     "resume": "resume <id>",
     "remove": "remove <id>",
@@ -46,6 +46,7 @@ what when where which while who whom why will with would you your yours yes ok o
 """.split())
 
 WORD = re.compile(r"\w+")
+ROOM_ID = re.compile(r"![^:\s]{1,200}(:[^\s]{1,200})?")
 _QUOTES = {'"': '"', "“": "”", "'": "'", "‘": "’", "«": "»"}
 
 
@@ -65,6 +66,7 @@ class AddRule:
     phrase: str
     kind: str
     destination: str
+    room: str | None = None  # written in the review room for this bridged room (None: for the room it is said in)
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ def _add(bot_word: str, rest: str, bots: Mapping[str, str]) -> RulesCommand:
     if why is not None:
         return Bad("phrase", phrase, PHRASE_FORM, why)
     fields = after.split()
-    kind = destination = None
+    kind = destination = room = None
     i = 0
     while i < len(fields):
         key = fields[i].lower()
@@ -193,14 +195,18 @@ def _add(bot_word: str, rest: str, bots: Mapping[str, str]) -> RulesCommand:
             if value not in DESTINATIONS:
                 return Bad("to", value, ", ".join(DESTINATIONS))
             destination = value
+        elif key == "in":
+            room = fields[i + 1] if i + 1 < len(fields) else ""
+            if not ROOM_ID.fullmatch(room):
+                return Bad("in", room, "a bridged room's id, like !abc123:example.org")
         else:
-            return Bad("field", fields[i], "on, to")
+            return Bad("field", fields[i], "on, to, in")
         i += 2
     if kind is None:
         return Bad("on", "", ", ".join(KINDS), "the one kind of line the rule matches")
     if destination is None:
         return Bad("to", "", ", ".join(DESTINATIONS), "where the reply goes: where the line was said")
-    return AddRule(slug, phrase.strip(), kind, destination)
+    return AddRule(slug, phrase.strip(), kind, destination, room)
 
 
 def _quoted(text: str) -> tuple[str | None, str]:

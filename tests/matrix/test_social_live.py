@@ -432,3 +432,33 @@ async def test_a_draft_sent_by_someone_without_the_power_keeps_waiting(
     assert await sql.fetchval("SELECT state FROM social_rules WHERE id = $1", rule) == "active"
     await _react(staff, draft["event_id"], "✅")
     await _said(staff, dm, "Max, your refund is done.", replier)
+
+
+async def test_a_rule_written_in_the_review_room_for_a_bridged_room_is_governed_there(
+        service: Service, social_staff: SocialStaff, sql: asyncpg.Pool, replier: str,
+        people: Callable[[str], Awaitable[Person]]) -> None:
+    staff = social_staff
+    nia = await staff.bridge.puppet("nia", "Nia")
+    dm = await _bridged(staff, service, sql, kind="dm", guests=[nia])
+    written = f'!rules add replier "refund" on dm to private in {dm}'
+    answer = await _answer(staff, staff.room_id, await _staff_says(staff, staff.room_id, written), service)
+    assert "is written" in answer and "private reply" in answer, answer
+    rule = await sql.fetchrow("SELECT id, room_id, governed_in FROM social_rules WHERE room_id = $1", dm)
+    assert (rule["room_id"], rule["governed_in"]) == (dm, staff.room_id)
+    await eventually(lambda: _member(sql, dm, replier), timeout=20)
+    BOOK.say("refund for Nia", [{"text": "Nia, done."}])
+    await staff.bridge.say(dm, nia, "refund for Nia")
+    draft = await _said(staff, staff.room_id, "Nia, done.", service.service_user)
+    await _react(staff, draft["event_id"], "✅")
+    await _said(staff, dm, "Nia, done.", replier)
+    # Someone in the review room without the power there writes nothing; in a bridged room, `in` is refused.
+    intern = await people("intern")
+    assert isinstance(await staff.client.room_invite(staff.room_id, intern.user_id), RoomInviteResponse)
+    assert isinstance(await intern.client.join(staff.room_id), JoinResponse)
+    said = await intern.say(staff.room_id, f'!rules add replier "money back" on dm to private in {dm}')
+    refused = await _answer(staff, staff.room_id, said, service)
+    assert "power level 50" in refused, refused
+    elsewhere = await _answer(staff, dm, await _staff_says(staff, dm, f'!rules add replier "money" on dm to private in {dm}'),
+                              service)
+    assert "**in**" in elsewhere and "only in the review room" in elsewhere, elsewhere
+    assert await sql.fetchval("SELECT count(*) FROM social_rules WHERE room_id = $1", dm) == 1

@@ -25,12 +25,14 @@ CREATE TABLE social_rules (
     state       text NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'paused', 'removed')),
     auto        boolean NOT NULL DEFAULT false,
     author      text NOT NULL,
+    governed_in text NOT NULL,   -- the room whose power levels hold the author's authority (the room, or the review room)
     made_in     text NOT NULL,
     paused_why  text,
     created_at  timestamptz NOT NULL DEFAULT now(),
     changed_at  timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX social_rules_room ON social_rules (room_id) WHERE state <> 'removed';
+CREATE INDEX social_rules_governed ON social_rules (governed_in) WHERE state <> 'removed';
 
 -- One draft per rule and line (``line_key``: the conversation, the sender and the words, hashed): a bridge replaying
 -- its history, or the same words said ten times, makes one.

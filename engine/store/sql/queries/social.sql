@@ -27,40 +27,40 @@ SELECT (SELECT count(*) FROM social_rooms WHERE bridged) AS rooms,
        (SELECT count(*) FROM social_rules WHERE state = 'paused') AS paused;
 
 -- name: social_rule_add
--- A rule written in room $1: phrase $2 on lines of kind $3, bot $4 answering to $5, by $6 (in event $7).
-INSERT INTO social_rules (room_id, phrase, line_kind, bot, destination, author, made_in)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-RETURNING id, room_id, phrase, line_kind, bot, destination, state, auto, author, paused_why;
+-- A rule for room $1: phrase $2 on lines of kind $3, bot $4 answering to $5, by $6 (in event $7 of room $8).
+INSERT INTO social_rules (room_id, phrase, line_kind, bot, destination, author, made_in, governed_in)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING id, room_id, phrase, line_kind, bot, destination, state, auto, author, governed_in, paused_why;
 
 -- name: social_rule_get
 -- Rule $1 (a removed one too).
-SELECT id, room_id, phrase, line_kind, bot, destination, state, auto, author, paused_why FROM social_rules
+SELECT id, room_id, phrase, line_kind, bot, destination, state, auto, author, governed_in, paused_why FROM social_rules
  WHERE id = $1;
 
 -- name: social_rules_in_room
--- The rules written in room $1 that were not removed, oldest first.
-SELECT id, room_id, phrase, line_kind, bot, destination, state, auto, author, paused_why FROM social_rules
+-- The rules for room $1 that were not removed, oldest first.
+SELECT id, room_id, phrase, line_kind, bot, destination, state, auto, author, governed_in, paused_why FROM social_rules
  WHERE room_id = $1 AND state <> 'removed' ORDER BY id;
 
 -- name: social_rules_all
 -- Every rule not removed, oldest first, at most $1 (the staff room's list).
-SELECT id, room_id, phrase, line_kind, bot, destination, state, auto, author, paused_why FROM social_rules
+SELECT id, room_id, phrase, line_kind, bot, destination, state, auto, author, governed_in, paused_why FROM social_rules
  WHERE state <> 'removed' ORDER BY id LIMIT $1;
 
 -- name: social_rules_live
 -- The live rules in room $1 for lines of kind $2, oldest first (each line is matched against these).
-SELECT id, room_id, phrase, line_kind, bot, destination, state, auto, author, paused_why FROM social_rules
+SELECT id, room_id, phrase, line_kind, bot, destination, state, auto, author, governed_in, paused_why FROM social_rules
  WHERE room_id = $1 AND line_kind = $2 AND state = 'active' ORDER BY id;
 
 -- name: social_rule_set_state
 -- Rule $1 becomes $2 (why: $3), unless removed; the rule as it is now.
 UPDATE social_rules SET state = $2, paused_why = $3, changed_at = now() WHERE id = $1 AND state <> 'removed'
-RETURNING id, room_id, phrase, line_kind, bot, destination, state, auto, author, paused_why;
+RETURNING id, room_id, phrase, line_kind, bot, destination, state, auto, author, governed_in, paused_why;
 
 -- name: social_rule_set_auto
 -- Rule $1 sends without review ($2), unless removed; the rule as it is now.
 UPDATE social_rules SET auto = $2, changed_at = now() WHERE id = $1 AND state <> 'removed'
-RETURNING id, room_id, phrase, line_kind, bot, destination, state, auto, author, paused_why;
+RETURNING id, room_id, phrase, line_kind, bot, destination, state, auto, author, governed_in, paused_why;
 
 -- name: social_draft_add
 -- Line $4 (key $5) in room $2 (thread $3) matched rule $1: its one draft; nothing when it made one before.
