@@ -34,9 +34,9 @@ async def rows(db: TestStore, query: str, *args: object) -> list[dict[str, objec
 
 async def test_the_shipped_content_is_projected_into_every_table(db: TestStore) -> None:
     registry = shipped()
-    assert await publish(db, registry) == ["echo", "helper", "support"]
+    assert await publish(db, registry) == ["echo", "helper", "replier", "support"]
     bots = await rows(db, "published_bots")
-    assert [b["slug"] for b in bots] == ["echo", "helper", "support"]
+    assert [b["slug"] for b in bots] == ["echo", "helper", "replier", "support"]
     helper = next(b for b in bots if b["slug"] == "helper")
     assert helper["puppet"] == "@bot_helper:localhost"
     compiled = helper["compiled"]
@@ -65,6 +65,7 @@ async def test_publishing_again_withdraws_what_is_gone_and_relinks(db: TestStore
     (content / "commands" / "triage.md").unlink()
     (content / "bots" / "echo.md").unlink()
     (content / "bots" / "support.md").unlink()
+    (content / "bots" / "replier.md").unlink()
     (content / "bots" / "helper.md").write_text(
         "---\nname: Helper\ntools: [search_site]\nskills: [privacy]\n---\nHelp.\n", encoding="utf-8"
     )
@@ -102,7 +103,7 @@ async def test_a_publish_that_fails_publishes_nothing(db: TestStore) -> None:
         await publish(broken, second)
     after = [await rows(db, q) for q in ("published_bots", "published_skills", "published_commands")]
     assert after == before
-    assert [b["name"] for b in after[0]] == ["Echo", "Helper", "Support"]
+    assert [b["name"] for b in after[0]] == ["Echo", "Helper", "Replier", "Support"]
 
 
 async def test_a_file_that_does_not_compile_never_reaches_publish(db: TestStore, tmp_path: Path) -> None:
