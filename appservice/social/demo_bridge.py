@@ -71,15 +71,16 @@ class DemoBridge:
         return user
 
     async def bridged_room(self, *, kind: str, channel: str, guests: list[str], invite: list[str],
-                           staff: dict[str, int]) -> str:
-        """A bridged room as a social bridge makes one: ``m.bridge`` state (``com.beeper.room_type``: ``kind``),
-        its guests joined, ``invite`` invited, and ``staff`` holding those power levels."""
+                           staff: dict[str, int], state: str | None = "m.bridge") -> str:
+        """A bridged room as a social bridge makes one: ``state`` (``m.bridge``, hookshot's ``uk.half-shot.bridge``,
+        or None for a bridge that writes none) with ``com.beeper.room_type``: ``kind``, its guests joined,
+        ``invite`` invited, and ``staff`` holding those power levels."""
         bridge = {"bridgebot": self.bot, "protocol": PROTOCOL,
                   "network": {"id": "fakebook", "displayname": "Fakebook"},
                   "channel": {"id": uuid.uuid4().hex[:8], "displayname": channel}, "com.beeper.room_type": kind}
         made = await self._call("POST", "/createRoom", None, {
             "name": channel, "preset": "private_chat", "invite": [*guests, *invite],
-            "initial_state": [{"type": "m.bridge", "state_key": f"fakebook://{channel}", "content": bridge}],
+            "initial_state": [{"type": state, "state_key": f"fakebook://{channel}", "content": bridge}] if state else [],
             "power_level_content_override": {"users": staff},  # the bridge bot, its creator, holds every level
         })
         room_id = str(made["room_id"])

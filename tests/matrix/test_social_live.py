@@ -462,3 +462,27 @@ async def test_a_rule_written_in_the_review_room_for_a_bridged_room_is_governed_
                               service)
     assert "**in**" in elsewhere and "only in the review room" in elsewhere, elsewhere
     assert await sql.fetchval("SELECT count(*) FROM social_rules WHERE room_id = $1", dm) == 1
+
+
+async def test_a_bridge_is_known_by_hookshots_state_or_by_its_puppets_alone(
+        service: Service, social_staff: SocialStaff, sql: asyncpg.Pool) -> None:
+    staff = social_staff
+    olly = await staff.bridge.puppet("olly", "Olly")
+    people = [str(staff.client.user_id), service.service_user]
+    hookshot = await staff.bridge.bridged_room(kind="comments", channel="hookshot feed", guests=[olly], invite=people,
+                                               staff={str(staff.client.user_id): 50}, state="uk.half-shot.bridge")
+    bare = await staff.bridge.bridged_room(kind="dm", channel="no state", guests=[olly], invite=people,
+                                           staff={str(staff.client.user_id): 50}, state=None)
+    for room in (hookshot, bare):
+        assert isinstance(await staff.client.join(room), JoinResponse)
+        await eventually(lambda room=room: _bridged_row(sql, room), timeout=20)
+    rows = {r["room_id"]: r for r in await sql.fetch(
+        "SELECT room_id, bridge, network, conversation, known_by FROM social_rooms WHERE room_id IN ($1, $2)",
+        hookshot, bare)}
+    assert (rows[hookshot]["known_by"], rows[hookshot]["conversation"], rows[hookshot]["bridge"]) == (
+        "state", "comments", staff.bridge.bot)
+    # No state at all: bridged because a puppet of a configured bridge is a member; a group, as nothing says more.
+    assert (rows[bare]["known_by"], rows[bare]["conversation"], rows[bare]["network"]) == ("members", "group", "Fakebook")
+    await eventually(lambda: _member(sql, bare, str(staff.client.user_id)), timeout=20)
+    shown = await _answer(staff, bare, await _staff_says(staff, bare, "!rules"), service)
+    assert "a group conversation on Fakebook" in shown and "known by its members" in shown, shown
