@@ -151,9 +151,12 @@ async def test_a_rule_drafts_and_send_goes_to_the_same_dm(service: Service, soci
     await _said(staff, staff.room_id, "Sent by Sam from social", service.service_user)
     history = [r["what"] for r in await sql.fetch("SELECT what FROM social_history WHERE rule_id = $1 ORDER BY id", rule)]
     assert history == ["written", "drafted", "sent"]
-    run = await sql.fetchrow("SELECT surface, place, asked_by FROM agent_runs WHERE id = "
+    run = await sql.fetchrow("SELECT surface, place, asked_by, subject, live_for FROM agent_runs WHERE id = "
                              "(SELECT run_id FROM social_drafts WHERE rule_id = $1)", rule)
     assert (run["surface"], run["place"], run["asked_by"]) == ("social", dm, None)  # a guest asks nothing
+    # The conversation is what its ceilings (limits.per) and its live runs count against, as a person's are.
+    assert run["subject"] == run["live_for"] == f"social:{dm}|"
+    assert await sql.fetchval("SELECT count(*) FROM spend_ledger WHERE who = $1", f"social:{dm}|") >= 1
     shown_status = {line.part: line.says for line in await status(service.config)}
     assert "bridged room(s)" in shown_status["social"] and "rule(s) live" in shown_status["social"]
 
