@@ -99,7 +99,8 @@ def wire_dispatcher(
     presses = Presses(registry, ours, asking)
     claims = claim_order(
         ours, elsewhere=elsewhere, cancels=cancels,
-        admin=RoomAdmin(registry, server_name=server_name, service_user=service_user), presses=presses,
+        admin=RoomAdmin(registry, server_name=server_name, service_user=service_user,
+                        about=tuple(other.about for other in also)), presses=presses,
         memories=memories, commands=Commands(registry, asking, server_name=server_name, service_user=service_user),
         voice=voice, own_rooms=own_rooms(asking) if own_rooms is not None else None,
         mention=Mention(registry, ours, asking), also=also,

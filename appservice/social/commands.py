@@ -162,6 +162,14 @@ class RulesCommands:
             tx, rule, say)
         return say.lines(say("added", id=rule.id), shown)
 
+    async def about(self, tx: Tx, room_id: str) -> str:
+        """The room's bridge and its rules, in a line or two ("" when it is not bridged)."""
+        room = await tx.of(SocialTables).room(room_id)
+        if room is None or not room.bridged:
+            return ""
+        say = Say(self._registry().strings)
+        return await self._list(tx, room_id, room, say)
+
     async def _list(self, tx: Tx, room_id: str | None, room: Bridged | None, say: Say) -> str:
         rules = (await tx.of(SocialTables).rules_in(room_id) if room_id is not None
                  else await tx.of(SocialTables).all_rules(LISTED))

@@ -5,7 +5,8 @@ it, in the order the rooms surface offers its own claimers.
   staff member's, wherever the service hears it.
 - In a bridged room, a guest's line (a bridge puppet's) is this surface's alone: it is matched against the room's
   rules and never reaches a command, a press or a mention — a guest asks no bot of ours directly.
-- ✅ and 🗑 on a draft in the review place; and every state event, for what it says of a bridge.
+- ✅ and 🗑 on a draft in the review place; every state event, for what it says of a bridge; and what the room is,
+  for ``!bots status``.
 """
 
 from __future__ import annotations
@@ -50,3 +51,7 @@ class SocialRooms:
 
     async def state(self, tx: Tx, room_id: str, event: Mapping[str, Any]) -> None:
         await self.bridges.state(tx, room_id, event)
+
+    async def about(self, tx: Tx, room_id: str) -> str:
+        """For ``!bots status``: the bridge the room is known by, and how many rules it has ("" when not bridged)."""
+        return await self.commands.about(tx, room_id)

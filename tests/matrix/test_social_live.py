@@ -135,6 +135,9 @@ async def test_a_rule_drafts_and_send_goes_to_the_same_dm(service: Service, soci
     shown = await _answer(staff, dm, await _staff_says(staff, dm, "!rules"), service)
     assert "a private DM on Fakebook" in shown and staff.bridge.bot in shown, shown
     rule = await _rule(staff, service, sql, dm, "where is my refund", "dm", "private", replier)
+    status_here = await _answer(staff, dm, await _staff_says(staff, dm, "!bots status"), service)
+    assert "a private DM on Fakebook" in status_here and "where is my refund" in status_here, status_here
+    assert "choices:" in status_here, status_here  # the room's own settings, as !bots says them
 
     line = "Hi! Where is my refund??"
     BOOK.say(line, [{"text": "Your refund left us on Monday."}])

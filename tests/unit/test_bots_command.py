@@ -25,6 +25,7 @@ def sched(**fields: object) -> Schedule:
     ("!bots", w.Usage()),
     ("/bots help", w.Usage()),
     ("!bots list", w.ListBots()),
+    ("!bots status", w.Status()),
     ("!BOTS LIST", w.ListBots()),
     ("!bots runs", w.Runs()),
     ("!bots spend", w.Spend()),

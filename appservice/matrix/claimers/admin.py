@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,11 +43,18 @@ RUNS_SHOWN = 10
 ABOUT_CHARS = 100
 
 
+# What another surface that works in rooms says of one (the social surface: the bridge it is known by), for
+# ``!bots status``; "" when it has nothing to say of it.
+RoomAbout = Callable[[Tx, str], Awaitable[str]]
+
+
 class RoomAdmin:
-    def __init__(self, registry: Callable[[], Registry], *, server_name: str, service_user: str) -> None:
+    def __init__(self, registry: Callable[[], Registry], *, server_name: str, service_user: str,
+                 about: Sequence[RoomAbout] = ()) -> None:
         self._registry = registry
         self.server_name = server_name
         self.service_user = service_user
+        self.about = tuple(about)
 
     async def claim(self, tx: Tx, line: Line, event: Mapping[str, Any], followups: list[Followup]) -> bool:
         """The order's "room admin" step: True when ``line`` was a `!bots …` for the service (carried out, or
@@ -105,6 +112,8 @@ class RoomAdmin:
                                  self._usage(say, encrypted))
             case words.ListBots():
                 return await self._list(tx, line.room_id, settings, offered, say)
+            case words.Status():
+                return await self._status(tx, line.room_id, settings, offered, say)
             case words.AddBot(slug):
                 return await self._add(tx, line, settings, offered, slug, say, followups)
             case words.RemoveBot(slug):
@@ -171,6 +180,18 @@ class RoomAdmin:
             entries.append("- " + say("bot_line", glyph=bot.glyph or "", name=bot.name, slug=slug,
                                       about=_about(bot), here=where).strip())
         return say.lines(say("offered"), "\n".join(entries), self._bots_setting(settings, offered, memberships, say))
+
+    async def _status(self, tx: Tx, room_id: str, settings: Mapping[str, Any], offered: Mapping[str, Bot],
+                      say: _Say) -> str:
+        """The room's bots and settings as they stand, and what the other surfaces that work here say of it."""
+        memberships = await self._memberships(tx, room_id, offered)
+        hours = room_settings.quiet(settings)
+        others = [await about(tx, room_id) for about in self.about]
+        return say.lines(self._bots_setting(settings, offered, memberships, say),
+                         say("setting", field="choices", value=room_settings.choices(settings),
+                             allowed=", ".join(words.CHOICES)),
+                         say("setting", field="quiet", value=str(hours) if hours else "off", allowed=words.QUIET_FORM),
+                         *others)
 
     async def _add(self, tx: Tx, line: Line, settings: Mapping[str, Any], offered: Mapping[str, Bot], slug: str,
                    say: _Say, followups: list[Followup]) -> str:

@@ -22,12 +22,14 @@ from engine.core.room_settings import Quiet
 PREFIXES = ("!bots", "/bots")
 CHOICES = ("reactions", "poll")
 SETTINGS = ("choices", "quiet")
-SUBCOMMANDS = ("list", "add", "remove", "set", "schedule", "schedules", "unschedule", "runs", "spend", "cancel")
+SUBCOMMANDS = ("list", "status", "add", "remove", "set", "schedule", "schedules", "unschedule", "runs", "spend",
+               "cancel")
 # A bot cannot speak by itself into a room it cannot read: these are not offered in an encrypted room.
 SCHEDULING = frozenset({"schedule", "schedules", "unschedule"})
 # How each sub-command is written, for the usage and for a bad field.
 FORMS = {
     "list": "list",
+    "status": "status",
     "add": "add <bot>",
     "remove": "remove <bot>",
     "set": "set choices reactions|poll · set quiet <from>-<to> [zone]|off",
@@ -69,6 +71,11 @@ class Bad:
 @dataclass(frozen=True)
 class ListBots:
     pass
+
+
+@dataclass(frozen=True)
+class Status:
+    """What the room is to the service: its bots, its settings, and what other surfaces say of it (a bridge)."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,7 @@ class Cancel:
     run: int
 
 
-BotsCommand = (Usage | Bad | ListBots | AddBot | RemoveBot | SetChoices | SetQuiet | AddSchedule | ListSchedules
+BotsCommand = (Usage | Bad | ListBots | Status | AddBot | RemoveBot | SetChoices | SetQuiet | AddSchedule | ListSchedules
                | Unschedule | Runs | Spend | Cancel)
 
 
@@ -148,10 +155,10 @@ def parse(text: str, bots: Mapping[str, str]) -> BotsCommand:
         return Usage()
     sub, args = words[1].lower(), words[2:]
     match sub:
-        case "list" | "runs" | "spend" | "schedules":
+        case "list" | "status" | "runs" | "spend" | "schedules":
             if args:
                 return Bad(sub, " ".join(args), f"nothing after {sub}", None)
-            plain: dict[str, BotsCommand] = {"list": ListBots(), "runs": Runs(), "spend": Spend(),
+            plain: dict[str, BotsCommand] = {"list": ListBots(), "status": Status(), "runs": Runs(), "spend": Spend(),
                                              "schedules": ListSchedules()}
             return plain[sub]
         case "add" | "remove":

@@ -35,7 +35,8 @@ class RoomWork(Protocol):
 class AlsoInRooms(Protocol):
     """Another surface that works in Matrix rooms (the social surface, in bridged rooms): it is offered each new line
     right after the staff room (``claim``: True when it took it), each reaction nobody before it took, and every
-    state event once the rooms surface has kept it (``state``: what it records of a room)."""
+    state event once the rooms surface has kept it (``state``: what it records of a room); ``!bots status`` says
+    what it says of the room (``about``)."""
 
     name: str
 
@@ -44,6 +45,10 @@ class AlsoInRooms(Protocol):
     async def reaction(self, tx: Tx, room_id: str, event: Mapping[str, Any], ours: Callable[[str], bool]) -> bool: ...
 
     async def state(self, tx: Tx, room_id: str, event: Mapping[str, Any]) -> None: ...
+
+    async def about(self, tx: Tx, room_id: str) -> str:
+        """What it says of the room in ``!bots status`` ("" for nothing)."""
+        ...
 
 
 class VoiceNotes(Protocol):
