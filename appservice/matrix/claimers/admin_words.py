@@ -22,14 +22,13 @@ from engine.core.room_settings import Quiet
 PREFIXES = ("!bots", "/bots")
 CHOICES = ("reactions", "poll")
 SETTINGS = ("choices", "quiet")
-SUBCOMMANDS = ("list", "status", "add", "remove", "set", "schedule", "schedules", "unschedule", "runs", "spend",
-               "cancel")
+SUBCOMMANDS = ("list", "add", "remove", "set", "schedule", "schedules", "unschedule", "runs", "spend", "cancel",
+               "status")
 # A bot cannot speak by itself into a room it cannot read: these are not offered in an encrypted room.
 SCHEDULING = frozenset({"schedule", "schedules", "unschedule"})
 # How each sub-command is written, for the usage and for a bad field.
 FORMS = {
     "list": "list",
-    "status": "status",
     "add": "add <bot>",
     "remove": "remove <bot>",
     "set": "set choices reactions|poll · set quiet <from>-<to> [zone]|off",
@@ -40,6 +39,7 @@ FORMS = {
     "runs": "runs",
     "spend": "spend",
     "cancel": "cancel <run>",
+    "status": "status",
 }
 QUIET_FORM = "<from>-<to> [zone] (like 22:00-07:00 Europe/Dublin), or off"
 WHEN_FORM = ("every <day|week|month|monday…|weekdays|N minutes|N hours|N days|N weeks|N months>, then"
