@@ -52,7 +52,7 @@ from appservice.matrix.inbound.state import StateHandler
 from appservice.matrix.tables.lines import LineTables
 from appservice.matrix.tables.room_actions import RoomActionTables
 from appservice.matrix.tables.rooms import take_room
-from engine.errors import StoreError, StoreUnavailable, SurfaceError
+from engine.errors import StoreError, StoreRefused, StoreUnavailable, SurfaceError
 from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,20 @@ class _EventFailed(SurfaceError):
         super().__init__(f"event {event.get('event_id')!r} failed: {described(cause)}")
 
 
+class _FailedBefore(Exception):
+    """An attempt at this transaction failed before: stored again knowing how often (its first try's work, one
+    statement, rolled back)."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(f"{attempts} earlier attempt(s) failed")
+        self.attempts = attempts
+
+
+class _FirstTryRefused(Exception):
+    """The first try's one statement was refused (the transaction id itself, say): its failures are asked on their
+    own and it is stored as before it was known whether there were any."""
+
+
 class Dispatcher:
     def __init__(self, store: Store, *, state: StateHandler, lines: LineHandler, presses: Presses,
                  cancels: Cancels, threads: ThreadBackfill, elsewhere: RoomWork | None = None) -> None:
@@ -113,10 +127,22 @@ class Dispatcher:
         be sent again; raises what else failed (counted) until ``GIVE_UP_AFTER`` attempts have."""
         fetched = await self.threads.fetch(self.store, events)
         digest = txn_digest(txn_id)
-        failed = await self.store.of(LineTables).transaction_failures(digest)
+        try:
+            # The common case, in one database transaction whose first statement says whether an attempt at
+            # this one failed before (failed=None); then it is stored as below, knowing how often.
+            return await self._attempt(txn_id, digest, events, fetched, None, careful=False)
+        except _FailedBefore as before:
+            failed = before.attempts
+        except _FirstTryRefused:
+            failed = await self.store.of(LineTables).transaction_failures(digest)
         if failed >= GIVE_UP_AFTER + LAST_TRIES:
             return await self._give_up(txn_id, digest, events, failed)
-        careful = failed >= GIVE_UP_AFTER
+        return await self._attempt(txn_id, digest, events, fetched, failed, careful=failed >= GIVE_UP_AFTER)
+
+    async def _attempt(self, txn_id: str, digest: str, events: list[dict[str, Any]], fetched: Fetched,
+                       failed: int | None, *, careful: bool) -> list[tuple[int, Followup]] | None:
+        """Store it all at once, then (an event failing) each event in a savepoint; carefully, the latter only.
+        A failure a retry does not mend is counted before it is raised."""
         try:
             if not careful:
                 try:
@@ -124,19 +150,30 @@ class Dispatcher:
                 except _EventFailed as exc:
                     log.warning("transaction %r: %s; storing it again with each event in a savepoint of its own",
                                 txn_id, exc, extra={"txn": txn_id})
+                    failed = failed or 0  # that first try was a new one: it knew of no failure
             return await self._store(txn_id, digest, events, fetched, failed, careful=careful, at_once=False)
-        except StoreUnavailable:
+        except (StoreUnavailable, _FailedBefore, _FirstTryRefused):
             raise  # the database is away, or asked for it all again: the homeserver's retry mends it
         except Exception as exc:
             await self._count_failure(txn_id, digest, exc)
             raise
 
-    async def _store(self, txn_id: str, digest: str, events: list[dict[str, Any]], fetched: Fetched, failed: int, *,
-                     careful: bool, at_once: bool) -> list[tuple[int, Followup]] | None:
+    async def _store(self, txn_id: str, digest: str, events: list[dict[str, Any]], fetched: Fetched,
+                     failed: int | None, *, careful: bool, at_once: bool) -> list[tuple[int, Followup]] | None:
         """One attempt at storing the transaction, in one database transaction. ``at_once``: the events without a
-        savepoint each — the first to fail raises ``_EventFailed`` and the attempt is rolled back whole."""
+        savepoint each — the first to fail raises ``_EventFailed`` and the attempt is rolled back whole.
+        ``failed`` None: not yet known, asked with the id remembered (``_FailedBefore`` when there were)."""
         async with self.store.transaction("store_transaction") as tx:
-            recorded = await self._record(tx, txn_id, len(events), careful=careful)
+            if failed is None:
+                try:
+                    before, new = await tx.of(LineTables).record_first_try(txn_id, len(events), digest)
+                except StoreRefused as exc:
+                    raise _FirstTryRefused(str(exc)) from exc
+                if before:
+                    raise _FailedBefore(before)
+                recorded: Recorded = "new" if new else "replay"
+            else:
+                recorded = await self._record(tx, txn_id, len(events), careful=careful)
             if recorded == "replay":
                 return None
             await self._keep_threads(tx, fetched, careful=careful)
