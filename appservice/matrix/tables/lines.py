@@ -56,6 +56,13 @@ class LineTables(Family):
         assert row is not None
         return int(row["failures"]), bool(row["new"])
 
+    async def peek_transaction(self, txn_id: str, digest: str) -> tuple[int, bool]:
+        """How many attempts at a batch failed before, and whether its id is remembered (a replay); nothing
+        written."""
+        row = await self._one("peek_transaction", txn_id, digest)
+        assert row is not None
+        return int(row["failures"]), bool(row["seen"])
+
     async def transaction_failures(self, digest: str) -> int:
         """How many attempts at a batch (by its id's digest) failed in a way a retry does not mend."""
         return int(await self._value("transaction_failures", digest))

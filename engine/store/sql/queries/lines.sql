@@ -20,6 +20,12 @@ WITH failed AS (
 )
 SELECT (SELECT n FROM failed) AS failures, EXISTS (SELECT 1 FROM kept) AS new;
 
+-- name: peek_transaction
+-- Before a transaction of several rooms is stored a room at a time: the failed attempts at transaction $1 (digest
+-- $2), and whether its id is remembered (seen: a replay).
+SELECT coalesce((SELECT attempts FROM as_transaction_failures WHERE txn_digest = $2), 0) AS failures,
+       EXISTS (SELECT 1 FROM as_transactions WHERE txn_id = $1) AS seen;
+
 -- name: transaction_failures
 -- How many attempts at the transaction with digest $1 failed in a way a retry does not mend (0: none).
 SELECT coalesce((SELECT attempts FROM as_transaction_failures WHERE txn_digest = $1), 0);
