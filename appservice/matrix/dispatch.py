@@ -1,6 +1,7 @@
-"""One appservice transaction, stored: its id remembered and every new event kept, in **one** database
-transaction, before the homeserver is answered; one bad event never loses the others; each sent by its kind
-to the one handler for it:
+"""One appservice transaction, stored: its id remembered and every new event kept before the homeserver is
+answered — in **one** database transaction, or, when its events are several rooms' (a storm's), one a room, in
+the order the rooms came, the id remembered with the last (``_store_by_room``: the first room's runs start while
+the rest are stored) — one bad event never losing the others; each sent by its kind to the one handler for it:
 
     m.room.encrypted            never stored or read (we cannot, and a bot must not pretend it did)
     m.reaction                  a room another surface works from first (the desk's staff room: ✅/🗑 on a
@@ -52,7 +53,7 @@ from appservice.matrix.inbound.state import StateHandler
 from appservice.matrix.tables.lines import LineTables
 from appservice.matrix.tables.room_actions import RoomActionTables
 from appservice.matrix.tables.rooms import take_room
-from engine.errors import StoreError, StoreUnavailable, SurfaceError
+from engine.errors import StoreError, StoreRefused, StoreUnavailable, SurfaceError
 from engine.store import Store, Tx
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,20 @@ class _EventFailed(SurfaceError):
         super().__init__(f"event {event.get('event_id')!r} failed: {described(cause)}")
 
 
+class _FailedBefore(SurfaceError):
+    """An attempt at this transaction failed before: stored again knowing how often (its first try's work, one
+    statement, rolled back)."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(f"{attempts} earlier attempt(s) failed")
+        self.attempts = attempts
+
+
+class _FirstTryRefused(SurfaceError):
+    """The first try's one statement was refused (the transaction id itself, say): its failures are asked on their
+    own and it is stored as before it was known whether there were any."""
+
+
 class Dispatcher:
     def __init__(self, store: Store, *, state: StateHandler, lines: LineHandler, presses: Presses,
                  cancels: Cancels, threads: ThreadBackfill, elsewhere: RoomWork | None = None,
@@ -115,33 +130,115 @@ class Dispatcher:
         be sent again; raises what else failed (counted) until ``GIVE_UP_AFTER`` attempts have."""
         fetched = await self.threads.fetch(self.store, events)
         digest = txn_digest(txn_id)
-        failed = await self.store.of(LineTables).transaction_failures(digest)
+        try:
+            # The common case, in one database transaction whose first statement says whether an attempt at
+            # this one failed before (failed=None); then it is stored as below, knowing how often.
+            return await self._attempt(txn_id, digest, events, fetched, None, careful=False)
+        except _FailedBefore as before:
+            failed = before.attempts
+        except _FirstTryRefused:
+            failed = await self.store.of(LineTables).transaction_failures(digest)
         if failed >= GIVE_UP_AFTER + LAST_TRIES:
             return await self._give_up(txn_id, digest, events, failed)
-        careful = failed >= GIVE_UP_AFTER
+        return await self._attempt(txn_id, digest, events, fetched, failed, careful=failed >= GIVE_UP_AFTER)
+
+    async def _attempt(self, txn_id: str, digest: str, events: list[dict[str, Any]], fetched: Fetched,
+                       failed: int | None, *, careful: bool) -> list[tuple[int, Followup]] | None:
+        """Store it all at once, then (an event failing) each event in a savepoint; carefully, the latter only.
+        A failure a retry does not mend is counted before it is raised."""
         try:
+            if failed is None and len(rooms := by_room(events)) > 1:
+                return await self._store_by_room(txn_id, digest, rooms, fetched)
             if not careful:
                 try:
                     return await self._store(txn_id, digest, events, fetched, failed, careful=False, at_once=True)
                 except _EventFailed as exc:
                     log.warning("transaction %r: %s; storing it again with each event in a savepoint of its own",
                                 txn_id, exc, extra={"txn": txn_id})
+                    failed = failed or 0  # that first try was a new one: it knew of no failure
             return await self._store(txn_id, digest, events, fetched, failed, careful=careful, at_once=False)
-        except StoreUnavailable:
+        except (StoreUnavailable, _FailedBefore, _FirstTryRefused):
             raise  # the database is away, or asked for it all again: the homeserver's retry mends it
         except Exception as exc:
             await self._count_failure(txn_id, digest, exc)
             raise
 
-    async def _store(self, txn_id: str, digest: str, events: list[dict[str, Any]], fetched: Fetched, failed: int, *,
-                     careful: bool, at_once: bool) -> list[tuple[int, Followup]] | None:
+    async def _store_by_room(self, txn_id: str, digest: str, rooms: list[list[dict[str, Any]]],
+                             fetched: Fetched) -> list[tuple[int, Followup]] | None:
+        """The common case of a transaction of several rooms' events (a storm's): each room's in a commit of its
+        own, in the order the rooms came, so the first room's runs start while the next rooms are stored and no
+        commit holds more than one room's row; the id is remembered with the last room's. A crash or a failure
+        part way stores nothing twice when the homeserver sends it again (an event is stored once, by its id,
+        and only a newly stored line summons). Asked first, in a statement of its own: whether it was seen or
+        failed before (then it is a replay, or stored as ``_attempt`` does once it knows how often)."""
+        try:
+            before, seen = await self.store.of(LineTables).peek_transaction(txn_id, digest)
+        except StoreRefused as exc:
+            raise _FirstTryRefused(str(exc)) from exc
+        if before:
+            raise _FailedBefore(before)
+        if seen:
+            return None
+        remembered: list[tuple[int, Followup]] = []
+        for n, events in enumerate(rooms[:-1]):
+            remembered += await self._store_room(txn_id, events, fetched if n == 0 else None)
+        last = await self._store(txn_id, digest, rooms[-1], None if len(rooms) > 1 else fetched, None,
+                                 careful=False, at_once=True, retried=True)
+        return None if last is None else remembered + last
+
+    async def _store_room(self, txn_id: str, events: list[dict[str, Any]],
+                          fetched: Fetched | None) -> list[tuple[int, Followup]]:
+        """One room's events of a transaction, in a commit of their own: all at once, else (one failing) each in a
+        savepoint of its own, as ``_attempt`` stores a whole transaction."""
+        try:
+            async with self.store.transaction("store_transaction_room") as tx:
+                if fetched is not None:
+                    await self._keep_threads(tx, fetched, careful=False)
+                followups: list[Followup] = []
+                for event in events:
+                    followups.extend(await self._at_once(tx, event))
+                return await remember(tx, followups)
+        except _EventFailed as exc:
+            log.warning("transaction %r: %s; storing its room's events again each in a savepoint of its own",
+                        txn_id, exc, extra={"txn": txn_id})
+        async with self.store.transaction("store_transaction_room") as tx:
+            if fetched is not None:
+                await self._keep_threads(tx, fetched, careful=False)
+            followups = []
+            for event in events:
+                followups.extend(await self.one(tx, event, what="event", txn=txn_digest(txn_id)) or [])
+            return await remember(tx, followups)
+
+    async def _store(self, txn_id: str, digest: str, events: list[dict[str, Any]], fetched: Fetched | None,
+                     failed: int | None, *, careful: bool, at_once: bool,
+                     retried: bool = False) -> list[tuple[int, Followup]] | None:
         """One attempt at storing the transaction, in one database transaction. ``at_once``: the events without a
-        savepoint each — the first to fail raises ``_EventFailed`` and the attempt is rolled back whole."""
+        savepoint each — the first to fail raises ``_EventFailed`` and the attempt is rolled back whole, or, with
+        ``retried``, stored again at once each in a savepoint of its own. ``failed`` None: not yet known, asked with
+        the id remembered (``_FailedBefore`` when there were). ``fetched`` None: the threads are kept already."""
+        if retried:
+            try:
+                return await self._store(txn_id, digest, events, fetched, failed, careful=careful, at_once=at_once)
+            except _EventFailed as exc:
+                log.warning("transaction %r: %s; storing its last room's events again each in a savepoint of its "
+                            "own", txn_id, exc, extra={"txn": txn_id})
+                return await self._store(txn_id, digest, events, fetched, failed or 0, careful=careful,
+                                         at_once=False)
         async with self.store.transaction("store_transaction") as tx:
-            recorded = await self._record(tx, txn_id, len(events), careful=careful)
+            if failed is None:
+                try:
+                    before, new = await tx.of(LineTables).record_first_try(txn_id, len(events), digest)
+                except StoreRefused as exc:
+                    raise _FirstTryRefused(str(exc)) from exc
+                if before:
+                    raise _FailedBefore(before)
+                recorded: Recorded = "new" if new else "replay"
+            else:
+                recorded = await self._record(tx, txn_id, len(events), careful=careful)
             if recorded == "replay":
                 return None
-            await self._keep_threads(tx, fetched, careful=careful)
+            if fetched is not None:
+                await self._keep_threads(tx, fetched, careful=careful)
             followups: list[Followup] = []
             rejected = 0
             for event in events:
@@ -305,6 +402,17 @@ class Dispatcher:
         line = read_event(event)
         if line is not None:
             await self.lines.line(tx, line, event, followups, backfill=backfill)
+
+
+def by_room(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """A transaction's events by room, each room's in the order heard, the rooms in the order they first came
+    (an event naming no room goes with the first room: it is skipped, logged, wherever it is)."""
+    rooms: dict[Any, list[dict[str, Any]]] = {}
+    for event in events:
+        room = event.get("room_id")
+        key = room if isinstance(room, str) else next(iter(rooms), None)
+        rooms.setdefault(key, []).append(event)
+    return list(rooms.values())
 
 
 def _rejection(digest: str | None, event: Mapping[str, Any], reason: str) -> dict[str, Any]:

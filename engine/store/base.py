@@ -128,13 +128,22 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def nothing_to_reset(conn: asyncpg.Connection) -> None:
+    """What a connection given back to the pool needs undone beyond its open transaction (which asyncpg always
+    rolls back first): nothing. summon leaves no session state on a pooled connection — its role and settings are
+    ``SET LOCAL`` / ``set_config(..., true)``, its advisory locks transaction-level, a LISTEN on a pooled
+    connection is removed before it is given back — so asyncpg's default reset (``pg_advisory_unlock_all(); CLOSE
+    ALL; UNLISTEN *; RESET ALL``), a round trip on every release, is not sent: a statement run on its own was two
+    round trips, a mention's transaction took three more than its work (tests/db/test_pool_reset.py)."""
+
+
 async def create_pool(dsn: str, *, min_size: int, max_size: int, pooled: bool = False) -> asyncpg.Pool:
     """``pooled``: ``dsn`` goes through a pooler in transaction mode (PgBouncer), where one client's
     statements may run on different server connections, so no statement is prepared by name (asyncpg's
     cache off: each statement is parsed unnamed, in the round trip that runs it)."""
     cache = {"statement_cache_size": 0} if pooled else {}
     pool = await _translated(asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, init=init_connection,
-                                                 **cache), "connecting to the database")
+                                                 reset=nothing_to_reset, **cache), "connecting to the database")
     assert pool is not None
     return pool
 

@@ -122,8 +122,9 @@ async def queue_runs(db: TestStore) -> None:
     await db.pool.execute("VACUUM ANALYZE agent_runs")
 
 
-# The step rows a run of SCRIPT writes, in the engine's commits: five fenced steps of their own, then the
-# model's last word and the answer with the finish (one commit).
+# The step rows a run of SCRIPT writes, in the engine's commits: five fenced steps of their own (each model call's
+# start with its spend drawn, its answer with its spend settled), then the model's last word and the answer with
+# the finish and the run's spend settled (one commit).
 RAW_STEPS: list[dict[str, Any]] = [
     {"kind": "model_started", "estimate_usd": 0.0},
     {"kind": "model", "tool_calls": [{"id": "a", "name": "noop", "arguments": {}}], "provider": "mock"},
@@ -133,6 +134,16 @@ RAW_STEPS: list[dict[str, Any]] = [
 ]
 RAW_FINISH: list[dict[str, Any]] = [{"kind": "model", "text": "done", "provider": "mock"},
                                     {"kind": "answer", "text": "done"}]
+
+
+async def raw_spend(conn: asyncpg.Connection, q: Queries, run_id: int, step: dict[str, Any]) -> None:
+    """The spend the engine writes beside a step, in its commit: a call's worst case drawn from the run's
+    reservation before it is made, settled to its cost when it comes back (issue 27: the floor does every durable
+    write a run must make)."""
+    if step["kind"] == "model_started":
+        await conn.execute(q["draw_spend"], run_id, step["estimate_usd"])
+    elif step["kind"] == "model":
+        await conn.execute(q["spend_call"], run_id, 0.0)
 
 
 async def raw_worker(conn: asyncpg.Connection, owner: str, q: Queries, commits: list[float],
@@ -152,12 +163,14 @@ async def raw_worker(conn: asyncpg.Connection, owner: str, q: Queries, commits: 
                 await conn.fetchrow(q["fence_run"], run_id, owner, 90.0)
                 await conn.execute(q["insert_step"], run_id, seq, step["kind"], step,
                                    step.get("provider"), None, 0, 0, 0.0, owner)
+                await raw_spend(conn, q, run_id, step)
             commits.append(time.perf_counter() - started)
         async with conn.transaction():
             await conn.fetchrow(q["fence_run"], run_id, owner, 90.0)
             for seq, step in enumerate(RAW_FINISH, start=len(RAW_STEPS) + 1):
                 await conn.execute(q["insert_step"], run_id, seq, step["kind"], step,
                                    step.get("provider"), None, 0, 0, 0.0, owner)
+                await raw_spend(conn, q, run_id, step)
             await conn.fetchval(q["finish_run"], run_id, owner, "done", None, None, "done")
             await conn.execute(q["settle_spend"], run_id)
         done += 1

@@ -14,6 +14,10 @@ from typing import Any, Literal
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO / ".dev" / "bench"
+# Each benchmark is a process of its own (``make bench`` runs them one after another), so this module is imported
+# as it starts: the machine's load then, and when, are the phase's own (the table flags a start above one per core).
+STARTED_AT = time.monotonic()
+START_LOAD = os.getloadavg()
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,9 @@ def write(name: str, ratios: list[Ratio], figures: dict[str, Any] | None = None)
     load = os.getloadavg()
     path.write_text(json.dumps({
         "bench": name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cores": os.cpu_count(), "load": [round(x, 2) for x in load], "python": platform.python_version()},
+        "machine": {"cores": os.cpu_count(), "load": [round(x, 2) for x in load], "python": platform.python_version(),
+                    "start_load": [round(x, 2) for x in START_LOAD]},
+        "seconds": round(time.monotonic() - STARTED_AT, 1),
         "ratios": [{**asdict(r), "ratio": round(r.ratio, 4), "met": r.met} for r in ratios],
         "figures": figures or {},
     }, indent=1))

@@ -16,6 +16,7 @@ from nio import DownloadResponse, ProfileGetAvatarResponse, RoomCreateResponse
 from PIL import Image
 
 from appservice.app import Service
+from appservice.matrix.delivery import avatars as avatars_module
 from tests.matrix.people import Person
 from tests.support import eventually
 
@@ -104,7 +105,8 @@ async def avatar_of(person: Person, user_id: str) -> str | None:
 
 
 async def test_puppets_and_the_service_user_have_avatars_after_start(people: People, service: Service,
-                                                                    sql: asyncpg.Pool) -> None:
+                                                                    sql: asyncpg.Pool,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     alice = await people("alice")
     ours = [service.service_user, *(bot.user_id for bot in service.registry().bots.values())]
     avatars = {user_id: await avatar_of(alice, user_id) for user_id in ours}
@@ -116,6 +118,19 @@ async def test_puppets_and_the_service_user_have_avatars_after_start(people: Peo
     uploads = await sql.fetchval("SELECT count(*) FROM avatar_uploads")
     assert await service.avatars.set_all() == 0
     assert await sql.fetchval("SELECT count(*) FROM avatar_uploads") == uploads
+    # Nor drawn again, even by a process that never drew them (another one, or this one restarted): the
+    # database knows each drawn face by what it is drawn from.
+    drawn: list[list[tuple[str, str | None]]] = []
+    real = avatars_module.draw_apart
+
+    async def counted(faces: list[tuple[str, str | None]], emoji_font: Path) -> list[bytes]:
+        drawn.append(faces)
+        return await real(faces, emoji_font)
+
+    monkeypatch.setattr(avatars_module, "draw_apart", counted)
+    monkeypatch.setattr(avatars_module, "_DRAWN", {})
+    assert await service.avatars.set_all() == 0
+    assert drawn == []
     # What a client downloads is a picture: the service user's drawn initial, a PNG.
     got = await alice.client.download(str(avatars[service.service_user]))
     assert isinstance(got, DownloadResponse) and got.body.startswith(b"\x89PNG")

@@ -3,7 +3,10 @@ avatar_art.py), and an `avatar:` in a bot file: an mxc:// uri or an image file u
 
 from __future__ import annotations
 
+import asyncio
 import io
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ from PIL import Image
 
 from appservice.kinds import KINDS
 from appservice.matrix.delivery.avatar_art import EMOJI_FONT, SIZE, colour, draw, initial, is_emoji
+from appservice.matrix.delivery.avatars import draw_apart
 from engine.content.compile import compile_bot
 from engine.content.files import check_images, compile_content
 
@@ -31,6 +35,19 @@ def test_every_name_has_a_colour_of_its_own() -> None:
 
 def test_the_same_bot_draws_the_same_bytes() -> None:
     assert draw("Helper", "🛟") == draw("Helper", "🛟")  # so it is uploaded once, by its hash
+
+
+def test_the_service_draws_in_a_child_and_never_holds_pillow() -> None:
+    faces = [("Helper", "🛟"), ("echo", None), ("Scribe", "AB")]
+    assert asyncio.run(draw_apart(faces, EMOJI_FONT)) == [draw(n, g, emoji_font=EMOJI_FONT) for n, g in faces]
+    imported = subprocess.run([sys.executable, "-c", "import sys, appservice.app; print('PIL' in sys.modules)"],
+                              capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() == "False"
+
+
+def test_a_child_that_cannot_draw_says_why() -> None:
+    with pytest.raises(OSError, match=r"the avatar drawer exited 1: AttributeError"):
+        asyncio.run(draw_apart([("Helper", 7)], EMOJI_FONT))  # type: ignore[list-item]
 
 
 def test_an_initial_on_the_names_colour() -> None:

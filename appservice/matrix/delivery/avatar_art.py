@@ -1,27 +1,37 @@
 """The avatar drawn for one of our users that has no picture of its own: its ``glyph:`` (an emoji, in Debian's
 colour emoji font, or a few characters) or its name's initial, white on a colour taken from its name, so no two
 bots look alike where a client draws them side by side. The same name and glyph draw the same bytes, so an
-avatar is uploaded once (by content hash) however often it is drawn."""
+avatar is uploaded once (by content hash) however often it is drawn.
+
+The service draws in a child of its own (``python -m appservice.matrix.delivery.avatar_art``, ``avatars.py``), so
+Pillow is imported only there and never held by ``summon serve``: this module imports it where it draws."""
 
 from __future__ import annotations
 
+import base64
 import colorsys
 import hashlib
 import io
+import json
 import logging
+import sys
 import unicodedata
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PIL import Image, ImageDraw, ImageFont
+if TYPE_CHECKING:
+    from PIL import Image, ImageFont
 
 log = logging.getLogger(__name__)
 
+# Changes when the same name and glyph would be drawn differently: a drawn avatar is remembered by what it is
+# drawn from (``avatars.recipe``), so the service draws nothing it drew before.
+ART = 1
 SIZE = 256
 EMOJI_FONT = Path("/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf")  # scripts/emoji-font installs it
 EMOJI_SIZE = 109  # the one size Noto Color Emoji's bitmaps come in
 LETTER_FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf")
-Font = ImageFont.FreeTypeFont | ImageFont.ImageFont
 
 
 def colour(name: str) -> tuple[int, int, int]:
@@ -45,6 +55,8 @@ def is_emoji(glyph: str) -> bool:
 
 @cache
 def _emoji_font(path: Path) -> ImageFont.FreeTypeFont | None:
+    from PIL import ImageFont
+
     try:
         return ImageFont.truetype(str(path), EMOJI_SIZE)
     except OSError:
@@ -54,7 +66,9 @@ def _emoji_font(path: Path) -> ImageFont.FreeTypeFont | None:
 
 
 @cache
-def _letter_font(size: int) -> Font:
+def _letter_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    from PIL import ImageFont
+
     try:
         return ImageFont.truetype(str(LETTER_FONT), size)
     except OSError:
@@ -63,6 +77,8 @@ def _letter_font(size: int) -> Font:
 
 def draw(name: str, glyph: str | None, *, emoji_font: Path = EMOJI_FONT) -> bytes:
     """A PNG, ``SIZE`` pixels square: ``glyph`` (or the initial) on the name's colour."""
+    from PIL import Image, ImageDraw
+
     image = Image.new("RGB", (SIZE, SIZE), colour(name))
     text = (glyph or "").strip() or initial(name)
     font = _emoji_font(emoji_font) if is_emoji(text) else None
@@ -91,3 +107,17 @@ def _png(image: Image.Image) -> bytes:
     out = io.BytesIO()
     image.save(out, format="PNG", optimize=True)
     return out.getvalue()
+
+
+def main() -> int:
+    """The child's side: a JSON object on stdin (``faces``: [name, glyph] pairs; ``emoji_font``), each face's PNG
+    in base64 on stdout, in order."""
+    asked = json.loads(sys.stdin.buffer.read())
+    font = Path(asked["emoji_font"])
+    drawn = [base64.b64encode(draw(name, glyph, emoji_font=font)).decode() for name, glyph in asked["faces"]]
+    sys.stdout.write(json.dumps(drawn))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

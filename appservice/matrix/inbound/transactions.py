@@ -7,8 +7,9 @@
   past it), and read as a transaction by ``read_transaction``, pure, so it can be fuzzed;
 - an unknown ``/_matrix/app/…`` route is 404 and a known one asked with the wrong method 405, both
   ``M_UNRECOGNIZED`` in JSON, as the spec asks of an application service;
-- the transaction id and every new event are stored in **one** database transaction before the 200
-  (mautrix acknowledges before its handlers run and remembers txn ids only in memory);
+- the transaction id and every new event are stored before the 200, in one database transaction (a room's
+  events each in one, when it carries several rooms': ``dispatch``) — mautrix acknowledges before its handlers
+  run and remembers txn ids only in memory;
 - a replayed transaction stores and summons nothing new, across restarts.
 """
 

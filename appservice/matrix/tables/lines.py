@@ -49,6 +49,20 @@ class LineTables(Family):
         """Remember a delivered batch by its id; False when it was seen before (a replay)."""
         return await self._value("record_transaction", txn_id, events) is not None
 
+    async def record_first_try(self, txn_id: str, events: int, digest: str) -> tuple[int, bool]:
+        """How many attempts at a batch failed before (by its id's digest) and, when none did, whether it is
+        new (remembered now; False: a replay); a batch with failures is not remembered here. One statement."""
+        row = await self._one("record_first_try", txn_id, events, digest)
+        assert row is not None
+        return int(row["failures"]), bool(row["new"])
+
+    async def peek_transaction(self, txn_id: str, digest: str) -> tuple[int, bool]:
+        """How many attempts at a batch failed before, and whether its id is remembered (a replay); nothing
+        written."""
+        row = await self._one("peek_transaction", txn_id, digest)
+        assert row is not None
+        return int(row["failures"]), bool(row["seen"])
+
     async def transaction_failures(self, digest: str) -> int:
         """How many attempts at a batch (by its id's digest) failed in a way a retry does not mend."""
         return int(await self._value("transaction_failures", digest))

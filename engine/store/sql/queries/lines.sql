@@ -8,6 +8,24 @@ INSERT INTO as_transactions (txn_id, events) VALUES ($1, $2)
 ON CONFLICT (txn_id) DO NOTHING
 RETURNING txn_id;
 
+-- name: record_first_try
+-- A transaction's first statement when nothing is known of it: the failed attempts at transaction $1 (digest $3)
+-- and, when there were none, its id remembered ($2 events); new = false when it was seen before (a replay).
+WITH failed AS (
+    SELECT coalesce((SELECT attempts FROM as_transaction_failures WHERE txn_digest = $3), 0) AS n
+), kept AS (
+    INSERT INTO as_transactions (txn_id, events) SELECT $1, $2 FROM failed WHERE n = 0
+    ON CONFLICT (txn_id) DO NOTHING
+    RETURNING txn_id
+)
+SELECT (SELECT n FROM failed) AS failures, EXISTS (SELECT 1 FROM kept) AS new;
+
+-- name: peek_transaction
+-- Before a transaction of several rooms is stored a room at a time: the failed attempts at transaction $1 (digest
+-- $2), and whether its id is remembered (seen: a replay).
+SELECT coalesce((SELECT attempts FROM as_transaction_failures WHERE txn_digest = $2), 0) AS failures,
+       EXISTS (SELECT 1 FROM as_transactions WHERE txn_id = $1) AS seen;
+
 -- name: transaction_failures
 -- How many attempts at the transaction with digest $1 failed in a way a retry does not mend (0: none).
 SELECT coalesce((SELECT attempts FROM as_transaction_failures WHERE txn_digest = $1), 0);
