@@ -44,7 +44,8 @@ PORTS = {
 # wheel installed elsewhere, three workers and a rate window), then the folders whose tests wait on a real
 # Synapse or on processes, then the rest; within each, the order as collected.
 LONGEST_FIRST = (
-    "tests/faults/test_homeserver_down.py", "tests/e2e/test_dev.py", "tests/db/test_provider_limits.py",
+    "tests/faults/test_homeserver_down.py", "tests/matrix/test_social_live.py", "tests/e2e/test_dev.py",
+    "tests/db/test_provider_limits.py",
     "tests/matrix/test_members_live.py", "tests/e2e/test_installed.py", "tests/matrix/test_voice_live.py",
     "tests/db/test_spend.py", "tests/matrix/test_spine.py", "tests/faults/test_postgres_restart.py",
     "tests/matrix/test_many_at_once_live.py", "tests/e2e/test_pgbouncer.py", "tests/matrix/test_desk_live.py",
