@@ -5,7 +5,9 @@ always answers: it is the fallback a failing primary falls to."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import json
 import random
 from typing import Any, Literal
@@ -36,6 +38,22 @@ class ChaosProvider(FakeProvider):
         self.failed = 0
         self.hung = 0
 
+    async def serve_on(self, host: str, port: int) -> None:
+        """Listen on ``host:port`` (an address inside a test's own network namespace) instead of a loopback port."""
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/v1/messages", self._handle)
+        app.router.add_post("/control", self._control)  # {"first": s, "second": s}: the latency from now on
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1, handler_cancellation=True)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+        self.port = port
+
+    async def _control(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.first, self.second = float(body["first"]), float(body["second"])
+        return web.json_response({})
+
     def _latency(self, base: float) -> float:
         return base * (1 + self.rng.uniform(-self.jitter, self.jitter))
 
@@ -63,8 +81,28 @@ class ChaosProvider(FakeProvider):
         return web.Response(status=canned.status, text=json.dumps(canned.body), content_type="application/json")
 
 
+async def _serve(args: argparse.Namespace) -> None:
+    provider = ChaosProvider(first=args.first, second=args.second, jitter=args.jitter)
+    await provider.serve_on(args.host, args.port)
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
 def _has_tool_result(route: str, messages: list[dict[str, Any]]) -> bool:
     if route == "openai":
         return any(m.get("role") == "tool" for m in messages)
     return any(isinstance(m.get("content"), list) and any(
         isinstance(part, dict) and part.get("type") == "tool_result" for part in m["content"]) for m in messages)
+
+
+if __name__ == "__main__":
+    # ``python -m tests.chaos.provider --host H --port P``: the provider as a process of its own (on another host:
+    # inside a worker's network namespace, tests/chaos/hosts.py), until it is killed.
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--first", type=float, default=0.6)
+    parser.add_argument("--second", type=float, default=0.9)
+    parser.add_argument("--jitter", type=float, default=0.3)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(parser.parse_args()))

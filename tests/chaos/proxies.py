@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -136,3 +137,78 @@ class SilentTcp:
             with contextlib.suppress(OSError):
                 writer.close()
             self._open.discard(writer)
+
+
+class LinkRelay:
+    """A TCP relay at the core's end of a worker's link (listening on its veth address, forwarding to a service on
+    the core's loopback), which can delay every byte by ``delay`` seconds each way (the round trip grows by twice
+    that) or ``hold`` everything both ways — a partition: no reset, no error, and what was sent meanwhile arrives,
+    in order, once the link is back, as TCP's retransmissions deliver it after a real one. (The kernel here has no
+    ``sch_netem``; this is what tc netem would do to the link, in user space, for this link's traffic only.)"""
+
+    def __init__(self, listen_host: str, listen_port: int, upstream_port: int) -> None:
+        self.listen = (listen_host, listen_port)
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.delay = 0.0
+        self.held = asyncio.Event()  # set: partitioned
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, *self.listen)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for w in list(self._writers):
+            w.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.close()
+            return
+        self._writers.update((writer, up_writer))
+        for a, b in ((reader, up_writer), (up_reader, writer)):
+            queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+            self._spawn(self._read(a, queue))
+            self._spawn(self._write(queue, b))
+
+    async def _read(self, reader: asyncio.StreamReader, queue: asyncio.Queue[tuple[float, bytes]]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while data := await reader.read(65536):
+                queue.put_nowait((loop.time() + self.delay, data))
+        except OSError:
+            pass
+        queue.put_nowait((loop.time() + self.delay, b""))
+
+    async def _write(self, queue: asyncio.Queue[tuple[float, bytes]], writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                at, data = await queue.get()
+                while self.held.is_set():
+                    await asyncio.sleep(0.05)
+                if (wait := at - loop.time()) > 0:
+                    await asyncio.sleep(wait)
+                if not data:
+                    break
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                writer.close()
+            self._writers.discard(writer)
