@@ -243,7 +243,8 @@ class Store(Families):
     async def _answers(self, conn: asyncpg.Connection) -> bool:
         """Whether ``conn`` answers a trivial query within ``listen_timeout``; one that does not is terminated
         here, its query still waiting (so the query's error is taken here, not left to be logged unseen)."""
-        check = asyncio.ensure_future(conn.fetchval(self._q["listen_alive"]))
+        q = self._q
+        check = asyncio.ensure_future(conn.fetchval(q["listen_alive"]))
         if not (await asyncio.wait({check}, timeout=self.listen_timeout))[0]:
             conn.terminate()
             with contextlib.suppress(Exception):

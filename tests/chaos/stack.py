@@ -42,6 +42,8 @@ class Settings:
     proxy: int = field(default_factory=lambda: port("CHAOS_PROXY_PORT", 29712))
     listen: int = field(default_factory=lambda: port("CHAOS_LISTEN_PORT", 29713))
     workers: int = 3
+    run: Path = RUN  # synapse-dev/up's run directory: wiped on every start, so one of this stack's own
+    work: Path = WORK  # configs, logs
     # The lease and sweep are shorter than the defaults (90 s, 10 s) so a run a dead worker held is taken up in
     # seconds, not a minute and a half; poll is the default (5 s): the NOTIFY backstop the half-open scenario meets.
     lease: float = field(default_factory=lambda: float(os.environ.get("CHAOS_LEASE_SECONDS", 10)))
@@ -63,22 +65,25 @@ class Stack:
         self.workers: list[WorkerProcess] = []
         self.worker_config: Path | None = None
         self.admin: asyncpg.Pool | None = None
-        self.postgres = Postgres(RUN)
+        self.postgres = Postgres(settings.run)
         self.synapse: Synapse | None = None
 
     def _stack_env(self) -> dict[str, str]:
         return {**os.environ, "SUMMON_PG_PORT": str(self.s.pg), "SUMMON_HS_PORT": str(self.s.hs),
-                "SUMMON_AS_PORT": str(self.s.as_), "SUMMON_RUN_DIR": str(RUN)}
+                "SUMMON_AS_PORT": str(self.s.as_), "SUMMON_RUN_DIR": str(self.s.run)}
 
     async def up(self) -> None:
-        WORK.mkdir(parents=True, exist_ok=True)
-        tokens = registration(WORK / "people.yaml", port=self.s.people, server_name="localhost")
-        env = {**self._stack_env(), "SUMMON_EXTRA_REGISTRATIONS": str(WORK / "people.yaml")}
+        work = self.s.work
+        work.mkdir(parents=True, exist_ok=True)
+        for old in work.glob("*.log"):  # the workers' logs are appended to: start each run with none
+            old.unlink()
+        tokens = registration(work / "people.yaml", port=self.s.people, server_name="localhost")
+        env = {**self._stack_env(), "SUMMON_EXTRA_REGISTRATIONS": str(work / "people.yaml")}
         up = subprocess.run([str(REPO / "synapse-dev" / "up")], env=env, capture_output=True, text=True,
                             timeout=300, check=False)
         if up.returncode != 0:
             raise RuntimeError(f"synapse-dev/up failed:\n{up.stderr}")
-        self.env = dict(line.split("=", 1) for line in (RUN / "env").read_text().splitlines() if "=" in line)
+        self.env = dict(line.split("=", 1) for line in (self.s.run / "env").read_text().splitlines() if "=" in line)
         self.synapse = Synapse(self.env)
         self.admin = await asyncpg.create_pool(self.env["SUMMON_DSN"], min_size=1, max_size=4,
                                                server_settings={"application_name": "chaos-harness"})
@@ -93,10 +98,10 @@ class Stack:
         await self.people.start()
 
         summon_env = {**env, **self.provider_env()}
-        self.serve = Summon(["-c", str(self.config("serve.yaml", slots=0)), "serve"], summon_env, WORK / "serve.log")
+        self.serve = Summon(["-c", str(self.config("serve.yaml", slots=0)), "serve"], summon_env, work / "serve.log")
         await self.serve.wait_for("appservice listening", timeout=180)
         self.worker_config = self.config("worker.yaml", slots=None)
-        self.processes = Processes(WORK, env=self.provider_env())
+        self.processes = Processes(work, env=self.provider_env())
         self.workers = [self.processes.worker(self.worker_config) for _ in range(self.s.workers)]
 
     def provider_env(self) -> dict[str, str]:
@@ -110,7 +115,7 @@ class Stack:
                 "SUMMON_PROVIDER_BACKUP_FREE": "1", "SUMMON_PROVIDER_BACKUP_TIMEOUT": t}
 
     def config(self, name: str, *, slots: int | None) -> Path:
-        data: dict[str, Any] = yaml.safe_load((RUN / "summon.yaml").read_text())
+        data: dict[str, Any] = yaml.safe_load((self.s.run / "summon.yaml").read_text())
         assert self.proxy is not None
         data["homeserver"]["url"] = self.proxy.url
         dsn = data["database"]["dsn"]
@@ -120,7 +125,7 @@ class Stack:
         if slots is not None:
             worker["slots"] = slots
         data["worker"] = worker
-        path = WORK / name
+        path = self.s.work / name
         path.write_text(yaml.safe_dump(data))
         return path
 
