@@ -76,12 +76,15 @@ class Chaos:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
     async def settle(self, timeout: float = 90) -> None:
-        """Until every mention sent so far is answered (or ``timeout``): a scenario starts from a quiet queue."""
+        """Until every mention sent before now is answered (or ``timeout``): a scenario starts from a quiet queue.
+        (The stream goes on meanwhile; the mentions it sends now are the next scenario's.)"""
+        pending = set(self._tasks)
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+        waiting = [m for m in self.people.mentions.values() if not m.answers]
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self._tasks and all(m.answers for m in self.people.mentions.values()):
-                return
-            await asyncio.sleep(0.5)
+        while any(not m.answers for m in waiting) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
 
     async def db_counts(self, mentions: list[Mention]) -> dict[str, int]:
         row = await self.admin.fetchrow(DB_COUNTS, [m.event_id for m in mentions])
