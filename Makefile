@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test unit fuzz lint typecheck bench bench-scale install clean down client-check door-check mention-path
+.PHONY: dev test unit fuzz lint typecheck bench bench-scale chaos install clean down client-check door-check mention-path
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	scripts/bootstrap
@@ -60,9 +60,24 @@ bench: $(STAMP)
 	-$(BIN)/python -m tests.bench.recall --others 0
 	@echo; $(BIN)/python -m tests.bench.table
 
-# The scale phases, apart from `make bench` (minutes each): person+recall over a million memories across people.
+# The scale phases, apart from `make bench` (minutes each): person+recall over a million memories across people;
+# a database a year old (tests/bench/year.py: YEAR_SCALE=1 is the full year, 0.05 by default).
 bench-scale: $(STAMP)
 	$(BIN)/python -m tests.bench.recall
+	$(BIN)/python -m tests.bench.year
+
+# Not part of `make test` (minutes, not hours): the standard fault scenarios under a steady stream of mentions on
+# the real stack, each judged (tests/chaos/__main__.py; CHAOS_SOAK_MINUTES, CHAOS_TIME_SCALE, CHAOS_ONLY …), then
+# several hosts on one PostgreSQL in network namespaces of its own (tests/chaos/hosts.py: a partition and fencing,
+# added latency, PgBouncer). Root, for the namespaces; iproute2 and PgBouncer are installed with apt-get if missing.
+chaos: $(STAMP)
+	@command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || { echo "chaos: installing iproute2"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; }
+	@command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || { echo "chaos: installing pgbouncer"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null 2>&1 || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }; }
+	$(BIN)/python -m tests.chaos; faults=$$?; $(BIN)/python -m tests.chaos.hosts; hosts=$$?; \
+		[ $$faults = 0 ] && [ $$hosts = 0 ]
 
 # The mention's path, counted: the files a mention's transaction passes through from the PUT to the run row, and
 # its returns to a file already left (tests/bench/mention_path.py, around the spine test's first mention).

@@ -157,6 +157,15 @@ def choose_answerer(
     chain = Chain([adapter_for(p, clock) for p in keyed], table, clock, retry=retry, patience=patience,
                   limiter=limiter)
     log.info("model calls are bought from %s, in that order", ", ".join(p.name for p in keyed))
+    for p in keyed[:-1]:
+        # Every attempt is given what is left of the answer's patience, capped at its provider's timeout: one
+        # whose timeout is not below the patience can spend all of it on a call that never answers, and the run
+        # then fails instead of falling back (make chaos, provider-hanging).
+        if p.timeout >= patience:
+            log.warning("provider %s: its timeout (%gs, %sTIMEOUT) is not below an answer's patience (%gs: two "
+                        "thirds of worker.lease_seconds, at most 60): a call to it that hangs leaves the providers "
+                        "after it no time, and the run fails instead of falling back; set it lower",
+                        p.name, p.timeout, env_prefix(p.name), patience)
     for p in keyed:
         if p.limits.limited:
             log.info("provider %s is kept to %s by every worker together", p.name, limits_said(p.limits))

@@ -28,7 +28,12 @@ from engine.errors import StoreError
 
 log = logging.getLogger(__name__)
 
-IDLE_SECONDS = 60.0  # with nothing pending the loop waits on NOTIFY; this is only a safety net
+# With nothing pending the loop waits on NOTIFY; this is only the safety net for a NOTIFY that never comes — but a
+# LISTEN connection can die without a word (half-open), and until it is found out (engine/store/store.py, listen:
+# within 40 s) every answer waits for this net: at 60 s, make chaos's half-open-listen saw a p99 of 62 s. It is
+# no longer than the workers' own poll (worker.poll_seconds, 5 s by default): a check costs one read of a
+# partial index, a fifth of a second's worth of nothing.
+IDLE_SECONDS = 5.0
 MIN_WAIT = 0.01  # a retry falling due now is still waited for on the clock, never spun on
 UNAVAILABLE_WAIT = 1.0  # the database is unavailable: try again after this long
 

@@ -34,6 +34,10 @@ from engine.store.workers import Workers
 
 log = logging.getLogger(__name__)
 
+# A LISTEN connection is asked a trivial query this often (seconds), and replaced when no answer comes this soon.
+LISTEN_CHECK = 30.0
+LISTEN_TIMEOUT = 10.0
+
 
 F = TypeVar("F", bound=Family)
 
@@ -140,8 +144,13 @@ class Tx(Families):
 
 class Store(Families):
     def __init__(self, pool: asyncpg.Pool, queries: Queries, dsn: str | None = None, *,
-                 clock: Clock | None = None, places: Places = NO_PLACES) -> None:
+                 clock: Clock | None = None, places: Places = NO_PLACES, listen_check: float = LISTEN_CHECK,
+                 listen_timeout: float = LISTEN_TIMEOUT) -> None:
+        """``listen_check``: seconds between the checks that a LISTEN connection still answers; one that gives no
+        answer within ``listen_timeout`` is replaced (see ``listen``)."""
         self._pool = pool
+        self.listen_check = listen_check
+        self.listen_timeout = listen_timeout
         self._on = pool
         self._q = queries
         self.places = places
@@ -150,12 +159,14 @@ class Store(Families):
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10, clock: Clock | None = None,
-                      pooled: bool = False, listen_dsn: str | None = None, places: Places = NO_PLACES) -> Store:
+                      pooled: bool = False, listen_dsn: str | None = None, places: Places = NO_PLACES,
+                      listen_check: float = LISTEN_CHECK, listen_timeout: float = LISTEN_TIMEOUT) -> Store:
         """Raises ``StoreUnavailable`` when the database cannot be reached. ``pooled``: ``dsn`` is a pooler's
         in transaction mode (no named prepared statements); ``listen_dsn``: where LISTEN connects instead — a
         LISTEN lives as long as its session, which a transaction-mode pooler does not keep."""
         pool = await base.create_pool(dsn, min_size=min_size, max_size=max_size, pooled=pooled)
-        return cls(pool, Queries(), listen_dsn or dsn, clock=clock, places=places)
+        return cls(pool, Queries(), listen_dsn or dsn, clock=clock, places=places, listen_check=listen_check,
+                   listen_timeout=listen_timeout)
 
     async def close(self, timeout: float = 10.0) -> None:
         try:
@@ -174,7 +185,13 @@ class Store(Families):
         """LISTEN on ``channel`` and call ``wake`` on every NOTIFY (or ``payload`` with the notification's
         payload, when given), until ``stop`` — surviving the database going away: a lost connection is
         replaced (with backoff), and ``wake`` is called once on every (re)connection, since notifications
-        sent while nobody listened are gone."""
+        sent while nobody listened are gone.
+
+        A connection can also die without a word: a NAT entry evicted, a firewall dropping without a reset, a
+        half-open TCP connection. Nothing then tells asyncpg it is gone, NOTIFYs simply stop, and only the
+        workers' poll would find new runs, for good (make chaos, half-open-listen). So every ``listen_check``
+        seconds the connection is asked a trivial query; no answer within ``listen_timeout`` and it is replaced
+        as a lost one is."""
         def heard(*args: object) -> None:
             if payload is not None and len(args) == 4 and isinstance(args[3], str):
                 payload(args[3])
@@ -184,6 +201,7 @@ class Store(Families):
         delay = 0.5
         while not stop.is_set():
             lost = asyncio.Event()
+            silent = False
             conn: asyncpg.Connection | None = None
             try:
                 # A connection of its own, not the pool's: it lives as long as the listening does.
@@ -195,22 +213,45 @@ class Store(Families):
                 stopping = asyncio.ensure_future(stop.wait())
                 dropped = asyncio.ensure_future(lost.wait())
                 try:
-                    await asyncio.wait({stopping, dropped}, return_when=asyncio.FIRST_COMPLETED)
+                    while not (await asyncio.wait({stopping, dropped}, timeout=self.listen_check,
+                                                  return_when=asyncio.FIRST_COMPLETED))[0]:
+                        if not await self._answers(conn):
+                            log.warning("the LISTEN connection for %s gave no answer within %gs; replacing it",
+                                        channel, self.listen_timeout)
+                            silent = True
+                            lost.set()
                 finally:
                     stopping.cancel()
                     dropped.cancel()
-                if lost.is_set():
+                if lost.is_set() and not silent:
                     log.warning("lost the LISTEN connection for %s; reconnecting", channel)
             except FOREIGN as exc:
                 log.warning("cannot LISTEN on %s (%s); retrying in %.1fs", channel, exc, delay)
             finally:
                 if conn is not None:
-                    if self.dsn:
+                    if self.dsn or silent:
                         conn.terminate()
-                    else:
+                    if not self.dsn:
                         with contextlib.suppress(*FOREIGN):
                             await conn.remove_listener(channel, heard)
+                        with contextlib.suppress(*FOREIGN):
                             await self._pool.release(conn)
             if not stop.is_set() and (lost.is_set() or conn is None):
                 await self.clock.wait(stop, delay)
                 delay = min(delay * 2, 10.0)
+
+    async def _answers(self, conn: asyncpg.Connection) -> bool:
+        """Whether ``conn`` answers a trivial query within ``listen_timeout``; one that does not is terminated
+        here, its query still waiting (so the query's error is taken here, not left to be logged unseen)."""
+        q = self._q
+        check = asyncio.ensure_future(conn.fetchval(q["listen_alive"]))
+        if not (await asyncio.wait({check}, timeout=self.listen_timeout))[0]:
+            conn.terminate()
+            with contextlib.suppress(Exception):
+                await check
+            return False
+        try:
+            check.result()
+        except FOREIGN:
+            return False
+        return True

@@ -160,3 +160,21 @@ def test_a_provider_declared_free_prices_every_model_at_nothing_and_needs_no_key
     assert table.price("openai", "llama3.2") is None
     with pytest.raises(ConfigError, match="SUMMON_PROVIDER_LOCAL_FREE: 'maybe' is not 1 or 0"):
         providers_from_env({**env, "SUMMON_PROVIDER_LOCAL_FREE": "maybe"})
+
+
+async def test_a_provider_whose_timeout_leaves_its_fallback_no_time_is_said_at_start(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """make chaos, provider-hanging: a primary that never answers took the whole patience (its timeout above it),
+    and every run failed instead of falling back. It is said, once, when the answerer is chosen."""
+    env = {"SUMMON_PROVIDERS": "primary,backup", "AGENTS_LIVE": "1", "SUMMON_PROVIDER_PRIMARY_FREE": "1",
+           "SUMMON_PROVIDER_BACKUP_FREE": "1", "SUMMON_PROVIDER_PRIMARY_URL": "http://127.0.0.1:9/v1",
+           "SUMMON_PROVIDER_BACKUP_URL": "http://127.0.0.1:9/v1"}
+    for timeout, patience, said in (("15", 6.0, True), ("3", 6.0, False), ("120", 60.0, True)):
+        caplog.clear()
+        answerer = choose_answerer(provider_settings({**env, "SUMMON_PROVIDER_PRIMARY_TIMEOUT": timeout}), FakeClock(),
+                                   patience=patience)
+        await answerer.aclose()
+        warned = [r.getMessage() for r in caplog.records if "leaves the providers after it no time" in r.getMessage()]
+        assert bool(warned) == said, (timeout, patience, warned)
+        if said:
+            assert warned[0].startswith("provider primary:") and "SUMMON_PROVIDER_PRIMARY_TIMEOUT" in warned[0]

@@ -17,3 +17,8 @@ SELECT (SELECT count(*) FROM agent_runs WHERE status = 'queued')::int AS queued,
          WHERE usable AND heartbeat_at > now() - make_interval(secs => $1))::int AS workers_usable,
        (SELECT mode FROM provider_status WHERE heartbeat_at > now() - make_interval(secs => $1)
          ORDER BY heartbeat_at DESC LIMIT 1) AS provider_mode;
+
+-- name: listen_alive
+-- Asked now and then on a LISTEN connection, which otherwise only waits: one that gives no answer is dead
+-- without having said so (a half-open TCP connection) and is replaced (engine/store/store.py, listen).
+SELECT 1;

@@ -150,19 +150,36 @@ SELECT sender FROM room_events WHERE event_id = $1 AND room_id = $2;
 -- name: context_thread
 -- A thread as the asker ($4) could see it: its root first, then its replies up to the asking line ($3: heard
 -- up to it; NULL: up to now), newest first, each as it reads now (its latest standing edit). The newest $5
--- candidates, then checked for visibility.
+-- candidates, then checked for visibility. The root and the replies are read apart, the replies newest first by
+-- the thread index and stopped after $5, so a summons in a thread of 5,000 lines reads about $5 of them, not all
+-- 5,000 to sort them (make bench-scale, tests/bench/year.py).
 WITH recent AS (
-    SELECT e.event_id, e.room_id, e.sender, coalesce(x.said, e.said) AS said, e.ts, e.seq, e.fetched
-      FROM room_events e
-      LEFT JOIN LATERAL (
-            SELECT x.said FROM room_events x
-             WHERE x.replaces = e.event_id AND x.room_id = e.room_id AND x.sender = e.sender
-               AND x.event_type = e.event_type AND NOT x.redacted
-             ORDER BY x.ts DESC, x.event_id DESC LIMIT 1) x ON true
-     WHERE e.room_id = $1 AND (e.event_id = $2 OR e.thread_root = $2) AND e.replaces IS NULL
-       AND NOT e.redacted AND coalesce(x.said, e.said) <> ''
-       AND e.seq <= coalesce((SELECT u.seq FROM room_events u WHERE u.event_id = $3), 9223372036854775807)
-     ORDER BY e.event_id = $2 DESC, e.seq DESC
+    SELECT * FROM (
+        SELECT e.event_id, e.room_id, e.sender, coalesce(x.said, e.said) AS said, e.ts, e.seq, e.fetched
+          FROM room_events e
+          LEFT JOIN LATERAL (
+                SELECT x.said FROM room_events x
+                 WHERE x.replaces = e.event_id AND x.room_id = e.room_id AND x.sender = e.sender
+                   AND x.event_type = e.event_type AND NOT x.redacted
+                 ORDER BY x.ts DESC, x.event_id DESC LIMIT 1) x ON true
+         WHERE e.room_id = $1 AND e.event_id = $2 AND e.replaces IS NULL
+           AND NOT e.redacted AND coalesce(x.said, e.said) <> ''
+           AND e.seq <= coalesce((SELECT u.seq FROM room_events u WHERE u.event_id = $3), 9223372036854775807)
+        UNION ALL
+        (SELECT e.event_id, e.room_id, e.sender, coalesce(x.said, e.said) AS said, e.ts, e.seq, e.fetched
+           FROM room_events e
+           LEFT JOIN LATERAL (
+                 SELECT x.said FROM room_events x
+                  WHERE x.replaces = e.event_id AND x.room_id = e.room_id AND x.sender = e.sender
+                    AND x.event_type = e.event_type AND NOT x.redacted
+                  ORDER BY x.ts DESC, x.event_id DESC LIMIT 1) x ON true
+          WHERE e.thread_root = $2 AND e.room_id = $1 AND e.event_id <> $2 AND e.replaces IS NULL
+            AND NOT e.redacted AND coalesce(x.said, e.said) <> ''
+            AND e.seq <= coalesce((SELECT u.seq FROM room_events u WHERE u.event_id = $3), 9223372036854775807)
+          ORDER BY e.seq DESC
+          LIMIT $5)
+    ) both_parts
+     ORDER BY event_id = $2 DESC, seq DESC
      LIMIT $5
 )
 SELECT e.event_id, e.sender, coalesce(m.display_name, e.sender) AS name, e.said, e.ts

@@ -223,12 +223,17 @@ RETURNING id;
 SELECT id FROM agent_runs WHERE place = $1 AND status IN ('queued', 'running') ORDER BY id;
 
 -- name: room_runs
--- The latest $2 runs in room $1, newest first, with what each cost.
+-- The latest $2 runs in room $1, newest first, with what each cost: read newest first from the index by (place, id)
+-- and stopped after $2, however long the room's history. Asked with `place = $1 ORDER BY id DESC`, the planner
+-- (guessing every room's runs spread evenly over the table) may walk the whole table's ids backwards, filtering on
+-- place — for a room whose runs are old, a year of everyone's runs read to find its twenty (tests/db/
+-- test_room_runs_bounded.py, tests/bench/year.py). Said as a range over place, ordered by (place, id), only that
+-- index gives the order, so only it is read.
 SELECT r.id, r.bot, r.status, r.ending, r.asked_by, r.created_at,
        coalesce((SELECT sum(s.cost_usd) FROM agent_steps s WHERE s.run_id = r.id), 0)::float8 AS cost_usd
   FROM agent_runs r
- WHERE r.place = $1
- ORDER BY r.id DESC
+ WHERE r.place >= $1 AND r.place <= $1
+ ORDER BY r.place DESC, r.id DESC
  LIMIT $2;
 
 -- name: room_spend
